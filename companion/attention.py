@@ -1,0 +1,228 @@
+"""Scaled dot-product attention with an additive prior: one entry point, two paths.
+
+`attend` is the single place where every prior in the book meets the softmax. It has an eager
+reference path (explicit scores, returns the weights) and a fused path through
+`torch.nn.functional.scaled_dot_product_attention` (SDPA); both compute
+
+    weights = softmax(q kᵀ · scale + bias),   out = weights v
+
+Notable choices:
+- a float `bias` is added to the scores; a boolean `bias` marks *allowed* keys (True = visible),
+  the convention of SDPA's boolean `attn_mask`;
+- `causal=True` lets query i read keys j ≤ i (top-left aligned, as SDPA's `is_causal`);
+- every input is checked before any arithmetic: a row with no visible key has no distribution to
+  normalise, so it is an error that names the rows instead of a silent NaN.
+
+Shapes: b batch, h heads, i query positions, j key positions, d head dim (q, k), e value dim.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = ["attend", "visible_keys", "BACKENDS"]
+
+BACKENDS = ("auto", "eager", "sdpa")
+Backend = Literal["auto", "eager", "sdpa"]
+
+
+def _shape(t: Tensor) -> str:
+    return "(" + ", ".join(str(s) for s in t.shape) + ")"
+
+
+def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4:
+            raise ValueError(
+                f"{name} has shape {_shape(t)}; attend expects 4-D tensors (batch, heads, seq, dim). "
+                "Add the missing axes with unsqueeze, e.g. x[None, None] for a single head."
+            )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"head dims differ: q has d={q.shape[-1]} but k has d={k.shape[-1]}; queries and keys "
+            "must share a head dim for q·k to exist. Project both to the same width."
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k has {k.shape[-2]} keys but v has {v.shape[-2]} values; each key needs exactly one value."
+        )
+    for name, t in (("k", k), ("v", v)):
+        if t.shape[:2] != q.shape[:2]:
+            raise ValueError(
+                f"{name} has batch/heads {tuple(t.shape[:2])} but q has {tuple(q.shape[:2])}; "
+                "repeat or reshape so that batch and head axes agree."
+            )
+
+
+def _check_bias(bias: Tensor, b: int, h: int, i: int, j: int) -> None:
+    want = f"(…, {i}, {j})"
+    if bias.dim() < 2 or bias.dim() > 4 or tuple(bias.shape[-2:]) != (i, j):
+        raise ValueError(
+            f"bias has shape {_shape(bias)} but the scores are (batch={b}, heads={h}, i={i}, j={j}); "
+            f"the bias must end in {want} and its leading axes must broadcast to ({b}, {h}). "
+            "Slice a longer bias to the current lengths, e.g. bias[..., :i, :j]."
+        )
+    lead = tuple(bias.shape[:-2])
+    full = (b, h)[2 - len(lead):] if lead else ()
+    for got, need in zip(lead, full):
+        if got not in (1, need):
+            raise ValueError(
+                f"bias has shape {_shape(bias)}; its leading axes {lead} do not broadcast to the "
+                f"(batch, heads) = ({b}, {h}) of q. Use 1 or the full size on each leading axis."
+            )
+    if bias.dtype != torch.bool:
+        if not bias.is_floating_point():
+            raise ValueError(
+                f"bias has dtype {bias.dtype}; use a float tensor (additive) or a bool tensor "
+                "(True = key visible)."
+            )
+        bad_nan = torch.isnan(bias)
+        if bool(bad_nan.any()):
+            where = bad_nan.nonzero()[0].tolist()
+            raise ValueError(
+                f"bias contains NaN (first at index {where}); a NaN score poisons the whole row. "
+                "Fix the computation that produced the bias."
+            )
+        bad_inf = torch.isposinf(bias)
+        if bool(bad_inf.any()):
+            where = bad_inf.nonzero()[0].tolist()
+            raise ValueError(
+                f"bias contains +inf (first at index {where}); +inf makes the softmax undefined. "
+                "Use a large finite value to favour a key, and -inf (or a False boolean entry) to block one."
+            )
+
+
+def visible_keys(
+    bias: Tensor | None, i: int, j: int, *, causal: bool = False, device=None
+) -> Tensor:
+    """Boolean map of visible keys, shape broadcastable to (b, h, i, j).
+
+    A key is visible when the causal rule allows it (j ≤ i if `causal`) and the bias does not
+    block it (a False boolean entry or a -inf float entry).
+    """
+    dev = bias.device if bias is not None else device
+    allowed = torch.ones(i, j, dtype=torch.bool, device=dev)
+    if causal:
+        allowed = torch.ones(i, j, dtype=torch.bool, device=dev).tril()
+    if bias is not None:
+        allowed = allowed & (bias if bias.dtype == torch.bool else ~torch.isneginf(bias))
+    return allowed
+
+
+def _check_rows(allowed: Tensor) -> None:
+    empty = ~allowed.any(dim=-1)  # (..., i)
+    if bool(empty.any()):
+        idx = empty.nonzero().tolist()
+        rows = sorted({r[-1] for r in idx})
+        lead = ""
+        if empty.dim() > 1:
+            first = idx[0][:-1]
+            lead = f" (first seen at leading index {tuple(first)})"
+        shown = rows if len(rows) <= 10 else rows[:10] + ["…"]
+        raise ValueError(
+            f"query rows {shown} have every key blocked{lead}: softmax over an empty set of keys "
+            "is undefined. Open at least one key per row (for example the diagonal), or drop those "
+            "query positions before calling attend."
+        )
+
+
+def _float_bias(bias: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    if bias is None or bias.dtype != torch.bool:
+        return bias if bias is None else bias.to(dtype)
+    zero = torch.zeros((), dtype=dtype, device=bias.device)
+    return torch.where(bias, zero, torch.full_like(zero, -math.inf))
+
+
+def _with_causal(bias: Tensor | None, i: int, j: int, dtype, device) -> Tensor:
+    tril = torch.ones(i, j, dtype=torch.bool, device=device).tril()
+    if bias is None:
+        return tril
+    if bias.dtype == torch.bool:
+        return bias & tril
+    return bias.masked_fill(~tril, -math.inf)
+
+
+def _eager(q, k, v, bias, causal, scale):
+    scores = (q @ k.transpose(-2, -1)) * scale  # (b, h, i, j)
+    if causal:
+        bias = _with_causal(bias, q.shape[-2], k.shape[-2], q.dtype, q.device)
+    fb = _float_bias(bias, scores.dtype)
+    if fb is not None:
+        scores = scores + fb
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def _sdpa(q, k, v, bias, causal, scale):
+    if bias is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+    if causal:
+        # SDPA refuses attn_mask together with is_causal: fold the causal rule into the mask.
+        bias = _with_causal(bias, q.shape[-2], k.shape[-2], q.dtype, q.device)
+    if bias.dtype != torch.bool:
+        bias = bias.to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+
+
+def attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    bias: Tensor | None = None,
+    causal: bool = False,
+    scale: float | None = None,
+    backend: Backend = "auto",
+    return_weights: bool = False,
+    check: bool = True,
+):
+    """Attention with an additive prior.
+
+    out_i = Σ_j softmax_j(q_i·k_j · scale + bias_ij) v_j, with scale = 1/√d by default.
+
+    Args:
+        q: queries (b, h, i, d).
+        k: keys (b, h, j, d).
+        v: values (b, h, j, e).
+        bias: float (additive, -inf blocks a key) or bool (True = visible); shape (…, i, j) with
+            leading axes broadcastable to (b, h).
+        causal: query i may read keys j ≤ i only.
+        scale: multiplier of q·k; 1/√d if None.
+        backend: "eager" (explicit scores), "sdpa" (fused kernel) or "auto" (SDPA unless the
+            weights are requested).
+        return_weights: also return the (b, h, i, j) attention weights (eager path).
+        check: validate shapes, bias values and empty rows (turn off only in benchmarks).
+
+    Returns:
+        out (b, h, i, e), or (out, weights) if `return_weights`.
+
+    Raises:
+        ValueError: on a bad shape, mismatched head dims, NaN or +inf in the bias, an unknown
+            backend, or a query row whose keys are all blocked.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}.")
+    if check:
+        _check_qkv(q, k, v)
+        b, h, i, _ = q.shape
+        j = k.shape[-2]
+        if bias is not None:
+            _check_bias(bias, b, h, i, j)
+            _check_rows(visible_keys(bias, i, j, causal=causal))
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    if return_weights:
+        if backend == "sdpa":
+            raise ValueError(
+                "the fused SDPA kernel does not return attention weights; use backend='eager' "
+                "or 'auto' with return_weights=True."
+            )
+        return _eager(q, k, v, bias, causal, scale)
+    if backend == "eager":
+        return _eager(q, k, v, bias, causal, scale)[0]
+    return _sdpa(q, k, v, bias, causal, scale)

@@ -1,0 +1,206 @@
+"""The chapter runner: execute chapter sources with papermill into the book, in `_toc.yml` order.
+
+`notebooks/NN_name.ipynb` (no outputs, a `parameters` cell) → papermill with `profile` →
+`book/chapters/NN_name.ipynb` with outputs kept and volatile metadata (timestamps, durations, paths)
+stripped. A chapter is skipped when its executed copy was made from the same inputs: the source,
+the profile, the package code, the claims ledger and the committed results (`input_hash` in the
+executed copy's metadata). Afterwards the scoreboard is regenerated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from companion.paths import repo_root
+
+__all__ = ["toc_chapters", "input_hash", "strip_volatile", "run_chapters", "source_outputs"]
+
+PROFILES = ("ci", "paper")
+CHAPTER_DIR = Path("book") / "chapters"
+SOURCE_DIR = Path("notebooks")
+_CELL_VOLATILE = ("papermill", "execution", "ExecuteTime")
+_PAPERMILL_KEEP = ("parameters", "default_parameters")
+
+
+def toc_chapters(root: Path) -> list[str]:
+    """Names of the executable chapters, in the order `_toc.yml` lists them."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    names: list[str] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            f = node.get("file")
+            if isinstance(f, str) and Path(f).parent == CHAPTER_DIR:
+                names.append(Path(f).stem)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(toc)
+    return names
+
+
+def _files_digest(h, base: Path, paths) -> None:
+    for p in sorted(paths):
+        h.update(str(p.relative_to(base)).encode())
+        h.update(p.read_bytes())
+
+
+def input_hash(root: Path, name: str, profile: str) -> str:
+    """What an executed chapter depends on: its source, the profile, the package, the ledger, results/."""
+    h = hashlib.sha256()
+    h.update(profile.encode())
+    src = root / SOURCE_DIR / f"{name}.ipynb"
+    h.update(json.dumps(_code_and_markdown(json.loads(src.read_text())), sort_keys=True).encode())
+    pkg = Path(__file__).resolve().parent
+    _files_digest(h, pkg, pkg.rglob("*.py"))
+    data = [root / "book" / "claims.yml", *(root / "results").rglob("*.json")]
+    _files_digest(h, root, [p for p in data if p.is_file()])
+    return h.hexdigest()
+
+
+def _code_and_markdown(nb: dict) -> list:
+    return [(c["cell_type"], "".join(c.get("source", "")), c.get("metadata", {}).get("tags", [])) for c in nb["cells"]]
+
+
+def strip_volatile(nb: dict) -> dict:
+    """Drop timestamps, durations and machine paths; keep outputs, glue data, tags and parameters."""
+    meta = nb.setdefault("metadata", {})
+    pm = meta.get("papermill")
+    if pm is not None:
+        meta["papermill"] = {k: pm[k] for k in _PAPERMILL_KEEP if k in pm}
+    meta.pop("widgets", None)
+    for cell in nb.get("cells", []):
+        cm = cell.get("metadata", {})
+        for key in _CELL_VOLATILE:
+            cm.pop(key, None)
+    return nb
+
+
+def source_outputs(root: Path) -> list[str]:
+    """Chapter sources that carry outputs or execution counts (they must not)."""
+    bad = []
+    for p in sorted((root / SOURCE_DIR).glob("*.ipynb")):
+        nb = json.loads(p.read_text())
+        if any(c.get("outputs") or c.get("execution_count") for c in nb["cells"] if c["cell_type"] == "code"):
+            bad.append(str(p.relative_to(root)))
+    return bad
+
+
+def _kernel_name() -> str:
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    return "companion" if "companion" in KernelSpecManager().find_kernel_specs() else "python3"
+
+
+def _execute(root: Path, name: str, profile: str, digest: str, kernel: str) -> float:
+    import papermill as pm
+
+    src = root / SOURCE_DIR / f"{name}.ipynb"
+    dst = root / CHAPTER_DIR / f"{name}.ipynb"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / f"{name}.ipynb"
+        t0 = time.perf_counter()
+        try:
+            pm.execute_notebook(
+                str(src), str(out), parameters={"profile": profile}, kernel_name=kernel,
+                cwd=str(root), progress_bar=False, log_output=False, request_save_on_cell_execute=False,
+            )
+        except Exception:
+            failed = root / "_build" / "failed" / f"{name}.ipynb"
+            failed.parent.mkdir(parents=True, exist_ok=True)
+            if out.exists():
+                shutil.copy(out, failed)
+            print(f"  {name}: FAILED; the partial notebook is at {failed.relative_to(root)}", file=sys.stderr)
+            raise
+        elapsed = time.perf_counter() - t0
+        nb = strip_volatile(json.loads(out.read_text()))
+        nb["metadata"]["companion"] = {"profile": profile, "input_hash": digest}
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp_dst = dst.with_suffix(".ipynb.tmp")
+        tmp_dst.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        tmp_dst.replace(dst)
+    return elapsed
+
+
+def _is_current(path: Path, digest: str) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        return json.loads(path.read_text())["metadata"]["companion"]["input_hash"] == digest
+    except (KeyError, ValueError):
+        return False
+
+
+def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: bool = False, root: Path | None = None) -> int:
+    """Execute chapters (all in toc order by default); returns an exit code."""
+    from companion import scoreboard
+
+    if profile not in PROFILES:
+        print(f"unknown profile {profile!r}; choose one of {PROFILES}.", file=sys.stderr)
+        return 2
+    root = root or repo_root()
+    order = toc_chapters(root)
+    names = names or order
+    unknown = [n for n in names if n not in order]
+    if unknown:
+        print(f"unknown chapter(s) {unknown}; the book's chapters are: {', '.join(order)}", file=sys.stderr)
+        return 2
+    missing = [n for n in names if not (root / SOURCE_DIR / f"{n}.ipynb").is_file()]
+    if missing:
+        print(f"no source notebook for {missing} in {SOURCE_DIR}/", file=sys.stderr)
+        return 2
+    kernel = _kernel_name()
+    total = time.perf_counter()
+    status = 0
+    print(f"chapters at profile {profile!r} (kernel {kernel}):")
+    for name in sorted(names, key=order.index):
+        digest = input_hash(root, name, profile)
+        if not force and _is_current(root / CHAPTER_DIR / f"{name}.ipynb", digest):
+            print(f"  {name:<40} up to date")
+            continue
+        try:
+            elapsed = _execute(root, name, profile, digest, kernel)
+        except Exception as err:  # report every chapter, then fail
+            print(f"  {name:<40} failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}", file=sys.stderr)
+            status = 1
+            continue
+        print(f"  {name:<40} {elapsed:7.1f} s")
+    print(f"total {time.perf_counter() - total:.1f} s")
+    if status == 0:
+        scoreboard.main(None)
+    return status
+
+
+def _check_sources(args) -> int:
+    root = repo_root()
+    bad = source_outputs(root)
+    if bad:
+        print("chapter sources must carry no outputs (executed copies live in book/chapters/): " + ", ".join(bad), file=sys.stderr)
+        return 1
+    missing = [n for n in toc_chapters(root) if not (root / SOURCE_DIR / f"{n}.ipynb").is_file()]
+    if missing:
+        print(f"chapters listed in _toc.yml without a source in notebooks/: {missing}", file=sys.stderr)
+        return 1
+    print("chapter sources are clean")
+    return 0
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("chapters", help="execute chapters with papermill into book/chapters/")
+    p.add_argument("names", nargs="*", metavar="NAME", help="chapters to run (default: all, in _toc.yml order)")
+    p.add_argument("--profile", default="ci", help=f"one of {PROFILES} (default: ci)")
+    p.add_argument("--force", action="store_true", help="execute even if the executed copy is current")
+    p.set_defaults(func=lambda a: run_chapters(a.names, profile=a.profile, force=a.force))
+    c = sub.add_parser("check-sources", help="fail if a chapter source carries outputs")
+    c.set_defaults(func=_check_sources)

@@ -1,0 +1,44 @@
+"""Command line: `companion chapters | scoreboard | check-sources | list | sweep`.
+
+Each command lives in the module that owns its concept; a module joins the CLI by exposing
+`add_commands(subparsers)`, which registers its subcommands with `func=` set to a callable taking
+the parsed arguments and returning an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+_COMMAND_MODULES = ("companion.chapters", "companion.claims", "companion.runs")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="companion",
+        description="Run the chapters, sweeps and checks of 'Attention Priors, Reproduced'.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name != name:
+                raise
+            continue
+        module.add_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""attend: eager, SDPA and a hand-written softmax agree in outputs and gradients; bad input is named."""
+
+import math
+
+import pytest
+import torch
+
+from companion import attend, visible_keys
+
+B, H, I, J, D = 2, 3, 5, 7, 4
+
+
+def _qkv(i=I, j=J, d=D, e=D, dtype=torch.float64, seed=0, grad=False):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H, i, d, generator=g, dtype=dtype)
+    k = torch.randn(B, H, j, d, generator=g, dtype=dtype)
+    v = torch.randn(B, H, j, e, generator=g, dtype=dtype)
+    return [t.requires_grad_(grad) for t in (q, k, v)]
+
+
+def _reference(q, k, v, bias=None, causal=False):
+    """Softmax written out: exp of shifted scores over visible keys, divided by their sum."""
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    allowed = torch.ones_like(s, dtype=torch.bool)
+    if causal:
+        allowed = allowed & torch.ones(s.shape[-2:], dtype=torch.bool).tril()
+    if bias is not None:
+        if bias.dtype == torch.bool:
+            allowed = allowed & bias
+        else:
+            allowed = allowed & ~torch.isneginf(bias)
+            s = s + torch.where(torch.isneginf(bias), torch.zeros_like(bias), bias)
+    e = torch.where(allowed, torch.exp(s - s.max(-1, keepdim=True).values), torch.zeros_like(s))
+    w = e / e.sum(-1, keepdim=True)
+    return w @ v, w
+
+
+def _float_bias(shape=(H, I, J), seed=1):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+CASES = {
+    "plain": dict(),
+    "causal": dict(causal=True),
+    "float bias": dict(bias=_float_bias()),
+    "float bias + causal": dict(bias=_float_bias(), causal=True),
+    "bool bias": dict(bias=torch.rand(I, J, generator=torch.Generator().manual_seed(2)) > 0.3),
+    "-inf bias": dict(bias=_float_bias().masked_fill(torch.eye(I, J, dtype=torch.bool).logical_not() & (torch.arange(J) % 2 == 0), -math.inf)),
+    "batch-head bias": dict(bias=_float_bias((B, H, I, J))),
+}
+
+
+def _fix_rows(case):
+    bias = case.get("bias")
+    if bias is not None and bias.dtype == torch.bool:
+        bias = bias.clone()
+        bias[:, 0] = True  # every row keeps a visible key
+        return {**case, "bias": bias}
+    return case
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+def test_outputs_match_reference(name, backend):
+    case = _fix_rows(CASES[name])
+    q, k, v = _qkv(i=I if case.get("causal") is None else I, j=J)
+    out = attend(q, k, v, backend=backend, **case)
+    ref, _ = _reference(q, k, v, **case)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_gradients_eager_equal_sdpa(name):
+    case = _fix_rows(CASES[name])
+    bias = case.get("bias")
+    grads = []
+    for backend in ("eager", "sdpa"):
+        q, k, v = _qkv(grad=True)
+        kw = dict(case)
+        if bias is not None and bias.is_floating_point():
+            kw["bias"] = bias.clone().requires_grad_(True)
+        out = attend(q, k, v, backend=backend, **kw)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)).sum().backward()
+        g = [q.grad, k.grad, v.grad]
+        if "bias" in kw and kw["bias"].is_floating_point():
+            g.append(torch.nan_to_num(kw["bias"].grad))
+        grads.append(g)
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+def test_gradients_match_reference_float32():
+    q, k, v = _qkv(dtype=torch.float32, grad=True)
+    bias = _float_bias().float().requires_grad_(True)
+    attend(q, k, v, bias=bias, causal=True, backend="sdpa").square().sum().backward()
+    got = [t.grad.clone() for t in (q, k, v, bias)]
+    for t in (q, k, v, bias):
+        t.grad = None
+    _reference(q, k, v, bias=bias, causal=True)[0].square().sum().backward()
+    for a, t in zip(got, (q, k, v, bias)):
+        torch.testing.assert_close(a, t.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_auto_uses_eager_for_weights_and_weights_are_the_reference():
+    q, k, v = _qkv()
+    bias = _float_bias()
+    out, w = attend(q, k, v, bias=bias, causal=True, return_weights=True)
+    ref_out, ref_w = _reference(q, k, v, bias=bias, causal=True)
+    torch.testing.assert_close(w, ref_w)
+    torch.testing.assert_close(out, ref_out)
+    assert torch.all(w.triu(1) == 0)
+    torch.testing.assert_close(w.sum(-1), torch.ones(B, H, I, dtype=w.dtype))
+
+
+def test_value_dim_may_differ():
+    q, k, v = _qkv(e=6)
+    assert attend(q, k, v, backend="sdpa").shape == (B, H, I, 6)
+    torch.testing.assert_close(attend(q, k, v, backend="eager"), attend(q, k, v, backend="sdpa"))
+
+
+def test_blocked_key_gets_exactly_zero_weight():
+    q, k, v = _qkv(i=3, j=3)
+    allowed = torch.ones(3, 3, dtype=torch.bool)
+    allowed[:, 1] = False
+    _, w = attend(q, k, v, bias=allowed, return_weights=True)
+    assert torch.all(w[..., 1] == 0)
+
+
+def test_visible_keys_combines_rule_and_bias():
+    bias = torch.zeros(3, 3)
+    bias[2, 0] = -math.inf
+    vis = visible_keys(bias, 3, 3, causal=True)
+    expected = torch.tensor([[1, 0, 0], [1, 1, 0], [0, 1, 1]], dtype=torch.bool)
+    assert torch.equal(vis, expected)
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_all_masked_rows_are_named():
+    q, k, v = _qkv(i=4, j=4)
+    allowed = torch.ones(4, 4, dtype=torch.bool)
+    allowed[1] = False
+    allowed[3] = False
+    with pytest.raises(ValueError, match=r"query rows \[1, 3\] have every key blocked"):
+        attend(q, k, v, bias=allowed)
+
+
+def test_all_masked_by_neg_inf_and_causal():
+    q, k, v = _qkv(i=3, j=3)
+    bias = torch.zeros(3, 3, dtype=torch.float64)
+    bias[2, :3] = -math.inf
+    with pytest.raises(ValueError, match=r"rows \[2\]"):
+        attend(q, k, v, bias=bias, causal=True)
+    bias = torch.zeros(3, 3, dtype=torch.float64)
+    bias[0, 0] = -math.inf  # causal leaves only the diagonal of row 0, and the bias blocks it
+    with pytest.raises(ValueError, match=r"rows \[0\]"):
+        attend(q, k, v, bias=bias, causal=True)
+
+
+@pytest.mark.parametrize("shape", [(I,), (J, I), (H, I, J + 1), (4, H, I, J), (1, 1, 1, I, J)])
+def test_bias_of_wrong_shape(shape):
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="bias has shape"):
+        attend(q, k, v, bias=torch.zeros(shape, dtype=torch.float64))
+
+
+def test_bias_leading_axes_must_broadcast():
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="do not broadcast"):
+        attend(q, k, v, bias=torch.zeros(H + 1, I, J, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("value, word", [(float("nan"), "NaN"), (math.inf, r"\+inf")])
+def test_non_finite_bias(value, word):
+    q, k, v = _qkv()
+    bias = torch.zeros(I, J, dtype=torch.float64)
+    bias[2, 3] = value
+    with pytest.raises(ValueError, match=word):
+        attend(q, k, v, bias=bias)
+
+
+def test_mismatched_head_dims():
+    q, _, v = _qkv()
+    k = torch.randn(B, H, J, D + 1, dtype=torch.float64)
+    with pytest.raises(ValueError, match="head dims differ: q has d=4 but k has d=5"):
+        attend(q, k, v)
+
+
+def test_other_bad_inputs():
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="4-D"):
+        attend(q[0], k, v)
+    with pytest.raises(ValueError, match="keys but v has"):
+        attend(q, k, v[:, :, :-1])
+    with pytest.raises(ValueError, match="unknown backend"):
+        attend(q, k, v, backend="flash")
+    with pytest.raises(ValueError, match="does not return attention weights"):
+        attend(q, k, v, backend="sdpa", return_weights=True)
+    with pytest.raises(ValueError, match="dtype"):
+        attend(q, k, v, bias=torch.zeros(I, J, dtype=torch.int64))
