@@ -80,19 +80,21 @@ def _page(rows: list[dict], counts: Counter) -> str:
         "",
         "Verdicts: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS) + ".",
         "",
-        "| Claim | Source | Statement | Source value | Ours | Profile | Verdict | Shown in |",
-        "|---|---|---|---|---|---|---|---|",
+        "| Claim | Statement | Source value | Ours | Verdict | Shown in |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
         ours = "—" if r["ours"] is None else format_measure(r["ours"])
         lines.append(
-            f"| {r['id']} | {_cell(r['source'])} {_cell(r['location'])} | {_cell(r['statement'])} | "
-            f"{_cell(r['source_value'])} | {_cell(ours)} | {r['profile']} | **{r['verdict']}** | "
-            f"{{ref}}`{r['section']}` |"
+            f"| {r['id']} | {_cell(r['statement'])} | {_cell(r['source_value'])} | {_cell(ours)} | "
+            f"**{r['verdict']}** | {{ref}}`{r['section']}` |"
         )
-    lines += ["", "How each measure becomes a verdict:", ""]
+    lines += ["", "## Sources, measures and rules", ""]
     for r in rows:
-        lines.append(f"- **{r['id']}**: {_cell(r['measure'])}; rule `{_rule_text(r['rule'])}`.")
+        lines.append(
+            f"- **{r['id']}** ({_cell(r['source'])}, {_cell(r['location'])}; profile `{r['profile']}`): "
+            f"{_cell(r['measure'])}; rule `{_rule_text(r['rule'])}`."
+        )
     return "\n".join(lines) + "\n"
 
 
