@@ -1,7 +1,31 @@
-"""companion: the machinery behind the book *Attention Priors, Reproduced*."""
+"""companion: the machinery behind the book *Attention Priors, Reproduced*.
+
+The names chapters use are re-exported here; everything else lives in its own module.
+"""
 
 from companion.attention import attend, visible_keys
 from companion.priors import LearnableMask, sinusoidal_positions
 
 __version__ = "0.1.0"
-__all__ = ["attend", "visible_keys", "LearnableMask", "sinusoidal_positions", "__version__"]
+__all__ = [
+    "attend", "visible_keys", "LearnableMask", "sinusoidal_positions", "__version__",
+    "ModelConfig", "PriorConfig", "TaskConfig", "TrainConfig", "RunConfig", "EXPERIMENTS",
+    "build_model", "train", "make_task", "ensure_runs", "records_frame", "summary_table", "paired_table",
+]
+
+_LAZY = {
+    "ModelConfig": "companion.config", "PriorConfig": "companion.config", "TaskConfig": "companion.config",
+    "TrainConfig": "companion.config", "RunConfig": "companion.config", "EXPERIMENTS": "companion.config",
+    "build_model": "companion.model", "train": "companion.train", "make_task": "companion.tasks",
+    "ensure_runs": "companion.sweep", "records_frame": "companion.sweep",
+    "summary_table": "companion.stats", "paired_table": "companion.stats",
+}
+
+
+def __getattr__(name):
+    """Import the engine's modules on first use, so `import companion` stays light."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'companion' has no attribute {name!r}")

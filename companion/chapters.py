@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from companion.paths import repo_root
+from companion.runs import code_version
 
 __all__ = ["toc_chapters", "input_hash", "strip_volatile", "run_chapters", "source_outputs"]
 
@@ -62,8 +63,7 @@ def input_hash(root: Path, name: str, profile: str) -> str:
     h.update(profile.encode())
     src = root / SOURCE_DIR / f"{name}.ipynb"
     h.update(json.dumps(_code_and_markdown(json.loads(src.read_text())), sort_keys=True).encode())
-    pkg = Path(__file__).resolve().parent
-    _files_digest(h, pkg, pkg.rglob("*.py"))
+    h.update(code_version().encode())
     data = [root / "book" / "claims.yml", *(root / "results").rglob("*.json")]
     _files_digest(h, root, [p for p in data if p.is_file()])
     return h.hexdigest()

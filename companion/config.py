@@ -1,0 +1,445 @@
+"""Run configuration: frozen dataclasses, dotted string overrides, and the experiment registry.
+
+A run is `RunConfig(experiment, method, profile, seed, model, task, train, device)`; its identity is
+the hash of all of it (`companion.runs.run_id`). Experiments register presets per profile (`ci`: CPU
+minutes, `paper`: the sources' settings) in `EXPERIMENTS`, from modules in `EXPERIMENT_MODULES`.
+Overrides such as `train.lr=1e-4` are type-checked against the dataclass fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+__all__ = [
+    "ModelConfig", "PriorConfig", "TaskConfig", "TrainConfig", "RunConfig",
+    "Experiment", "EXPERIMENTS", "EXPERIMENT_MODULES", "PROFILES", "register_experiment", "load_experiments",
+    "get_experiment",
+    "apply_overrides", "override_keys", "config_to_dict", "config_from_dict", "canonical_json",
+]
+
+PROFILES = ("ci", "paper")
+Scalar = int | float | str | bool
+
+
+class _Checked:
+    """Mixin: coerce ints given for float fields, lists for tuples; then call `_validate`."""
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in fields(self):
+            value, kind = getattr(self, f.name), hints[f.name]
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, f.name, float(value))
+            elif typing.get_origin(kind) is Literal and value not in typing.get_args(kind):
+                raise ValueError(
+                    f"{type(self).__name__}.{f.name}={value!r} is not one of {typing.get_args(kind)}."
+                )
+        self._validate()
+
+    def _validate(self) -> None:
+        pass
+
+
+def _positive(obj, *names: str) -> None:
+    for name in names:
+        if getattr(obj, name) <= 0:
+            raise ValueError(f"{type(obj).__name__}.{name} must be > 0, got {getattr(obj, name)!r}.")
+
+
+@dataclass(frozen=True)
+class PriorConfig(_Checked):
+    """The attention prior. kind "mask": bias log σ(M) with M from the task's open pattern.
+
+    Attributes:
+        kind: "none" (no prior) or "mask" (`companion.priors.LearnableMask`).
+        trainable: M is learned (True) or a fixed buffer (the "fixed mask" ablation).
+        open_value, closed_value: initial M on open / closed entries of the pattern.
+        init: "pattern" (open/closed values) or "zero" (M = 0, the neutral ablation).
+        per_head: one M per head (True) or one M shared by the heads of a layer.
+        layers: a separate mask in every layer ("all") or in the first layer only ("first").
+        variant: name passed to `task.mask_pattern(variant, cls=...)`.
+    """
+
+    kind: Literal["none", "mask"] = "none"
+    trainable: bool = True
+    open_value: float = 10.0
+    closed_value: float = -10.0
+    init: Literal["pattern", "zero"] = "pattern"
+    per_head: bool = False
+    layers: Literal["all", "first"] = "all"
+    variant: str = "default"
+
+
+@dataclass(frozen=True)
+class ModelConfig(_Checked):
+    """Transformer shape. Vocabulary, length and outputs come from the task (`TaskSpec`).
+
+    Attributes:
+        arch: "encoder" (bidirectional, pooled head), "decoder" (causal LM) or "vit" (patches).
+        d_model: residual width. n_layers: blocks. n_heads: heads per block.
+        d_head: width of each head; 0 means d_model // n_heads (inner width n_heads·d_head may
+            differ from d_model, as in GOTU's 6 × 64 = 384 at d_model 256).
+        d_ff: hidden width of the feed-forward block (GELU).
+        pool: "cls" (a learned CLS token at position 0 is read out) or "mean" (no CLS token,
+            mean over positions). Ignored by the decoder.
+        patch_size: side of the square image patches (vit only).
+        qk_init: name in `companion.init.QK_INITS` applied to the query/key projections.
+        attn_backend: `companion.attention.attend` backend ("auto", "eager", "sdpa").
+        prior: the attention prior.
+    """
+
+    arch: Literal["encoder", "decoder", "vit"] = "encoder"
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    d_head: int = 0
+    d_ff: int = 128
+    pool: Literal["cls", "mean"] = "cls"
+    patch_size: int = 4
+    qk_init: str = "default"
+    attn_backend: Literal["auto", "eager", "sdpa"] = "auto"
+    prior: PriorConfig = field(default_factory=PriorConfig)
+
+    def _validate(self) -> None:
+        _positive(self, "d_model", "n_layers", "n_heads", "d_ff", "patch_size")
+        if self.d_head < 0:
+            raise ValueError(f"ModelConfig.d_head must be >= 0 (0 = d_model // n_heads), got {self.d_head}.")
+        if self.d_head == 0 and self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                "set d_head explicitly (e.g. model.d_head=64)."
+            )
+        from companion.init import QK_INITS  # late: init imports torch
+
+        if self.qk_init not in QK_INITS:
+            raise ValueError(f"ModelConfig.qk_init={self.qk_init!r} is not one of {sorted(QK_INITS)}.")
+
+    @property
+    def head_dim(self) -> int:
+        """d_head, or d_model // n_heads when d_head is 0."""
+        return self.d_head or self.d_model // self.n_heads
+
+
+@dataclass(frozen=True)
+class TaskConfig(_Checked):
+    """A task by registry name plus its parameters as sorted (key, value) pairs of scalars.
+
+    `TaskConfig.of("toy", n_train=48)` builds one; `cfg.kwargs` gives the parameters as a dict.
+    """
+
+    name: str = "toy"
+    params: tuple[tuple[str, Scalar], ...] = ()
+
+    @classmethod
+    def of(cls, name: str, **params: Scalar) -> "TaskConfig":
+        return cls(name, tuple(params.items()))
+
+    def _validate(self) -> None:
+        pairs = tuple(tuple(p) for p in self.params)
+        for pair in pairs:
+            if len(pair) != 2 or not isinstance(pair[0], str) or not isinstance(pair[1], Scalar):
+                raise ValueError(
+                    f"TaskConfig.params entry {pair!r} must be a (name, int|float|str|bool) pair."
+                )
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"TaskConfig.params has a repeated key: {keys}.")
+        object.__setattr__(self, "params", tuple(sorted(pairs)))
+
+    @property
+    def kwargs(self) -> dict[str, Scalar]:
+        return dict(self.params)
+
+
+@dataclass(frozen=True)
+class TrainConfig(_Checked):
+    """Optimisation. `steps` > 0 fixes the number of updates; otherwise `epochs` passes over the data.
+
+    Schedules multiply `lr` by: constant 1 (after linear warm-up); cosine ½(1 + cos πt) after
+    warm-up; onecycle = `torch.optim.lr_scheduler.OneCycleLR(max_lr=lr, pct_start=warmup or 0.3)`.
+    `warmup` is a fraction of the total steps. `clip_norm` 0 disables clipping. `eval_every` 0
+    evaluates only at step 0 and at the end.
+    """
+
+    optimizer: Literal["adam", "adamw"] = "adam"
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    batch_size: int = 64
+    epochs: int = 0
+    steps: int = 100
+    schedule: Literal["constant", "cosine", "onecycle"] = "constant"
+    warmup: float = 0.0
+    clip_norm: float = 0.0
+    eval_every: int = 0
+
+    def _validate(self) -> None:
+        object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"TrainConfig.betas must be two numbers in [0, 1), got {self.betas}.")
+        _positive(self, "lr", "batch_size")
+        if self.epochs < 0 or self.steps < 0 or (self.epochs == 0 and self.steps == 0):
+            raise ValueError("TrainConfig needs steps > 0 or epochs > 0 (steps wins when both are set).")
+        if not 0 <= self.warmup < 1:
+            raise ValueError(f"TrainConfig.warmup is a fraction of the steps in [0, 1), got {self.warmup}.")
+        for name in ("weight_decay", "clip_norm", "eval_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}.")
+
+
+@dataclass(frozen=True)
+class RunConfig(_Checked):
+    """One training run: everything that determines its result (the identity of a stored run)."""
+
+    experiment: str = "smoke"
+    method: str = "default"
+    profile: str = "ci"
+    seed: int = 0
+    model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    device: str = "cpu"
+
+    def _validate(self) -> None:
+        if self.seed < 0:
+            raise ValueError(f"RunConfig.seed must be >= 0, got {self.seed}.")
+
+
+# ---------------------------------------------------------------------------------------------
+# (de)serialisation
+
+
+def config_to_dict(cfg) -> dict[str, Any]:
+    """Plain JSON-able dict of a config dataclass (tuples become lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
+def canonical_json(obj) -> str:
+    """Sorted keys, no spaces, no NaN: the same bytes for the same content on any machine."""
+    if is_dataclass(obj):
+        obj = dataclasses.asdict(obj)
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def config_from_dict(cls, data: Mapping[str, Any]):
+    """Inverse of `config_to_dict`; unknown or missing keys raise ValueError."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no field(s) {sorted(unknown)}; valid: {sorted(names)}.")
+    kwargs = {}
+    for name, value in data.items():
+        kind = hints[name]
+        if is_dataclass(kind):
+            value = config_from_dict(kind, value)
+        elif isinstance(value, list):
+            value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# overrides: "train.lr=1e-4", "model.prior.trainable=false", "task.n_train=32"
+
+_FIXED = ("experiment", "method", "profile", "seed")  # set by the sweep, not by overrides
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def override_keys(cfg: RunConfig) -> list[str]:
+    """Every dotted key `apply_overrides` accepts for this config."""
+
+    def walk(obj, prefix: str) -> list[str]:
+        out = []
+        for f in fields(obj):
+            value = getattr(obj, f.name)
+            if prefix == "" and f.name in _FIXED:
+                continue
+            if isinstance(value, TaskConfig):
+                out += [f"{prefix}{f.name}.name"] + [f"{prefix}{f.name}.{k}" for k, _ in value.params]
+            elif is_dataclass(value):
+                out += walk(value, f"{prefix}{f.name}.")
+            else:
+                out.append(prefix + f.name)
+        return out
+
+    return walk(cfg, "")
+
+
+def _type_name(kind) -> str:
+    if typing.get_origin(kind) is Literal:
+        return "one of " + ", ".join(map(str, typing.get_args(kind)))
+    if typing.get_origin(kind) is tuple:
+        return "comma-separated " + ", ".join(a.__name__ for a in typing.get_args(kind))
+    return kind.__name__
+
+
+def _parse(key: str, text: str, kind):
+    """Parse `text` as `kind`; raise ValueError naming the key and the expected type."""
+    s = text.strip()
+    try:
+        if typing.get_origin(kind) is Literal:
+            for choice in typing.get_args(kind):
+                if s == str(choice):
+                    return choice
+            raise ValueError
+        if kind is bool:
+            if s.lower() in _TRUE + _FALSE:
+                return s.lower() in _TRUE
+            raise ValueError
+        if kind is int:
+            return int(s)
+        if kind is float:
+            return float(s)
+        if kind is str:
+            return s
+        if typing.get_origin(kind) is tuple:
+            parts = [p for p in s.strip("()[] ").split(",") if p.strip()]
+            args = typing.get_args(kind)
+            if len(parts) != len(args):
+                raise ValueError
+            return tuple(_parse(key, p, a) for p, a in zip(parts, args))
+    except ValueError:
+        pass
+    raise ValueError(f"override {key}={text!r}: expected {_type_name(kind)}.")
+
+
+def _set(obj, path: list[str], text: str, full_key: str):
+    name, rest = path[0], path[1:]
+    if isinstance(obj, TaskConfig) and name != "name":
+        params = obj.kwargs
+        if rest or name not in params:
+            raise KeyError(full_key)
+        value = _parse(full_key, text, type(params[name]))
+        params[name] = value
+        return replace(obj, params=tuple(params.items()))
+    if name not in {f.name for f in fields(obj)}:
+        raise KeyError(full_key)
+    kind = typing.get_type_hints(type(obj))[name]
+    current = getattr(obj, name)
+    if is_dataclass(current):
+        if not rest:
+            raise KeyError(full_key)
+        return replace(obj, **{name: _set(current, rest, text, full_key)})
+    if rest:
+        raise KeyError(full_key)
+    return replace(obj, **{name: _parse(full_key, text, kind)})
+
+
+def apply_overrides(cfg: RunConfig, overrides: Sequence[str]) -> RunConfig:
+    """Apply "dotted.key=value" strings in order, type-checked against the dataclass fields.
+
+    Raises:
+        ValueError: on a malformed item, an unknown key (the valid keys are listed), a value of the
+            wrong type (the expected type is named) or a value the config rejects.
+    """
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"override {item!r} is not of the form key=value (e.g. train.lr=1e-4).")
+        path = key.split(".")
+        try:
+            if path[0] in _FIXED:
+                raise KeyError(key)
+            cfg = _set(cfg, path, text, key)
+        except KeyError:
+            raise ValueError(
+                f"unknown override key {key!r}; valid keys: {', '.join(override_keys(cfg))}."
+            ) from None
+        except ValueError as err:
+            if str(err).startswith("override "):
+                raise
+            raise ValueError(f"override {item!r} rejected: {err}") from None
+    return cfg
+
+
+# ---------------------------------------------------------------------------------------------
+# experiments
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A named family of runs: `build(profile) -> {method: RunConfig}` (seed left at 0).
+
+    Attributes:
+        name: registry key, used on the command line.
+        description: one line for `companion list`.
+        build: the presets; called with a profile in `profiles`.
+        profiles: the profiles this experiment defines.
+    """
+
+    name: str
+    description: str
+    build: Callable[[str], dict[str, RunConfig]]
+    profiles: tuple[str, ...] = PROFILES
+
+    def configs(self, profile: str) -> dict[str, RunConfig]:
+        """The method → config presets of `profile` (seed 0)."""
+        if profile not in self.profiles:
+            raise ValueError(
+                f"unknown profile {profile!r} for experiment {self.name!r}; valid: {', '.join(self.profiles)}."
+            )
+        return self.build(profile)
+
+    def methods(self, profile: str = "ci") -> list[str]:
+        return list(self.configs(profile))
+
+    def config(self, profile: str, method: str, seed: int, overrides: Sequence[str] = ()) -> RunConfig:
+        """The full config of one run, with `overrides` applied."""
+        presets = self.configs(profile)
+        if method not in presets:
+            raise ValueError(
+                f"unknown method {method!r} for experiment {self.name!r}; valid: {', '.join(presets)}."
+            )
+        return apply_overrides(replace(presets[method], seed=seed), overrides)
+
+
+EXPERIMENTS: dict[str, Experiment] = {}
+# Modules that register experiments of later chapters; imported by `load_experiments` (on first use).
+EXPERIMENT_MODULES: tuple[str, ...] = ()
+
+
+def load_experiments() -> dict[str, Experiment]:
+    """Import `EXPERIMENT_MODULES` (each calls `register_experiment`); returns `EXPERIMENTS`."""
+    import importlib
+
+    for name in EXPERIMENT_MODULES:
+        importlib.import_module(name)
+    return EXPERIMENTS
+
+
+def register_experiment(exp: Experiment) -> Experiment:
+    """Add `exp` to `EXPERIMENTS` (a repeated name is an error)."""
+    if exp.name in EXPERIMENTS:
+        raise ValueError(f"experiment {exp.name!r} is already registered.")
+    EXPERIMENTS[exp.name] = exp
+    return exp
+
+
+def get_experiment(name: str) -> Experiment:
+    """`EXPERIMENTS[name]`, or a ValueError listing the valid names."""
+    load_experiments()
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; valid: {', '.join(sorted(EXPERIMENTS))}.")
+    return EXPERIMENTS[name]
+
+
+def _smoke(profile: str) -> dict[str, RunConfig]:
+    """y = x0·x1 on {±1}^6 (`companion.tasks.toy`): no prior vs the true-structure mask."""
+    if profile == "ci":
+        model = ModelConfig(d_model=32, n_layers=2, n_heads=2, d_ff=64)
+        train = TrainConfig(lr=3e-3, batch_size=16, steps=150, eval_every=50)
+    else:
+        model = ModelConfig(d_model=64, n_layers=4, n_heads=4, d_ff=128)
+        train = TrainConfig(lr=1e-3, batch_size=16, steps=2000, schedule="cosine", warmup=0.05, eval_every=100)
+    base = RunConfig("smoke", "default", profile, 0, model, TaskConfig.of("toy", n_train=48), train)
+    mask = replace(model, prior=PriorConfig(kind="mask"))
+    return {"default": base, "mask": replace(base, method="mask", model=mask)}
+
+
+register_experiment(Experiment("smoke", "toy y = x0·x1: exercises the engine", _smoke))

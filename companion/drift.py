@@ -1,0 +1,105 @@
+"""How far the prior, the query-key forms and the attention maps move from their initial values.
+
+`DriftTracker` is a training callback (`companion.train.train(..., callbacks=[tracker])`); its first
+call (step 0) snapshots the model, each later call on its schedule records per layer and head:
+mask drift (absolute), query-key drift (relative) and attention drift on a fixed probe batch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["DriftTracker", "qk_forms", "mask_biases", "attention_maps"]
+
+
+def qk_forms(model: nn.Module) -> dict[int, Tensor]:
+    """{layer: (h, d_model, d_model)} bilinear forms W_Q^(h) W_K^(h)ᵀ = W_q[h]ᵀ W_k[h] of each head."""
+    out = {}
+    for l, block in enumerate(model.blocks):
+        a = block.attn
+        wq = a.q_proj.weight.detach().float().view(a.n_heads, a.d_head, -1)  # (h, r, d)
+        wk = a.k_proj.weight.detach().float().view(a.n_heads, a.d_head, -1)
+        out[l] = wq.transpose(1, 2) @ wk  # (h, d, d)
+    return out
+
+
+def mask_biases(model: nn.Module) -> dict[int, Tensor]:
+    """{layer: (h or 1, n, n)} log σ(M) of the layers that hold a mask prior."""
+    out = {}
+    for l, block in enumerate(model.blocks):
+        prior = block.attn.prior
+        if prior is not None and hasattr(prior, "logits"):
+            out[l] = F.logsigmoid(prior.logits.detach().float())
+    return out
+
+
+@torch.no_grad()
+def attention_maps(model: nn.Module, probe: Tensor) -> list[Tensor]:
+    """[(b, h, i, j) attention weights per layer] on `probe`, in eval mode (mode restored)."""
+    was = model.training
+    model.eval()
+    try:
+        _, maps = model(probe, return_attention=True)
+    finally:
+        model.train(was)
+    return [m.detach().float() for m in maps]
+
+
+class DriftTracker:
+    """Callback recording drift from the step-0 snapshot, per layer and head.
+
+    With l a layer and h a head:
+
+    - mask (absolute; M is often zero-initialised so a relative form is undefined):
+      D_mask[l, h](t) = ‖log σ(M_t[l, h]) − log σ(M_0[l, h])‖_F (one "head" when the mask is shared).
+    - qk (relative): D_qk[l, h](t) = ‖A_t − A_0‖_F / ‖A_0‖_F with A = W_Q^(h) W_K^(h)ᵀ (d × d).
+    - attention: D_attn[l, h](t) = (1/B) Σ_b ‖P_t[b, l, h] − P_0[b, l, h]‖_F, P the (i, j) attention
+      weights of probe example b.
+
+    Args:
+        probe: fixed inputs (e.g. `task.probe_inputs()`); None skips the attention drift.
+        every: record only at steps divisible by `every` (0: at every call, i.e. every evaluation).
+
+    `result()` → {"steps": [t…], "mask": {l: [[D per head] per step]}, "qk": {…}, "attention": {…}}
+    with layers as string keys: plain JSON.
+    """
+
+    def __init__(self, probe: Tensor | None = None, *, every: int = 0):
+        self.probe, self.every = probe, every
+        self._init: dict | None = None
+        self.steps: list[int] = []
+        self.mask: dict[str, list[list[float]]] = {}
+        self.qk: dict[str, list[list[float]]] = {}
+        self.attention: dict[str, list[list[float]]] = {}
+
+    def _state(self, model: nn.Module) -> dict:
+        probe = None if self.probe is None else self.probe.to(next(model.parameters()).device)
+        return {
+            "mask": mask_biases(model),
+            "qk": qk_forms(model),
+            "attention": {} if probe is None else dict(enumerate(attention_maps(model, probe))),
+        }
+
+    def __call__(self, step: int, model: nn.Module, metrics: dict | None = None) -> None:
+        if self._init is None:
+            self._init = {k: {l: t.clone() for l, t in v.items()} for k, v in self._state(model).items()}
+        elif self.every and step % self.every:
+            return
+        now = self._state(model)
+        self.steps.append(step)
+        for l, m in now["mask"].items():
+            d = (m - self._init["mask"][l]).flatten(1).norm(dim=1)  # (h,)
+            self.mask.setdefault(str(l), []).append(d.tolist())
+        for l, a in now["qk"].items():
+            a0 = self._init["qk"][l]
+            d = (a - a0).flatten(1).norm(dim=1) / a0.flatten(1).norm(dim=1).clamp_min(1e-30)
+            self.qk.setdefault(str(l), []).append(d.tolist())
+        for l, p in now["attention"].items():
+            d = (p - self._init["attention"][l]).flatten(2).norm(dim=2).mean(dim=0)  # (h,)
+            self.attention.setdefault(str(l), []).append(d.tolist())
+
+    def result(self) -> dict:
+        """The recorded drift as JSON-able data (see the class docstring)."""
+        return {"steps": list(self.steps), "mask": self.mask, "qk": self.qk, "attention": self.attention}

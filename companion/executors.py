@@ -1,0 +1,164 @@
+"""Executors run a list of missing runs; every job writes its own record to the store.
+
+- `local`: a process pool (spawn) of `jobs` workers with ⌊cores / jobs⌋ torch threads each; with
+  jobs = 1 the runs go in this process (no start-up cost), threads set the same way and restored.
+- `slurm`: submitit `AutoExecutor` job arrays (`map_array`); `timeout_min` and `gpus_per_node` are
+  always set explicitly (submitit's local cluster would otherwise kill jobs after 2 min and hide GPUs).
+  `cluster="local"` or `"debug"` runs the same code path on this machine (used by the tests).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from companion.config import RunConfig, config_from_dict, config_to_dict
+from companion.runs import RunStore, run
+
+__all__ = ["EXECUTORS", "LocalExecutor", "SlurmExecutor", "execute_run", "make_executor"]
+
+
+def execute_run(cfg: dict, root: str, threads: int = 0) -> str:
+    """Job entry point: run `cfg` (a config dict) unless stored, save the record; returns its id."""
+    if threads:
+        torch.set_num_threads(threads)
+    config = config_from_dict(RunConfig, cfg)
+    store = RunStore(root)
+    record = store.load(config)
+    if record is None:
+        record = run(config)
+        store.save(record)
+    return record.run_id
+
+
+def _label(cfg: RunConfig) -> str:
+    return f"{cfg.experiment}/{cfg.profile}/{cfg.method}/seed {cfg.seed}"
+
+
+def _init_worker(threads: int) -> None:
+    torch.set_num_threads(threads)
+    # Ctrl-C reaches the whole process group: let it end a worker at once (its run, unsaved, is
+    # simply missing) instead of raising inside the run and letting the worker take the next one.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@dataclass
+class LocalExecutor:
+    """Processes on this machine; `jobs` defaults to os.cpu_count(), `threads` (torch threads per
+    run) to max(1, cores // jobs)."""
+
+    jobs: int | None = None
+    threads: int | None = None
+
+    def execute(self, cfgs: Sequence[RunConfig], store: RunStore, *, progress: bool = False) -> list[str]:
+        """Run `cfgs`; returns one line per failed run (empty when all succeeded)."""
+        cores = os.cpu_count() or 1
+        jobs = max(1, min(self.jobs or cores, len(cfgs) or 1))
+        threads = self.threads or max(1, cores // jobs)
+        failures: list[str] = []
+        bar = tqdm(total=len(cfgs), disable=not progress, desc="runs", unit="run")
+        try:
+            if jobs == 1:
+                before = torch.get_num_threads()
+                try:
+                    for cfg in cfgs:
+                        try:
+                            execute_run(config_to_dict(cfg), str(store.root), threads)
+                        except Exception as err:  # noqa: BLE001  (report, keep going)
+                            failures.append(f"{_label(cfg)}: {type(err).__name__}: {err}")
+                        bar.update()
+                finally:
+                    torch.set_num_threads(before)
+                return failures
+            ctx = multiprocessing.get_context("spawn")
+            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
+                                       initargs=(threads,))
+            try:
+                futures = {pool.submit(execute_run, config_to_dict(c), str(store.root)): c for c in cfgs}
+                for fut in as_completed(futures):
+                    err = fut.exception()
+                    if err is not None:
+                        failures.append(f"{_label(futures[fut])}: {type(err).__name__}: {err}")
+                    bar.update()
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
+            return failures
+        finally:
+            bar.close()
+
+
+@dataclass
+class SlurmExecutor:
+    """submitit job arrays: one array task per run.
+
+    Attributes:
+        cluster: "slurm", or "local"/"debug" to run the same path on this machine.
+        folder: submitit's log folder; default `<store>/.submitit`.
+        timeout_min, gpus_per_node, cpus_per_task: per job (always passed to submitit).
+        array_parallelism: at most this many array tasks run at once (Slurm's `%N`).
+        partition: Slurm partition, if needed.
+        poll_s: how often to poll job states.
+    """
+
+    cluster: str = "slurm"
+    folder: str | None = None
+    timeout_min: int = 60
+    gpus_per_node: int = 0
+    cpus_per_task: int = 1
+    array_parallelism: int = 32
+    partition: str | None = None
+    poll_s: float = 0.5
+
+    def execute(self, cfgs: Sequence[RunConfig], store: RunStore, *, progress: bool = False) -> list[str]:
+        """Submit `cfgs` as one job array and wait; returns one line per failed run."""
+        import submitit
+
+        if not cfgs:
+            return []
+        ex = submitit.AutoExecutor(folder=Path(self.folder or store.root / ".submitit"), cluster=self.cluster)
+        params = dict(name="companion", timeout_min=self.timeout_min, gpus_per_node=self.gpus_per_node,
+                      cpus_per_task=self.cpus_per_task, slurm_array_parallelism=self.array_parallelism)
+        if self.partition:
+            params["slurm_partition"] = self.partition
+        ex.update_parameters(**params)
+        dicts = [config_to_dict(c) for c in cfgs]
+        jobs = ex.map_array(execute_run, dicts, [str(store.root)] * len(cfgs), [self.cpus_per_task] * len(cfgs))
+        failures: list[str] = []
+        bar = tqdm(total=len(cfgs), disable=not progress, desc="runs", unit="run")
+        pending = dict(enumerate(jobs))
+        try:
+            while pending:
+                for i, job in list(pending.items()):
+                    if self.cluster == "debug" or job.done():  # debug jobs run when asked for a result
+                        try:
+                            job.result()
+                        except Exception as err:  # noqa: BLE001
+                            failures.append(f"{_label(cfgs[i])} (job {job.job_id}): {err}")
+                        del pending[i]
+                        bar.update()
+                if pending:
+                    time.sleep(self.poll_s)
+        finally:
+            bar.close()
+        return failures
+
+
+EXECUTORS = {"local": LocalExecutor, "slurm": SlurmExecutor}
+
+
+def make_executor(name: str, **options):
+    """`EXECUTORS[name](**options)` with a readable error for an unknown name."""
+    if name not in EXECUTORS:
+        raise ValueError(f"unknown executor {name!r}; valid: {', '.join(EXECUTORS)}.")
+    return EXECUTORS[name](**options)

@@ -1,0 +1,258 @@
+"""The Transformer of every chapter, built from a `ModelConfig` and the task's `TaskSpec`.
+
+Pre-LN blocks x += attn(LN(x)); x += FF(LN(x)) (GELU), final LN. Three front/back ends: encoder
+(token + learned positions, optional CLS, pooled regression/classification head), causal decoder (LM
+head) and small ViT (linear patch embedding). Attention goes through `companion.attention.attend` with
+the prior's bias `prior(i, j)` (h, i, j); the prior is pluggable (`PriorConfig`).
+
+Parameter names are an API (weight decay, drift and chapters select by name); they are stable:
+    tok_emb.weight            (vocab, d)        encoder, decoder
+    patch_emb.weight, .bias   (d, C·p·p), (d,)  vit
+    cls                       (d,)              when pool == "cls" (encoder, vit)
+    pos_emb                   (n, d)            n = positions incl. CLS
+    blocks.{l}.ln1.weight/.bias, blocks.{l}.ln2.weight/.bias
+    blocks.{l}.attn.q_proj.weight, .k_proj.weight, .v_proj.weight   (n_heads·d_head, d), no bias
+    blocks.{l}.attn.out_proj.weight/.bias                          (d, n_heads·d_head), (d,)
+    blocks.{l}.attn.prior.logits   (h or 1, n, n)   mask priors (a buffer when the mask is fixed)
+    blocks.{l}.ff.fc1.weight/.bias, blocks.{l}.ff.fc2.weight/.bias
+    ln_f.weight/.bias, head.weight/.bias
+Head h of layer l owns rows h·d_head:(h+1)·d_head of q_proj/k_proj/v_proj.weight.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from companion.attention import attend
+from companion.config import ModelConfig, PriorConfig
+from companion.init import apply_qk_init_
+from companion.priors import LearnableMask
+from companion.tasks import TaskSpec
+
+__all__ = ["Attention", "Block", "Transformer", "build_model", "build_prior", "init_weights_"]
+
+
+class Attention(nn.Module):
+    """Multi-head attention with separate q/k/v projections and an optional additive prior.
+
+    out = W_o · concat_h attend(x W_q[h]ᵀ, x W_k[h]ᵀ, x W_v[h]ᵀ; bias = prior(i, j)).
+
+    Args:
+        d_model: residual width. n_heads: heads. d_head: width of each head.
+        prior: a module with `forward(i, j) -> (h or 1, i, j)` additive bias, or None.
+        causal: queries read keys j ≤ i only (decoder).
+        backend: `attend` backend.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_head: int, *, prior: nn.Module | None = None,
+                 causal: bool = False, backend: str = "auto"):
+        super().__init__()
+        inner = n_heads * d_head
+        self.n_heads, self.d_head, self.causal, self.backend = n_heads, d_head, causal, backend
+        self.q_proj = nn.Linear(d_model, inner, bias=False)
+        self.k_proj = nn.Linear(d_model, inner, bias=False)
+        self.v_proj = nn.Linear(d_model, inner, bias=False)
+        self.out_proj = nn.Linear(inner, d_model)
+        self.prior = prior
+
+    def _heads(self, t: Tensor) -> Tensor:
+        b, n, _ = t.shape
+        return t.view(b, n, self.n_heads, self.d_head).transpose(1, 2)  # (b, h, n, d)
+
+    def forward(self, x: Tensor, return_weights: bool = False):
+        """x (b, n, d_model) → (b, n, d_model), plus weights (b, h, n, n) if `return_weights`."""
+        n = x.shape[1]
+        q, k, v = self._heads(self.q_proj(x)), self._heads(self.k_proj(x)), self._heads(self.v_proj(x))
+        bias = self.prior(n, n) if self.prior is not None else None
+        # Shapes are right by construction and log σ(M) is finite, so attend's input checks are
+        # skipped in the training path; requesting weights (analysis) runs them.
+        res = attend(q, k, v, bias=bias, causal=self.causal, backend=self.backend,
+                     return_weights=return_weights, check=return_weights)
+        out, weights = res if return_weights else (res, None)
+        out = out.transpose(1, 2).reshape(x.shape[0], n, -1)  # (b, n, h·d)
+        return (self.out_proj(out), weights) if return_weights else self.out_proj(out)
+
+
+class FeedForward(nn.Module):
+    """fc2(GELU(fc1(x)))."""
+
+    def __init__(self, d_model: int, d_ff: int):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class Block(nn.Module):
+    """Pre-LN block: x + attn(LN(x)), then + FF(LN(x))."""
+
+    def __init__(self, cfg: ModelConfig, *, prior: nn.Module | None, causal: bool):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.attn = Attention(cfg.d_model, cfg.n_heads, cfg.head_dim, prior=prior, causal=causal,
+                              backend=cfg.attn_backend)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff)
+
+    def forward(self, x: Tensor, return_weights: bool = False):
+        if return_weights:
+            a, w = self.attn(self.ln1(x), return_weights=True)
+            x = x + a
+            return x + self.ff(self.ln2(x)), w
+        x = x + self.attn(self.ln1(x))
+        return x + self.ff(self.ln2(x))
+
+
+def build_prior(cfg: PriorConfig, pattern: Tensor | None, n_heads: int) -> nn.Module | None:
+    """The prior module of one layer: None for kind "none", else a `LearnableMask`.
+
+    Args:
+        cfg: the prior settings.
+        pattern: bool (n, n) open pattern (needed for init "pattern").
+        n_heads: heads of the layer (for `per_head`).
+    """
+    if cfg.kind == "none":
+        return None
+    heads = n_heads if cfg.per_head else None
+    if cfg.init == "zero":
+        n = pattern.shape[-1]
+        return LearnableMask.zeros(n, heads=heads, trainable=cfg.trainable)
+    return LearnableMask.from_pattern(pattern, heads=heads, open_value=cfg.open_value,
+                                      closed_value=cfg.closed_value, trainable=cfg.trainable)
+
+
+class Transformer(nn.Module):
+    """Encoder, causal decoder or ViT (see the module docstring for parameter names).
+
+    Inputs: tokens (b, seq_len) for encoder/decoder, images (b, C, H, W) for vit.
+    Outputs: (b, n_outputs) for encoder/vit; (b, seq_len, vocab_size) logits for the decoder.
+
+    Args:
+        cfg: the model settings.
+        spec: the task's input/output description.
+        pattern: bool (n, n) open pattern over token positions incl. CLS (mask priors only).
+    """
+
+    def __init__(self, cfg: ModelConfig, spec: TaskSpec, *, pattern: Tensor | None = None):
+        super().__init__()
+        _check_compatible(cfg, spec)
+        self.cfg, self.spec = cfg, spec
+        self.has_cls = cfg.arch != "decoder" and cfg.pool == "cls"
+        d = cfg.d_model
+        if cfg.arch == "vit":
+            c, hgt, wid = spec.image_shape
+            p = cfg.patch_size
+            self.patch_emb = nn.Linear(c * p * p, d)
+            n_tokens = (hgt // p) * (wid // p)
+        else:
+            self.tok_emb = nn.Embedding(spec.vocab_size, d)
+            n_tokens = spec.seq_len
+        self.n_positions = n_tokens + int(self.has_cls)
+        if self.has_cls:
+            self.cls = nn.Parameter(torch.zeros(d))
+        self.pos_emb = nn.Parameter(torch.zeros(self.n_positions, d))
+        if cfg.prior.kind != "none" and cfg.prior.init == "pattern":
+            if pattern is None or tuple(pattern.shape) != (self.n_positions,) * 2:
+                got = None if pattern is None else tuple(pattern.shape)
+                raise ValueError(
+                    f"a mask prior needs a bool ({self.n_positions}, {self.n_positions}) open pattern over "
+                    f"the model's positions (CLS included: {self.has_cls}); got {got}."
+                )
+        elif cfg.prior.kind != "none":
+            pattern = torch.ones(self.n_positions, self.n_positions, dtype=torch.bool)
+        self.blocks = nn.ModuleList(
+            Block(cfg, prior=build_prior(cfg.prior, pattern, cfg.n_heads) if cfg.prior.layers == "all" or l == 0
+                  else None, causal=cfg.arch == "decoder")
+            for l in range(cfg.n_layers)
+        )
+        self.ln_f = nn.LayerNorm(d)
+        n_out = spec.vocab_size if cfg.arch == "decoder" else spec.n_outputs
+        self.head = nn.Linear(d, n_out)
+
+    def embed(self, x: Tensor) -> Tensor:
+        """Inputs → (b, n_positions, d): token or patch embedding, CLS at position 0, + positions."""
+        if self.cfg.arch == "vit":
+            p = self.cfg.patch_size
+            patches = F.unfold(x, kernel_size=p, stride=p).transpose(1, 2)  # (b, P, C·p·p)
+            h = self.patch_emb(patches)
+        else:
+            h = self.tok_emb(x)  # (b, n, d)
+        if self.has_cls:
+            h = torch.cat([self.cls.expand(h.shape[0], 1, -1), h], dim=1)
+        return h + self.pos_emb[: h.shape[1]]
+
+    def readout(self, h: Tensor) -> Tensor:
+        """Final LN, pooling (encoder/vit) and head."""
+        h = self.ln_f(h)
+        if self.cfg.arch != "decoder":
+            h = h[:, 0] if self.has_cls else h.mean(dim=1)
+        return self.head(h)
+
+    def forward(self, x: Tensor, return_attention: bool = False):
+        """Output, or (output, [weights (b, h, n, n) per layer]) if `return_attention`."""
+        h = self.embed(x)
+        if not return_attention:
+            for block in self.blocks:
+                h = block(h)
+            return self.readout(h)
+        maps = []
+        for block in self.blocks:
+            h, w = block(h, return_weights=True)
+            maps.append(w)
+        return self.readout(h), maps
+
+
+def _check_compatible(cfg: ModelConfig, spec: TaskSpec) -> None:
+    if cfg.arch == "vit":
+        if spec.inputs != "images":
+            raise ValueError(f"arch 'vit' needs an image task; this task gives {spec.inputs}. Use arch 'encoder'.")
+        _, hgt, wid = spec.image_shape
+        if hgt % cfg.patch_size or wid % cfg.patch_size:
+            raise ValueError(f"image {hgt}×{wid} is not divisible into {cfg.patch_size}-pixel patches; "
+                             "choose a patch_size that divides both sides.")
+    elif spec.inputs != "tokens":
+        raise ValueError(f"arch {cfg.arch!r} reads tokens but this task gives images; use arch 'vit'.")
+    if (cfg.arch == "decoder") != (spec.output == "lm"):
+        raise ValueError(f"arch {cfg.arch!r} does not fit a task with output {spec.output!r}: "
+                         "language-model tasks need arch 'decoder', the others 'encoder' or 'vit'.")
+
+
+@torch.no_grad()
+def init_weights_(model: nn.Module, generator: torch.Generator) -> nn.Module:
+    """Draw every weight from `generator`, in parameter-name order.
+
+    Linear weight and bias ~ U(−1/√fan_in, 1/√fan_in) (PyTorch's default Linear distribution);
+    embeddings, positions and CLS ~ N(0, 0.02²); LayerNorm 1 and 0; prior logits are left as built.
+    """
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+            bound = 1 / math.sqrt(module.in_features)
+            module.weight.uniform_(-bound, bound, generator=generator)
+            if module.bias is not None:
+                module.bias.uniform_(-bound, bound, generator=generator)
+        elif isinstance(module, nn.Embedding):
+            module.weight.normal_(0.0, 0.02, generator=generator)
+        elif isinstance(module, nn.LayerNorm):
+            module.weight.fill_(1.0)
+            module.bias.zero_()
+    for name in ("cls", "pos_emb"):
+        if hasattr(model, name):
+            getattr(model, name).normal_(0.0, 0.02, generator=generator)
+    return model
+
+
+def build_model(cfg: ModelConfig, task, *, generator: torch.Generator) -> Transformer:
+    """The model for `task`: mask pattern from `task.mask_pattern(variant, cls=...)`, weights and the
+    query-key init (`cfg.qk_init`) drawn from `generator`. Built on the CPU; move it with `.to(device)`."""
+    pattern = None
+    if cfg.prior.kind != "none" and cfg.prior.init == "pattern":
+        has_cls = cfg.arch != "decoder" and cfg.pool == "cls"
+        pattern = task.mask_pattern(cfg.prior.variant, cls=has_cls)
+    model = Transformer(cfg, task.spec, pattern=pattern)
+    init_weights_(model, generator)
+    return apply_qk_init_(model, cfg.qk_init, generator=generator)

@@ -1,0 +1,129 @@
+"""Multi-seed summaries: mean, std, Student-t 95% interval, paired method differences, one table format.
+
+For n seeds with values x: mean x̄, std s (ddof = 1), interval x̄ ± t_{0.975, n−1} · s/√n. Paired
+differences d_s = a_s − b_s over the seeds both methods have, with the same interval and the paired
+t-test p-value. Needs scipy and pandas (imported when called).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["Summary", "Paired", "summarize", "paired", "format_summary", "summary_table", "paired_table"]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """mean, std (ddof = 1), the `level` t interval [lo, hi] and n; std and interval are NaN for n < 2."""
+
+    mean: float
+    std: float
+    lo: float
+    hi: float
+    n: int
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Mean of a − b over common seeds, its t interval, the paired t-test p-value, and n."""
+
+    mean_diff: float
+    lo: float
+    hi: float
+    p_value: float
+    n: int
+
+
+def _t_interval(x: np.ndarray, level: float) -> tuple[float, float, float, float]:
+    from scipy import stats
+
+    n = len(x)
+    if n == 0:
+        raise ValueError("no values to summarise; pass at least one seed's value.")
+    mean = float(x.mean())
+    if n < 2:
+        return mean, math.nan, math.nan, math.nan
+    std = float(x.std(ddof=1))
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * std / math.sqrt(n)
+    return mean, std, mean - half, mean + half
+
+
+def summarize(values: Sequence[float], level: float = 0.95) -> Summary:
+    """Summary of one metric over seeds: x̄ ± t_{(1+level)/2, n−1} · s/√n."""
+    x = np.asarray(values, dtype=float)
+    mean, std, lo, hi = _t_interval(x, level)
+    return Summary(mean, std, lo, hi, len(x))
+
+
+def paired(a: Mapping[int, float], b: Mapping[int, float], level: float = 0.95) -> Paired:
+    """Paired difference a − b by seed (only seeds present in both count).
+
+    Args:
+        a, b: {seed: value} of two methods.
+    """
+    from scipy import stats
+
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        raise ValueError("the two methods share no seed; paired differences need runs with the same seeds.")
+    d = np.array([a[s] - b[s] for s in seeds], dtype=float)
+    mean, _, lo, hi = _t_interval(d, level)
+    if len(d) < 2:
+        p = math.nan
+    elif np.all(d == d[0]):  # zero variance: the t statistic is undefined unless the mean is 0
+        p = 1.0 if d[0] == 0 else 0.0
+    else:
+        p = float(stats.ttest_rel([a[s] for s in seeds], [b[s] for s in seeds]).pvalue)
+    return Paired(mean, lo, hi, p, len(d))
+
+
+def format_summary(s: Summary, digits: int = 3) -> str:
+    """"mean ± std [lo, hi]" rounded to `digits` decimals (just the mean for one seed)."""
+    f = f"{{:.{digits}f}}"
+    if s.n < 2:
+        return f.format(s.mean)
+    return f"{f.format(s.mean)} ± {f.format(s.std)} [{f.format(s.lo)}, {f.format(s.hi)}]"
+
+
+def summary_table(frame, by: str | Sequence[str], metrics: Sequence[str], digits: int = 3, level: float = 0.95):
+    """The shared table: one row per group of `by`, one "mean ± std [lo, hi]" column per metric, plus n.
+
+    Args:
+        frame: a long pandas DataFrame, one row per run (e.g. `companion.sweep.records_frame`).
+        by: column(s) naming the group, e.g. "method".
+        metrics: columns to summarise over the rows of each group (the seeds).
+        digits: decimals shown.
+    """
+    import pandas as pd
+
+    rows = {}
+    for key, group in frame.groupby(by, sort=False):
+        row = {m: format_summary(summarize(group[m].dropna(), level), digits) for m in metrics}
+        row["n"] = len(group)
+        rows[key] = row
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = by if isinstance(by, str) else None
+    return out
+
+
+def paired_table(frame, method_col: str, seed_col: str, metric: str, baseline: str, digits: int = 3,
+                 level: float = 0.95):
+    """Each method minus `baseline` on `metric`, paired by seed: "diff [lo, hi]", p-value and n."""
+    import pandas as pd
+
+    by_method = {m: dict(zip(g[seed_col], g[metric])) for m, g in frame.groupby(method_col, sort=False)}
+    if baseline not in by_method:
+        raise ValueError(f"baseline {baseline!r} is not among the methods {list(by_method)}.")
+    f = f"{{:.{digits}f}}"
+    rows = {}
+    for m, vals in by_method.items():
+        if m == baseline:
+            continue
+        p = paired(vals, by_method[baseline], level)
+        rows[m] = {f"{metric} − {baseline}": f"{f.format(p.mean_diff)} [{f.format(p.lo)}, {f.format(p.hi)}]",
+                   "p": float(f"{p.p_value:.{digits}g}") if not math.isnan(p.p_value) else math.nan, "n": p.n}
+    return pd.DataFrame.from_dict(rows, orient="index")

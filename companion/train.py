@@ -1,0 +1,174 @@
+"""One plain training loop: `train(model, task, cfg, generator=...) -> History`.
+
+Adam or AdamW, constant / cosine / one-cycle schedule with warm-up, grad-norm clipping, evaluation at
+step 0, every `eval_every` steps and at the end, where callbacks `cb(step, model, metrics)` run.
+Weight decay skips priors, biases and norms, chosen by parameter name (see `companion.model`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from companion.config import TrainConfig
+from companion.tasks import Task, model_device
+
+__all__ = ["History", "train", "param_groups", "total_steps", "lr_factor", "evaluate"]
+
+Callback = Callable[[int, nn.Module, dict], None]
+
+
+@dataclass(frozen=True)
+class History:
+    """What a training run returns; plain lists and dicts, JSON-able via `to_dict`.
+
+    Attributes:
+        steps: the steps at which the model was evaluated (0 … total).
+        eval: {split: {metric: [value at each of `steps`]}}.
+        train_loss: the training loss of every update, index s − 1 for step s.
+        lr: the learning rate of every update.
+        wall_time: seconds spent in `train`.
+    """
+
+    steps: list[int] = field(default_factory=list)
+    eval: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    train_loss: list[float] = field(default_factory=list)
+    lr: list[float] = field(default_factory=list)
+    wall_time: float = 0.0
+
+    def final(self) -> dict[str, dict[str, float]]:
+        """{split: {metric: value at the last evaluation}}."""
+        return {s: {m: v[-1] for m, v in ms.items()} for s, ms in self.eval.items()}
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "History":
+        return cls(**data)
+
+
+def _decays(name: str) -> bool:
+    """Weight decay applies unless the name is a prior, a bias or a norm (a part starting with 'ln')."""
+    parts = name.split(".")
+    return not ("prior" in parts or parts[-1] == "bias" or any(p.startswith("ln") for p in parts))
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Two optimizer groups by name: decayed weights, and priors/biases/norms with no decay."""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    return [
+        {"params": [p for n, p in named if _decays(n)], "weight_decay": weight_decay},
+        {"params": [p for n, p in named if not _decays(n)], "weight_decay": 0.0},
+    ]
+
+
+def total_steps(task: Task, cfg: TrainConfig) -> int:
+    """`cfg.steps`, or epochs · ⌈n_train / batch_size⌉."""
+    return cfg.steps or cfg.epochs * math.ceil(task.n_train / cfg.batch_size)
+
+
+def lr_factor(cfg: TrainConfig, step: int, total: int) -> float:
+    """Multiplier of `cfg.lr` for update `step` (0-based) of `total` (constant and cosine)."""
+    warm = int(cfg.warmup * total)
+    if step < warm:
+        return (step + 1) / warm
+    if cfg.schedule == "cosine":
+        t = (step - warm) / max(1, total - warm)
+        return 0.5 * (1 + math.cos(math.pi * t))
+    return 1.0
+
+
+def _schedule(opt: torch.optim.Optimizer, cfg: TrainConfig, total: int):
+    if cfg.schedule == "onecycle":
+        return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=total,
+                                                   pct_start=cfg.warmup or 0.3)
+    return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(cfg, s, total))
+
+
+def _optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+    return cls(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, task: Task) -> dict[str, dict[str, float]]:
+    """`task.evaluate(model)` in eval mode; restores the previous mode."""
+    was_training = model.training
+    model.eval()
+    try:
+        return task.evaluate(model)
+    finally:
+        model.train(was_training)
+
+
+def _batches(task: Task, batch_size: int, generator: torch.Generator):
+    while True:  # epochs, each in a fresh order from the data-order generator
+        empty = True
+        for batch in task.train_batches(batch_size, generator):
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError("the task yielded no training batches; check its n_train and data.")
+
+
+def train(model: nn.Module, task: Task, cfg: TrainConfig, *, generator: torch.Generator,
+          callbacks: Iterable[Callback] = (), progress: bool = False) -> History:
+    """Train `model` on `task`; the only randomness is the batch order drawn from `generator`.
+
+    Each update: loss = task.loss(model(x), y); backward; clip ‖∇‖₂ ≤ clip_norm (if > 0); optimizer
+    step; schedule step. At step 0, every `eval_every` steps and at the end: metrics =
+    `task.evaluate(model)` (eval mode, no grad) and each callback(step, model, metrics).
+
+    Args:
+        model: the model, already on its device.
+        task: a `companion.tasks.Task`.
+        cfg: optimisation settings.
+        generator: CPU generator for the data order.
+        callbacks: called after each evaluation (e.g. `companion.drift.DriftTracker`).
+        progress: show a tqdm bar (command line); quiet otherwise.
+
+    Returns:
+        The `History` of the run.
+    """
+    start, callbacks = time.perf_counter(), list(callbacks)
+    device, total = model_device(model), total_steps(task, cfg)
+    opt = _optimizer(model, cfg)
+    sched = _schedule(opt, cfg, total)
+    steps, evals, losses, lrs = [], {}, [], []
+
+    def checkpoint(step: int) -> None:
+        metrics = evaluate(model, task)
+        steps.append(step)
+        for split, ms in metrics.items():
+            for name, value in ms.items():
+                evals.setdefault(split, {}).setdefault(name, []).append(float(value))
+        with torch.no_grad():
+            for cb in callbacks:
+                cb(step, model, metrics)
+
+    model.train()
+    checkpoint(0)
+    batches = _batches(task, cfg.batch_size, generator)
+    for step in tqdm(range(1, total + 1), disable=not progress, desc="train", leave=False):
+        x, y = next(batches)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        loss = task.loss(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.clip_norm > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+        if step == total or (cfg.eval_every and step % cfg.eval_every == 0):
+            checkpoint(step)
+    return History(steps, evals, losses, lrs, time.perf_counter() - start)

@@ -1,0 +1,180 @@
+"""Run identity, records and the run store: hashing, atomic writes, corruption handling."""
+
+import copy
+import dataclasses
+import json
+import subprocess
+import sys
+import typing
+
+import pytest
+import torch
+
+from companion import runs
+from companion.config import EXPERIMENTS, TaskConfig, apply_overrides
+from companion.runs import RunStore, code_version, run, run_id
+from companion.sweep import ensure_runs
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+TINY = ["train.steps=8", "train.eval_every=4"]
+CFG = apply_overrides(EXPERIMENTS["smoke"].config("ci", "mask", 0), TINY)
+
+
+def _mutations(obj, path=()):
+    """(path, mutated copy of obj) for every leaf field, recursively: one change at a time."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value, kind = getattr(obj, f.name), hints[f.name]
+        if dataclasses.is_dataclass(value) and not isinstance(value, TaskConfig):
+            for sub_path, sub in _mutations(value, path + (f.name,)):
+                yield sub_path, _with(obj, f.name, sub)
+            continue
+        if isinstance(value, (bool, int, float)):
+            new = _bump(value)
+        elif typing.get_origin(kind) is typing.Literal:
+            new = next(c for c in typing.get_args(kind) if c != value)
+        elif isinstance(value, str):
+            new = value + "x"
+        elif isinstance(value, TaskConfig):
+            yield path + (f.name, "name"), _with(obj, f.name, _with(value, "name", value.name + "x"))
+            for i, (k, v) in enumerate(value.params):
+                params = list(value.params)
+                params[i] = (k, _bump(v))
+                yield path + (f.name, k), _with(obj, f.name, _with(value, "params", tuple(params)))
+            continue
+        elif isinstance(value, tuple):
+            new = tuple(v / 2 for v in value)
+        else:
+            raise AssertionError(f"no mutation for field {f.name} of type {kind}; extend this test")
+        yield path + (f.name,), _with(obj, f.name, new)
+
+
+def _bump(v):
+    return (not v) if isinstance(v, bool) else v + "x" if isinstance(v, str) else v + 1
+
+
+def _with(obj, name, value):
+    """dataclasses.replace, bypassing validation (hashing must not depend on validity)."""
+    new = copy.copy(obj)
+    object.__setattr__(new, name, value)
+    return new
+
+
+def test_hash_sensitive_to_every_field():
+    base = run_id(CFG)
+    seen = {base: "base"}
+    n = 0
+    for path, mutated in _mutations(CFG):
+        rid = run_id(mutated)
+        assert rid not in seen, f"changing {'.'.join(path)} did not change the run id (same as {seen.get(rid)})"
+        seen[rid] = ".".join(path)
+        n += 1
+    assert n >= 30  # every leaf of model, prior, task, train, plus identity fields and device
+    assert run_id(CFG, code="other code") != base
+
+
+def test_hash_stable_across_processes():
+    code = (
+        "from companion.config import EXPERIMENTS, apply_overrides; from companion.runs import run_id;"
+        f"print(run_id(apply_overrides(EXPERIMENTS['smoke'].config('ci', 'mask', 0), {TINY!r})))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == run_id(CFG)
+    assert len(code_version()) == 64
+
+
+def test_run_record_round_trip_and_determinism(tmp_path):
+    r1, r2 = run(CFG), run(CFG)
+    assert r1.curves["train_loss"] == r2.curves["train_loss"] and r1.drift == r2.drift
+    assert r1.metrics == r2.metrics and r1.seed == 0 and r1.run_id == run_id(CFG)
+    store = RunStore(tmp_path)
+    path = store.save(r1)
+    assert path.name == f"{r1.run_id}.json"
+    data = json.loads(path.read_text())
+    for key in ("schema_version", "config", "metrics", "curves", "drift", "seed", "device", "torch_version",
+                "git_commit", "wall_time", "code_version"):
+        assert key in data
+    assert data["torch_version"] == torch.__version__ and data["device"] == "cpu"
+    back = store.load(CFG)
+    assert back == r1
+    assert list(tmp_path.iterdir()) == [path]  # no temp file left behind
+
+
+@pytest.mark.parametrize("fail", ["fsync", "replace"])
+def test_crash_mid_write_leaves_nothing_readable(tmp_path, monkeypatch, fail):
+    record = run(CFG)
+    store = RunStore(tmp_path)
+
+    def boom(*args, **kwargs):
+        raise OSError(f"simulated crash in {fail}")
+
+    monkeypatch.setattr(runs.os, fail, boom)
+    with pytest.raises(OSError, match="simulated"):
+        store.save(record)
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+    assert store.load(CFG) is None
+
+
+def _stored(tmp_path):
+    store = RunStore(tmp_path)
+    store.save(run(CFG))
+    return store, store.path(CFG)
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), "not readable JSON"),
+    (lambda p: p.write_text("{ this is not json"), "not readable JSON"),
+    (lambda p: p.write_text("[]"), "not a JSON object"),
+    (lambda p: p.write_text(p.read_text().replace('"schema_version": 1', '"schema_version": 99')), "schema_version 99"),
+    (lambda p: p.write_text(p.read_text().replace('"lr": 0.003', '"lr": 0.004')), "hash"),
+    (lambda p: p.write_text(json.dumps({k: v for k, v in json.loads(p.read_text()).items() if k != "metrics"})),
+     "missing keys"),
+])
+def test_corrupt_file_is_reported_moved_aside_and_rerun(tmp_path, damage, problem):
+    store, path = _stored(tmp_path)
+    damage(path)
+    with pytest.warns(UserWarning, match=problem) as caught:
+        assert store.load(CFG) is None
+    assert path.name in str(caught[0].message)
+    assert not path.exists() and path.with_name(path.name + ".corrupt").exists()
+    # the next sweep reruns it and never reads the .corrupt file
+    [record] = ensure_runs("smoke", "ci", [0], ["mask"], store=store, jobs=1, threads=1, overrides=TINY)
+    assert record.run_id == run_id(CFG) and store.load(CFG) == record
+
+
+def test_git_commit_never_fails(monkeypatch, tmp_path):
+    runs.git_commit.cache_clear()
+    monkeypatch.setenv("PATH", str(tmp_path))  # no git on PATH
+    assert runs.git_commit() is None
+    runs.git_commit.cache_clear()
+
+
+def test_default_store_root(monkeypatch, tmp_path):
+    monkeypatch.setenv("COMPANION_RUNS", str(tmp_path / "x"))
+    assert RunStore().root == tmp_path / "x"
+    monkeypatch.delenv("COMPANION_RUNS")
+    assert RunStore().root == runs.repo_root() / "runs" and (runs.repo_root() / "_toc.yml").is_file()
+
+
+def test_ensure_runs_is_reachable_from_runs():
+    from companion import sweep
+
+    assert runs.ensure_runs is sweep.ensure_runs
+
+
+@pytest.mark.gpu
+def test_cuda_run_matches_cpu():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    cpu, gpu = run(CFG), run(apply_overrides(CFG, ["device=cuda"]))
+    assert gpu.device == "cuda" and gpu.config.device == "cuda"
+    assert gpu.metrics["test"]["mse"] == pytest.approx(cpu.metrics["test"]["mse"], rel=0.05, abs=1e-3)

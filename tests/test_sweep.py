@@ -1,0 +1,149 @@
+"""Sweeps: resume after SIGKILL, the Slurm path through submitit's local/debug clusters, CLI errors."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from companion.cli import main
+from companion.config import EXPERIMENTS
+from companion.runs import RunStore
+from companion.sweep import ensure_runs, parse_seeds, plan
+
+TINY = ["train.steps=30", "train.eval_every=10"]
+SWEEP = [sys.executable, "-m", "companion", "sweep", "smoke", "--profile", "ci", "--seeds", "0-4"]
+SETS = [a for item in TINY for a in ("--set", item)]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _records(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in root.glob("*.json")}
+
+
+def _check_complete(root: Path, seeds=range(5)) -> None:
+    store = RunStore(root)
+    # load by file name (validated against the code version stored in each record): the sweeps ran
+    # in subprocesses, which hash the package source on their own
+    records = [store.load(p.stem) for p in root.glob("*.json")]
+    assert all(r is not None for r in records)
+    assert sorted((r.config.method, r.seed) for r in records) == sorted(
+        (m, s) for m in ("default", "mask") for s in seeds)
+    assert all(r.config == c for r in records for c in plan("smoke", "ci", [r.seed], [r.config.method], TINY))
+    assert not list(root.glob("*.corrupt"))
+
+
+def _start(cmd):
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for(proc, root: Path, n: int) -> None:
+    deadline = time.monotonic() + 120
+    while len(_records(root)) < n:
+        assert proc.poll() is None, "the sweep finished before it could be interrupted; make the runs longer"
+        assert time.monotonic() < deadline, f"fewer than {n} runs finished within 120 s"
+        time.sleep(0.01)
+
+
+def test_sweep_interrupted_by_sigint_then_sigkill_resumes_to_exactly_ten_runs(tmp_path):
+    root = tmp_path / "runs"
+    cmd = SWEEP + ["--jobs", "2", "--store", str(root)] + SETS
+    proc = _start(cmd)  # 1. Ctrl-C (SIGINT to the process group): clean exit 130, no traceback
+    try:
+        _wait_for(proc, root, 2)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "rerun the same command" in err and "Traceback" not in err
+    first = _records(root)
+    assert 2 <= len(first) < 10
+    proc = _start(cmd)  # 2. restart, then SIGKILL the sweep and its workers mid-run
+    try:
+        _wait_for(proc, root, len(first) + 2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    before = _records(root)
+    assert len(first) + 2 <= len(before) < 10, len(before)
+    assert all(before[name] == data for name, data in first.items())
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)  # 3. restart to the end
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"{10 - len(before)} run now, {len(before)} already stored" in out.stdout
+    after = _records(root)
+    assert all(after[name] == data for name, data in before.items())  # finished runs were not redone
+    _check_complete(root)
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert "0 run now, 10 already stored" in again.stdout and _records(root) == after
+
+
+@pytest.mark.parametrize("seeds", [
+    "0-1",
+    pytest.param("0-4", marks=pytest.mark.slow),  # the full 5 × 2 sweep: 10 concurrent processes, ~45 s
+])
+def test_slurm_path_through_submitit_local_cluster(tmp_path, seeds):
+    root = tmp_path / "runs"
+    code = main(["sweep", "smoke", "--seeds", seeds, "--executor", "slurm", "--cluster", "local",
+                 "--timeout-min", "10", "--store", str(root)] + SETS)
+    assert code == 0
+    n = len(parse_seeds(seeds))
+    _check_complete(root, range(n))
+    results = list((root / ".submitit").rglob("*_result.pkl"))
+    assert len(results) == 2 * n  # one submitit array task per run, each wrote its own record
+
+
+def test_slurm_path_debug_cluster_runs_only_missing(tmp_path):
+    store = RunStore(tmp_path)
+    first = ensure_runs("smoke", "ci", [0, 1], ["mask"], store=store, overrides=TINY, executor="slurm",
+                        cluster="debug")
+    stamp = {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("*.json")}
+    records = ensure_runs("smoke", "ci", [0, 1, 2], ["mask"], store=store, overrides=TINY, executor="slurm",
+                          cluster="debug")
+    assert [r.seed for r in records] == [0, 1, 2] and records[:2] == first
+    assert all(tmp_path.joinpath(n).stat().st_mtime_ns == t for n, t in stamp.items())
+
+
+def test_parse_seeds():
+    assert parse_seeds("0-4") == [0, 1, 2, 3, 4]
+    assert parse_seeds("0-2,7,1") == [0, 1, 2, 7]
+    for bad in ("0-", "-1", "a", "3-1", "", "1,,2"):
+        with pytest.raises(ValueError, match="malformed seeds"):
+            parse_seeds(bad)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["sweep", "smok"], "unknown experiment 'smok'; valid: smoke"),
+    (["sweep", "smoke", "--profile", "gpu"], "valid: ci, paper"),
+    (["sweep", "smoke", "--methods", "default,magic"], "unknown method 'magic'"),
+    (["sweep", "smoke", "--seeds", "0-"], "malformed seeds '0-'"),
+    (["sweep", "smoke", "--set", "train.lx=1"], "unknown override key 'train.lx'; valid keys: model.arch"),
+    (["sweep", "smoke", "--set", "train.lr=fast"], "train.lr='fast': expected float"),
+    (["sweep", "smoke", "--set", "model.n_layers=2.5"], "expected int"),
+    (["sweep", "smoke", "--jobs", "0"], "--jobs must be >= 1"),
+    (["list", "--seeds", "x"], "malformed seeds"),
+])
+def test_cli_bad_input_is_one_readable_line_exit_2(capsys, argv, needle, tmp_path):
+    assert main(argv + (["--store", str(tmp_path)])) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err and err.count("\n") == 1
+    assert not list(tmp_path.iterdir())  # nothing ran
+
+
+def test_cli_list_counts_stored_and_missing(capsys, tmp_path):
+    ensure_runs("smoke", "ci", [0, 1], ["default"], store=tmp_path, jobs=1, threads=1, overrides=TINY)
+    assert main(["list", "--seeds", "0-4", "--store", str(tmp_path)] + SETS) == 0
+    out = capsys.readouterr().out
+    assert "smoke" in out and "methods: default, mask" in out
+    assert "ci     methods: default, mask   stored 2/10, missing 8" in out
+    assert "paper  methods: default, mask   stored 0/10, missing 10" in out
+    assert set(EXPERIMENTS) == {"smoke"} or all(name in out for name in EXPERIMENTS)
