@@ -1,0 +1,69 @@
+"""Task structure → open/closed attention patterns (True = open), rows are queries.
+
+Boolean tasks (arXiv 2608.00418, App. E / Table 7, as read here; the paper's exact layout is not
+public, so each reading is a named variant):
+
+- "support": every token reads itself; two bit tokens read each other when some monomial of the
+  target contains both; the CLS token reads every bit that appears in a monomial.
+- "per-token": one monomial per token: the token of a monomial's first coordinate reads all of
+  that monomial (Cyclic3: token i reads i, i+1, i+2); meant for mean pooling; a CLS token, if any,
+  reads the anchor tokens.
+- "pair:A-B": the support pattern of the single monomial x_A x_B, whatever the target (used for
+  deliberately misplaced masks).
+
+Token positions: with a CLS token it sits at 0 and bit i at i + 1; without, bit i at i.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["support_pattern", "per_token_pattern", "pattern_for", "MASK_VARIANTS"]
+
+MASK_VARIANTS = ("support", "per-token", "pair:A-B")
+
+
+def _interacting(monomials) -> list[tuple[int, ...]]:
+    return [tuple(m) for m in monomials if len(m) >= 1]
+
+
+def support_pattern(monomials, n_bits: int, *, cls: bool) -> Tensor:
+    """Open pairs within each monomial's support; CLS → all covered bits; diagonal open."""
+    off = int(cls)
+    pattern = torch.eye(n_bits + off, dtype=torch.bool)
+    for mono in _interacting(monomials):
+        idx = torch.tensor(mono) + off
+        pattern[idx[:, None], idx[None, :]] = True
+        if cls:
+            pattern[0, idx] = True
+    return pattern
+
+
+def per_token_pattern(monomials, n_bits: int, *, cls: bool) -> Tensor:
+    """Token of each monomial's first coordinate reads the whole monomial; diagonal open."""
+    off = int(cls)
+    pattern = torch.eye(n_bits + off, dtype=torch.bool)
+    for mono in _interacting(monomials):
+        anchor = mono[0] + off
+        pattern[anchor, torch.tensor(mono) + off] = True
+        if cls:
+            pattern[0, anchor] = True
+    return pattern
+
+
+def pattern_for(variant: str, monomials, n_bits: int, *, cls: bool) -> Tensor:
+    """Dispatch a variant name (see MASK_VARIANTS) to its builder."""
+    if variant == "support":
+        return support_pattern(monomials, n_bits, cls=cls)
+    if variant == "per-token":
+        return per_token_pattern(monomials, n_bits, cls=cls)
+    if variant.startswith("pair:"):
+        try:
+            a, b = (int(t) for t in variant[5:].split("-"))
+        except ValueError:
+            raise ValueError(f"mask variant {variant!r}: write a pair as 'pair:A-B' with bit indices, e.g. 'pair:0-2'.") from None
+        if not (0 <= a < n_bits and 0 <= b < n_bits and a != b):
+            raise ValueError(f"mask variant {variant!r}: bits must be distinct and in [0, {n_bits - 1}].")
+        return support_pattern([(a, b)], n_bits, cls=cls)
+    raise ValueError(f"unknown mask variant {variant!r}; valid: {', '.join(MASK_VARIANTS)}.")
