@@ -63,7 +63,7 @@ def input_hash(root: Path, name: str, profile: str) -> str:
     h.update(profile.encode())
     src = root / SOURCE_DIR / f"{name}.ipynb"
     h.update(json.dumps(_code_and_markdown(json.loads(src.read_text())), sort_keys=True).encode())
-    h.update(code_version().encode())
+    h.update(code_version(include_book_side=True).encode())
     data = [root / "book" / "claims.yml", *(root / "results").rglob("*.json")]
     _files_digest(h, root, [p for p in data if p.is_file()])
     return h.hexdigest()

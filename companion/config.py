@@ -401,7 +401,7 @@ class Experiment:
 
 EXPERIMENTS: dict[str, Experiment] = {}
 # Modules that register experiments of later chapters; imported by `load_experiments` (on first use).
-EXPERIMENT_MODULES: tuple[str, ...] = ()
+EXPERIMENT_MODULES: tuple[str, ...] = ("companion.experiments.gotu",)
 
 
 def load_experiments() -> dict[str, Experiment]:

@@ -62,8 +62,9 @@ class DriftTracker:
         probe: fixed inputs (e.g. `task.probe_inputs()`); None skips the attention drift.
         every: record only at steps divisible by `every` (0: at every call, i.e. every evaluation).
 
-    `result()` → {"steps": [t…], "mask": {l: [[D per head] per step]}, "qk": {…}, "attention": {…}}
-    with layers as string keys: plain JSON.
+    `result()` → {"steps": [t…], "mask": {l: [[D per head] per step]}, "qk": {…}, "attention": {…},
+    "maps": {"init": [(i, j) per layer], "final": […]}} with layers as string keys: plain JSON. The
+    maps are the probe-averaged, head-averaged attention weights at step 0 and at the last record.
     """
 
     def __init__(self, probe: Tensor | None = None, *, every: int = 0):
@@ -73,6 +74,7 @@ class DriftTracker:
         self.mask: dict[str, list[list[float]]] = {}
         self.qk: dict[str, list[list[float]]] = {}
         self.attention: dict[str, list[list[float]]] = {}
+        self.maps: dict[str, list] = {}
 
     def _state(self, model: nn.Module) -> dict:
         probe = None if self.probe is None else self.probe.to(next(model.parameters()).device)
@@ -99,7 +101,15 @@ class DriftTracker:
         for l, p in now["attention"].items():
             d = (p - self._init["attention"][l]).flatten(2).norm(dim=2).mean(dim=0)  # (h,)
             self.attention.setdefault(str(l), []).append(d.tolist())
+        if now["attention"]:
+            self.maps = {"init": _mean_maps(self._init["attention"]), "final": _mean_maps(now["attention"])}
 
     def result(self) -> dict:
         """The recorded drift as JSON-able data (see the class docstring)."""
-        return {"steps": list(self.steps), "mask": self.mask, "qk": self.qk, "attention": self.attention}
+        return {"steps": list(self.steps), "mask": self.mask, "qk": self.qk, "attention": self.attention,
+                "maps": self.maps}
+
+
+def _mean_maps(maps: dict[int, Tensor]) -> list:
+    """Per layer, the attention map averaged over probe examples and heads, (i, j) rounded to 1e-4."""
+    return [[[round(v, 4) for v in row] for row in maps[l].mean(dim=(0, 1)).tolist()] for l in sorted(maps)]

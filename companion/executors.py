@@ -14,12 +14,13 @@ import os
 import signal
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm  # the console bar: chapters run quietly, so no notebook widget is needed
 
 from companion.config import RunConfig, config_from_dict, config_to_dict
 from companion.runs import RunStore, run
@@ -86,6 +87,10 @@ class LocalExecutor:
                 futures = {pool.submit(execute_run, config_to_dict(c), str(store.root)): c for c in cfgs}
                 for fut in as_completed(futures):
                     err = fut.exception()
+                    if isinstance(err, BrokenProcessPool):
+                        # a worker was killed (Ctrl-C reaches the whole process group, or the OS
+                        # killed it): stop like an interrupt; finished runs are already stored
+                        raise KeyboardInterrupt from err
                     if err is not None:
                         failures.append(f"{_label(futures[fut])}: {type(err).__name__}: {err}")
                     bar.update()

@@ -248,11 +248,16 @@ def init_weights_(model: nn.Module, generator: torch.Generator) -> nn.Module:
 
 def build_model(cfg: ModelConfig, task, *, generator: torch.Generator) -> Transformer:
     """The model for `task`: mask pattern from `task.mask_pattern(variant, cls=...)`, weights and the
-    query-key init (`cfg.qk_init`) drawn from `generator`. Built on the CPU; move it with `.to(device)`."""
+    query-key init (`cfg.qk_init`) drawn from `generator`. Built on the CPU; move it with `.to(device)`.
+
+    The task's pattern (variant `cfg.prior.variant`) serves the mask prior and the structured
+    query-key initialisers alike, so both carry the same structure."""
+    from companion.init import STRUCTURED
+
     pattern = None
-    if cfg.prior.kind != "none" and cfg.prior.init == "pattern":
+    if (cfg.prior.kind != "none" and cfg.prior.init == "pattern") or cfg.qk_init in STRUCTURED:
         has_cls = cfg.arch != "decoder" and cfg.pool == "cls"
         pattern = task.mask_pattern(cfg.prior.variant, cls=has_cls)
-    model = Transformer(cfg, task.spec, pattern=pattern)
+    model = Transformer(cfg, task.spec, pattern=pattern if cfg.prior.kind != "none" else None)
     init_weights_(model, generator)
-    return apply_qk_init_(model, cfg.qk_init, generator=generator)
+    return apply_qk_init_(model, cfg.qk_init, generator=generator, pattern=pattern)

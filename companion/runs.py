@@ -1,8 +1,9 @@
 """Runs: identity, one run end to end, and the run store (one atomic JSON file per finished run).
 
 Identity: run_id = sha256(canonical JSON of {"config": the full RunConfig, "code": code_version()}),
-where code_version() hashes every .py file of the `companion` package: any code change gives new ids,
-so stale results are never reused (they stay on disk, unused). `run(cfg)` trains and returns a
+where code_version() hashes the package's .py files except the book-side modules that only analyse
+and draw (BOOK_SIDE): any change to code a run executes gives new ids, so stale results are never
+reused (they stay on disk, unused). `run(cfg)` trains and returns a
 `Record`; `RunStore` saves it atomically and loads it back, moving aside anything corrupt.
 """
 
@@ -43,15 +44,28 @@ def default_store_root() -> Path:
     return Path(env) if env else repo_root() / "runs"
 
 
-@lru_cache(maxsize=1)
-def code_version() -> str:
-    """sha256 over (relative path, bytes) of every .py file in the package, in sorted path order."""
+# Modules that analyse, draw or publish results. A run never imports them (tests/test_runs.py checks
+# this), so editing them leaves stored runs valid; every other module is part of a run's identity.
+BOOK_SIDE = frozenset({"chapters", "claims", "scoreboard", "plots", "gotu_report", "foundations", "mechanism",
+                       "cli", "__main__"})
+
+
+@lru_cache(maxsize=2)
+def code_version(include_book_side: bool = False) -> str:
+    """sha256 over (relative path, bytes) of the package's .py files, in sorted path order.
+
+    By default the modules in BOOK_SIDE are left out: this is the code version of a run. With
+    `include_book_side` every module counts (what an executed chapter depends on).
+    """
     pkg = Path(companion.__file__).resolve().parent
     h = hashlib.sha256()
     for path in sorted(pkg.rglob("*.py")):
         if "__pycache__" in path.parts:
             continue
-        h.update(path.relative_to(pkg).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        rel = path.relative_to(pkg)
+        if not include_book_side and len(rel.parts) == 1 and path.stem in BOOK_SIDE:
+            continue
+        h.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 

@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
+from tqdm import tqdm  # the console bar: chapters run quietly, so no notebook widget is needed
 
 from companion.config import TrainConfig
 from companion.tasks import Task, model_device
@@ -99,12 +99,12 @@ def _optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, task: Task) -> dict[str, dict[str, float]]:
-    """`task.evaluate(model)` in eval mode; restores the previous mode."""
+def evaluate(model: nn.Module, task: Task, *, final: bool = True) -> dict[str, dict[str, float]]:
+    """`task.evaluate(model, final=final)` in eval mode; restores the previous mode."""
     was_training = model.training
     model.eval()
     try:
-        return task.evaluate(model)
+        return task.evaluate(model, final=final)
     finally:
         model.train(was_training)
 
@@ -145,7 +145,7 @@ def train(model: nn.Module, task: Task, cfg: TrainConfig, *, generator: torch.Ge
     steps, evals, losses, lrs = [], {}, [], []
 
     def checkpoint(step: int) -> None:
-        metrics = evaluate(model, task)
+        metrics = evaluate(model, task, final=step == total)
         steps.append(step)
         for split, ms in metrics.items():
             for name, value in ms.items():

@@ -33,7 +33,7 @@ def test_split_sizes(key, seen, unseen):
     task = BooleanTask(key)
     assert len(task.splits["seen"][0]) == seen == task.n_train
     assert len(task.splits["unseen"][0]) == unseen
-    assert len(task.splits["cube"][0]) == 2**15
+    assert len(task._cube) == 2**15
     small = BooleanTask(key, n_train=1000, data_seed=3)
     assert small.n_train == 1000 and len(set(map(tuple, small.splits["train"][0].tolist()))) == 1000
     seen_set = set(map(tuple, task.splits["seen"][0].tolist()))

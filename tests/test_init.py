@@ -53,3 +53,60 @@ def test_registry_and_unknown_name():
     assert {"default", "mimetic"} <= set(QK_INITS)
     with pytest.raises(ValueError, match="mimetic"):
         apply_qk_init_(torch.nn.Module(), "nope", generator=torch.Generator())
+
+
+# ---------------------------------------------------------------- structured initialisers
+
+
+def _boolean_model(qk_init, n_bits=6, **kw):
+    from companion.config import ModelConfig
+    from companion.model import build_model
+    from companion.tasks.boolean import BooleanTask
+
+    task = BooleanTask("maj3", n_bits=n_bits)
+    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=2, d_ff=32, qk_init=qk_init, **kw)
+    return build_model(cfg, task, generator=torch.Generator().manual_seed(0)), task.mask_pattern("support", cls=True)
+
+
+@torch.no_grad()
+def _position_map(model, layer=0, head=0):
+    from companion.init import position_inputs
+
+    a = model.blocks[layer].attn
+    r = a.d_head
+    w = a.q_proj.weight[head * r:(head + 1) * r].double().T @ a.k_proj.weight[head * r:(head + 1) * r].double()
+    p = position_inputs(model)
+    return p @ w @ p.T / r**0.5
+
+
+def test_structured_svd_writes_the_pattern_into_the_position_logits():
+    model, pattern = _boolean_model("structured-svd")
+    for layer in range(2):
+        logits = _position_map(model, layer)
+        # r = 16 >= n = 7 positions: P W_Q W_Kᵀ Pᵀ is proportional to the target logits, so the open
+        # entries are far above every closed one in each row
+        gap = logits.masked_fill(~pattern, float("inf")).min(-1).values - logits.masked_fill(pattern, -float("inf")).max(-1).values
+        assert (gap[pattern.sum(-1) < pattern.shape[1]] > 0).all()
+        weights = torch.softmax(logits, -1)
+        assert ((weights * pattern).sum(-1) > 0.999).all()
+
+
+def test_structured_opt_fits_the_row_normalised_pattern():
+    fitted, pattern = _boolean_model("structured-opt")
+    plain, _ = _boolean_model("default")
+    target = pattern.double() / pattern.sum(-1, keepdim=True)
+    err = lambda m: float(((torch.softmax(_position_map(m), -1) - target) ** 2).mean())  # noqa: E731
+    assert err(fitted) < err(plain) / 10
+    # the same fitted forms go to every layer (init_once)
+    torch.testing.assert_close(fitted.blocks[0].attn.q_proj.weight, fitted.blocks[1].attn.q_proj.weight)
+
+
+def test_structured_init_needs_a_pattern():
+    from companion.config import ModelConfig
+    from companion.init import apply_qk_init_
+    from companion.model import Transformer
+    from companion.tasks.boolean import BooleanTask
+
+    model = Transformer(ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=16), BooleanTask("2parity", n_bits=4).spec)
+    with pytest.raises(ValueError, match="needs a bool"):
+        apply_qk_init_(model, "structured-svd", generator=torch.Generator(), pattern=None)

@@ -178,3 +178,25 @@ def test_cuda_run_matches_cpu():
     cpu, gpu = run(CFG), run(apply_overrides(CFG, ["device=cuda"]))
     assert gpu.device == "cuda" and gpu.config.device == "cuda"
     assert gpu.metrics["test"]["mse"] == pytest.approx(cpu.metrics["test"]["mse"], rel=0.05, abs=1e-3)
+
+
+def test_book_side_modules_are_never_imported_by_a_run():
+    """Editing a BOOK_SIDE module leaves run ids unchanged, so a run must not depend on one."""
+    code = (
+        "import sys\n"
+        "from companion.config import get_experiment\n"
+        "from companion.runs import BOOK_SIDE, run\n"
+        "cfg = get_experiment('smoke').config('ci', 'mask', 0, ['train.steps=2', 'train.eval_every=1'])\n"
+        "run(cfg)\n"
+        "from companion.executors import execute_run\n"
+        "loaded = sorted(m for m in BOOK_SIDE if 'companion.' + m in sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_code_version_ignores_book_side_but_chapters_see_everything():
+    from companion.runs import code_version
+
+    assert code_version() != code_version(include_book_side=True)

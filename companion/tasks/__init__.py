@@ -54,8 +54,10 @@ class Task(Protocol):
       `generator` (the run's data-order stream); tensors on the CPU, the loop moves them.
     - `loss(output, target)`: the scalar training loss (MSE for regression, cross-entropy for classes,
       token cross-entropy ignoring `IGNORE` targets for "lm": that is the loss mask over answer tokens).
-    - `evaluate(model)`: {split: {metric: float}}, e.g. {"train": {"mse": …}, "test": {"acc": …}};
-      called in eval mode under `torch.no_grad()`; run on the model's device (`model_device`).
+    - `evaluate(model, *, final)`: {split: {metric: float}}, e.g. {"train": {"mse": …}, "test":
+      {"acc": …}}; called in eval mode under `torch.no_grad()`, on the model's device
+      (`model_device`). `final` is True for the last evaluation of a run, whose numbers are the
+      run's result; intermediate evaluations (curves) may use a fixed subsample to save time.
     - `mask_pattern(variant, *, cls)`: bool (n, n) open pattern over the model's token positions, True =
       open; with `cls` the CLS token is position 0 and n = seq_len + 1. Unknown variants raise ValueError.
     - `probe_inputs()`: a fixed small batch of inputs (drift of attention maps is measured on it).
@@ -68,7 +70,7 @@ class Task(Protocol):
 
     def loss(self, output: Tensor, target: Tensor) -> Tensor: ...
 
-    def evaluate(self, model: nn.Module) -> dict[str, dict[str, float]]: ...
+    def evaluate(self, model: nn.Module, *, final: bool = True) -> dict[str, dict[str, float]]: ...
 
     def mask_pattern(self, variant: str, *, cls: bool) -> Tensor: ...
 

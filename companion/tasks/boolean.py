@@ -107,8 +107,8 @@ class BooleanTask:
         n_bits: cube dimension (15 in GOTU).
         n_train: training points drawn without replacement from the seen set (0 = all of it).
         data_seed: seed of that draw (task-level, independent of the run seed).
-        eval_points: points of each evaluation split used per evaluation (0 = all); the final
-            report of a run always uses all of them (see `evaluate(full=True)`).
+        eval_points: points of each split used by intermediate evaluations (0 = all); the final
+            evaluation of a run always uses all of them.
         metric: accuracy reading, one of METRICS (see the module docstring).
     """
 
@@ -136,8 +136,8 @@ class BooleanTask:
             "train": (tokens[train_idx], y[train_idx]),
             "seen": (tokens[seen_idx], y[seen_idx]),
             "unseen": (tokens[unseen], y[unseen]),
-            "cube": (tokens, y),
         }
+        self._cube = tokens
         self.eval_points = eval_points
         self._eval_gen_seed = data_seed + 1
         self.n_train = len(train_idx)
@@ -154,17 +154,23 @@ class BooleanTask:
         dev = model_device(model)
         return torch.cat([model(tokens[i:i + batch].to(dev)).squeeze(-1).float().cpu() for i in range(0, len(tokens), batch)])
 
-    def evaluate(self, model: nn.Module, *, full: bool = False) -> dict[str, dict[str, float]]:
-        """mse and nearest-label accuracy on seen, unseen and cube (train mse too)."""
-        out = {}
+    def evaluate(self, model: nn.Module, *, final: bool = True) -> dict[str, dict[str, float]]:
+        """mse and accuracy on the seen and unseen sets, and on the cube (their weighted mean).
+
+        Intermediate evaluations (final=False) use a fixed subsample of `eval_points` per split.
+        """
+        out, sizes = {}, {}
         g = torch.Generator().manual_seed(self._eval_gen_seed)
-        for split in ("train", "seen", "unseen", "cube"):
+        for split in ("seen", "unseen"):
             x, y = self.splits[split]
-            if self.eval_points and not full and len(x) > self.eval_points:
+            sizes[split] = len(x)
+            if self.eval_points and not final and len(x) > self.eval_points:
                 idx = torch.randperm(len(x), generator=g)[: self.eval_points]
                 x, y = x[idx], y[idx]
             pred = self.predict(model, x)
             out[split] = {"mse": float(F.mse_loss(pred, y)), "acc": accuracy(pred, y, self.labels, self.metric)}
+        total = sum(sizes.values())
+        out["cube"] = {m: sum(out[s][m] * sizes[s] for s in sizes) / total for m in ("mse", "acc")}
         return out
 
     def mask_pattern(self, variant: str, *, cls: bool) -> Tensor:
@@ -173,9 +179,8 @@ class BooleanTask:
         return pattern_for(variant, self.fn.monomials(), self.n_bits, cls=cls)
 
     def probe_inputs(self) -> Tensor:
-        x, _ = self.splits["cube"]
-        idx = torch.randperm(len(x), generator=torch.Generator().manual_seed(self._eval_gen_seed + 1))[:64]
-        return x[idx]
+        idx = torch.randperm(len(self._cube), generator=torch.Generator().manual_seed(self._eval_gen_seed + 1))[:64]
+        return self._cube[idx]
 
     def reference(self) -> dict[str, float]:
         """Full-cube and unseen accuracy of the minimum-degree interpolator (the GOTU baseline)."""
