@@ -2,9 +2,11 @@
 
 `notebooks/NN_name.ipynb` (no outputs, a `parameters` cell) → papermill with `profile` →
 `book/chapters/NN_name.ipynb` with outputs kept and volatile metadata (timestamps, durations, paths)
-stripped. A chapter is skipped when its executed copy was made from the same inputs: the source,
-the profile, the package code, the claims ledger and the committed results (`input_hash` in the
-executed copy's metadata). Afterwards the scoreboard is regenerated.
+stripped. A chapter is skipped when it was executed *in this checkout* from the same inputs: the
+source, the profile, the package code, the claims ledger and the committed results (`input_hash`,
+kept in the executed copy's metadata and in a local stamp under `_build/`). A fresh clone therefore
+executes every chapter once; a second run with nothing changed skips them all. Afterwards the
+scoreboard is regenerated.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = ["toc_chapters", "input_hash", "strip_volatile", "run_chapters", "sour
 
 PROFILES = ("ci", "paper")
 CHAPTER_DIR = Path("book") / "chapters"
+STAMP_DIR = Path("_build") / ".chapters"
 SOURCE_DIR = Path("notebooks")
 _CELL_VOLATILE = ("papermill", "execution", "ExecuteTime")
 _PAPERMILL_KEEP = ("parameters", "default_parameters")
@@ -130,11 +133,20 @@ def _execute(root: Path, name: str, profile: str, digest: str, kernel: str) -> f
         tmp_dst = dst.with_suffix(".ipynb.tmp")
         tmp_dst.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
         tmp_dst.replace(dst)
+    stamp = _stamp(root, name, profile)
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(digest + "\n")
     return elapsed
 
 
-def _is_current(path: Path, digest: str) -> bool:
-    if not path.is_file():
+def _stamp(root: Path, name: str, profile: str) -> Path:
+    return root / STAMP_DIR / f"{name}.{profile}.sha256"
+
+
+def _is_current(root: Path, name: str, profile: str, digest: str) -> bool:
+    """The executed copy was made from `digest`, and made here (the local stamp says so)."""
+    path, stamp = root / CHAPTER_DIR / f"{name}.ipynb", _stamp(root, name, profile)
+    if not path.is_file() or not stamp.is_file() or stamp.read_text().strip() != digest:
         return False
     try:
         return json.loads(path.read_text())["metadata"]["companion"]["input_hash"] == digest
@@ -166,7 +178,7 @@ def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: 
     print(f"chapters at profile {profile!r} (kernel {kernel}):")
     for name in sorted(names, key=order.index):
         digest = input_hash(root, name, profile)
-        if not force and _is_current(root / CHAPTER_DIR / f"{name}.ipynb", digest):
+        if not force and _is_current(root, name, profile, digest):
             print(f"  {name:<40} up to date")
             continue
         try:

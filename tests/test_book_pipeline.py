@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from companion.chapters import input_hash, source_outputs, strip_volatile, toc_chapters
+from companion.chapters import _is_current, _stamp, input_hash, source_outputs, strip_volatile, toc_chapters
 from companion.claims import load_ledger, record, verdict
 from companion.scoreboard import build, collect_measures
 
@@ -188,3 +188,18 @@ def test_environment_yml_and_pyproject_name_the_same_pins():
     pins = _names(pip)
     assert pins["torch"] == "==2.14.1" and pins["torchvision"] == "==0.29.1"
     assert pins["jupyter-book"] == ">=1.0.4.post1,<2"
+
+
+def test_a_chapter_counts_as_current_only_when_executed_in_this_checkout(tmp_path):
+    name = "01_masks_and_positions"
+    (tmp_path / "book" / "chapters").mkdir(parents=True)
+    nb = json.loads(CHAPTER1.read_text())
+    (tmp_path / "book" / "chapters" / f"{name}.ipynb").write_text(json.dumps(nb))
+    digest = nb["metadata"]["companion"]["input_hash"]
+    assert not _is_current(tmp_path, name, "ci", digest)  # a fresh clone: no local stamp
+    stamp = _stamp(tmp_path, name, "ci")
+    stamp.parent.mkdir(parents=True)
+    stamp.write_text(digest + "\n")
+    assert _is_current(tmp_path, name, "ci", digest)
+    assert not _is_current(tmp_path, name, "ci", "0" * 64)  # inputs changed
+    assert not _is_current(tmp_path, name, "paper", digest)

@@ -76,3 +76,19 @@ def test_table1_measures_by_hand():
     assert m["structured_gain"] == pytest.approx(0.01)
     assert m["zero_gain"] == pytest.approx(0.05)
     assert m["svd_fit"] == (0, 4)
+
+
+def test_paper_profile_is_gotu_and_builds_for_every_method():
+    from companion.model import build_model
+    from companion.runs import stream
+    from companion.tasks import make_task
+
+    cfgs = get_experiment("gotu-cyclic3").configs("paper")
+    c = cfgs["default"]
+    assert (c.model.d_model, c.model.n_layers, c.model.n_heads, c.model.head_dim, c.model.d_ff) == (256, 12, 6, 64, 256)
+    assert (c.train.optimizer, c.train.lr, c.train.weight_decay, c.train.batch_size, c.train.epochs) == ("adam", 2e-5, 1e-3, 256, 80)
+    task = make_task(c.task)
+    assert task.n_train == 28672  # the whole seen set
+    for method in ("structured-svd", "mask"):
+        model = build_model(cfgs[method].model, task, generator=stream(0, "init"))
+        assert sum(p.numel() for p in model.parameters()) > 6_000_000
