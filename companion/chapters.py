@@ -87,6 +87,8 @@ def strip_volatile(nb: dict) -> dict:
         cm = cell.get("metadata", {})
         for key in _CELL_VOLATILE:
             cm.pop(key, None)
+        if "injected-parameters" in cm.get("tags", []):
+            cell["id"] = "injected-parameters"  # papermill draws a random id for the cell it inserts
     return nb
 
 

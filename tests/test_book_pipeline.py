@@ -60,7 +60,10 @@ def test_strip_volatile_keeps_outputs_glue_and_parameters():
                    "outputs": [{"output_type": "display_data", "data": {"application/papermill.record/text/plain": "1"},
                                 "metadata": {"scrapbook": {"name": "a"}}}]}],
     }
+    nb["cells"].append({"cell_type": "code", "id": "3f9a1c2e", "metadata": {"tags": ["injected-parameters"]},
+                        "outputs": [], "source": "profile = 'paper'"})
     out = strip_volatile(copy.deepcopy(nb))
+    assert out["cells"][1]["id"] == "injected-parameters"
     assert out["metadata"]["papermill"] == {"parameters": {"profile": "ci"}}
     assert out["cells"][0]["metadata"] == {"tags": ["parameters"]}
     assert out["cells"][0]["outputs"] == nb["cells"][0]["outputs"]

@@ -11,14 +11,6 @@ from companion.tasks import make_task
 from companion.train import train
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 CFG = EXPERIMENTS["smoke"].configs("ci")["mask"]
 
 

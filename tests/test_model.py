@@ -9,14 +9,6 @@ from companion.tasks import TaskSpec, make_task
 from companion.config import TaskConfig
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 TOY = make_task(TaskConfig.of("toy"))
 G = lambda s=0: torch.Generator().manual_seed(s)  # noqa: E731
 

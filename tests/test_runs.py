@@ -16,14 +16,6 @@ from companion.runs import RunStore, code_version, run, run_id
 from companion.sweep import ensure_runs
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 TINY = ["train.steps=8", "train.eval_every=4"]
 CFG = apply_overrides(EXPERIMENTS["smoke"].config("ci", "mask", 0), TINY)
 

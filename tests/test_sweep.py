@@ -20,14 +20,6 @@ SWEEP = [sys.executable, "-m", "companion", "sweep", "smoke", "--profile", "ci",
 SETS = [a for item in TINY for a in ("--set", item)]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _records(root: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in root.glob("*.json")}
 
