@@ -89,6 +89,7 @@ class ModelConfig(_Checked):
         patch_size: side of the square image patches (vit only).
         qk_init: name in `companion.init.QK_INITS` applied to the query/key projections.
         attn_backend: `companion.attention.attend` backend ("auto", "eager", "sdpa").
+        qk_norm: LayerNorm each head's queries and keys before the scores (QK normalisation).
         prior: the attention prior.
     """
 
@@ -102,6 +103,7 @@ class ModelConfig(_Checked):
     patch_size: int = 4
     qk_init: str = "default"
     attn_backend: Literal["auto", "eager", "sdpa"] = "auto"
+    qk_norm: bool = False
     prior: PriorConfig = field(default_factory=PriorConfig)
 
     def _validate(self) -> None:

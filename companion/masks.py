@@ -8,8 +8,8 @@ public, so each reading is a named variant):
 - "per-token": one monomial per token: the token of a monomial's first coordinate reads all of
   that monomial (Cyclic3: token i reads i, i+1, i+2); meant for mean pooling; a CLS token, if any,
   reads the anchor tokens.
-- "pair:A-B": the support pattern of the single monomial x_A x_B, whatever the target (used for
-  deliberately misplaced masks).
+- "pair:A-B" (or "group:A-B-C…"): the support pattern of the single monomial x_A x_B (x_A x_B x_C …),
+  whatever the target (used for deliberately misplaced masks).
 
 Token positions: with a CLS token it sits at 0 and bit i at i + 1; without, bit i at i.
 """
@@ -21,7 +21,7 @@ from torch import Tensor
 
 __all__ = ["support_pattern", "per_token_pattern", "pattern_for", "MASK_VARIANTS"]
 
-MASK_VARIANTS = ("support", "per-token", "pair:A-B")
+MASK_VARIANTS = ("support", "per-token", "pair:A-B", "group:A-B-C")
 
 
 def _interacting(monomials) -> list[tuple[int, ...]]:
@@ -58,12 +58,14 @@ def pattern_for(variant: str, monomials, n_bits: int, *, cls: bool) -> Tensor:
         return support_pattern(monomials, n_bits, cls=cls)
     if variant == "per-token":
         return per_token_pattern(monomials, n_bits, cls=cls)
-    if variant.startswith("pair:"):
+    if variant.startswith(("pair:", "group:")):
+        kind, _, spec = variant.partition(":")
         try:
-            a, b = (int(t) for t in variant[5:].split("-"))
+            bits = tuple(int(t) for t in spec.split("-"))
         except ValueError:
-            raise ValueError(f"mask variant {variant!r}: write a pair as 'pair:A-B' with bit indices, e.g. 'pair:0-2'.") from None
-        if not (0 <= a < n_bits and 0 <= b < n_bits and a != b):
-            raise ValueError(f"mask variant {variant!r}: bits must be distinct and in [0, {n_bits - 1}].")
-        return support_pattern([(a, b)], n_bits, cls=cls)
+            raise ValueError(f"mask variant {variant!r}: write bits as '{kind}:A-B', e.g. 'pair:0-2' or 'group:0-1-3'.") from None
+        if (kind == "pair" and len(bits) != 2) or len(bits) < 2 or len(set(bits)) != len(bits) \
+                or not all(0 <= b < n_bits for b in bits):
+            raise ValueError(f"mask variant {variant!r}: bits must be distinct, in [0, {n_bits - 1}], and a pair has two.")
+        return support_pattern([bits], n_bits, cls=cls)
     raise ValueError(f"unknown mask variant {variant!r}; valid: {', '.join(MASK_VARIANTS)}.")

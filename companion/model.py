@@ -14,6 +14,7 @@ Parameter names are an API (weight decay, drift and chapters select by name); th
     blocks.{l}.attn.q_proj.weight, .k_proj.weight, .v_proj.weight   (n_heads·d_head, d), no bias
     blocks.{l}.attn.out_proj.weight/.bias                          (d, n_heads·d_head), (d,)
     blocks.{l}.attn.prior.logits   (h or 1, n, n)   mask priors (a buffer when the mask is fixed)
+    blocks.{l}.attn.q_norm.weight/.bias, .k_norm.weight/.bias   (d_head,)      with qk_norm
     blocks.{l}.ff.fc1.weight/.bias, blocks.{l}.ff.fc2.weight/.bias
     ln_f.weight/.bias, head.weight/.bias
 Head h of layer l owns rows h·d_head:(h+1)·d_head of q_proj/k_proj/v_proj.weight.
@@ -49,7 +50,7 @@ class Attention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_head: int, *, prior: nn.Module | None = None,
-                 causal: bool = False, backend: str = "auto"):
+                 causal: bool = False, backend: str = "auto", qk_norm: bool = False):
         super().__init__()
         inner = n_heads * d_head
         self.n_heads, self.d_head, self.causal, self.backend = n_heads, d_head, causal, backend
@@ -57,6 +58,9 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(d_model, inner, bias=False)
         self.v_proj = nn.Linear(d_model, inner, bias=False)
         self.out_proj = nn.Linear(inner, d_model)
+        # QK normalisation: each head's q and k are layer-normed, bounding the score scale
+        self.q_norm = nn.LayerNorm(d_head) if qk_norm else None
+        self.k_norm = nn.LayerNorm(d_head) if qk_norm else None
         self.prior = prior
 
     def _heads(self, t: Tensor) -> Tensor:
@@ -67,6 +71,8 @@ class Attention(nn.Module):
         """x (b, n, d_model) → (b, n, d_model), plus weights (b, h, n, n) if `return_weights`."""
         n = x.shape[1]
         q, k, v = self._heads(self.q_proj(x)), self._heads(self.k_proj(x)), self._heads(self.v_proj(x))
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         bias = self.prior(n, n) if self.prior is not None else None
         # Shapes are right by construction and log σ(M) is finite, so attend's input checks are
         # skipped in the training path; requesting weights (analysis) runs them.
@@ -95,7 +101,7 @@ class Block(nn.Module):
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.d_model)
         self.attn = Attention(cfg.d_model, cfg.n_heads, cfg.head_dim, prior=prior, causal=causal,
-                              backend=cfg.attn_backend)
+                              backend=cfg.attn_backend, qk_norm=cfg.qk_norm)
         self.ln2 = nn.LayerNorm(cfg.d_model)
         self.ff = FeedForward(cfg.d_model, cfg.d_ff)
 

@@ -46,7 +46,7 @@ def default_store_root() -> Path:
 
 # Modules that analyse, draw or publish results. A run never imports them (tests/test_runs.py checks
 # this), so editing them leaves stored runs valid; every other module is part of a run's identity.
-BOOK_SIDE = frozenset({"chapters", "claims", "scoreboard", "plots", "gotu_report", "foundations", "mechanism",
+BOOK_SIDE = frozenset({"chapters", "claims", "scoreboard", "plots", "gotu_report", "referee_report", "foundations", "mechanism",
                        "cli", "__main__"})
 
 

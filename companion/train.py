@@ -56,9 +56,10 @@ class History:
 
 
 def _decays(name: str) -> bool:
-    """Weight decay applies unless the name is a prior, a bias or a norm (a part starting with 'ln')."""
+    """Weight decay applies unless the name is a prior, a bias or a norm (a part starting with 'ln' or
+    ending in '_norm')."""
     parts = name.split(".")
-    return not ("prior" in parts or parts[-1] == "bias" or any(p.startswith("ln") for p in parts))
+    return not ("prior" in parts or parts[-1] == "bias" or any(p.startswith("ln") or p.endswith("_norm") for p in parts))
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:

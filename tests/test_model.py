@@ -106,3 +106,21 @@ def test_init_is_generator_determined():
     assert not torch.equal(sa["blocks.0.attn.q_proj.weight"], sc["blocks.0.attn.q_proj.weight"])
     bound = 1 / 32**0.5
     assert sa["blocks.0.attn.q_proj.weight"].abs().max() <= bound
+
+
+def test_qk_norm_normalises_each_heads_queries_and_keys():
+    from companion.config import ModelConfig
+    from companion.model import build_model
+    from companion.tasks.boolean import BooleanTask
+    from companion.train import param_groups
+
+    task = BooleanTask("2parity", n_bits=5)
+    model = build_model(ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=16, qk_norm=True), task,
+                        generator=torch.Generator().manual_seed(0))
+    attn = model.blocks[0].attn
+    x = torch.randn(3, 6, 16)
+    q = attn.q_norm(attn._heads(attn.q_proj(x)))
+    torch.testing.assert_close(q.mean(-1), torch.zeros(3, 2, 6), atol=1e-6, rtol=0)
+    torch.testing.assert_close(q.var(-1, unbiased=False), torch.ones(3, 2, 6), atol=1e-3, rtol=0)  # LN eps
+    decayed = {id(p) for p in param_groups(model, 0.1)[0]["params"]}
+    assert id(attn.q_norm.weight) not in decayed and id(attn.q_proj.weight) in decayed
