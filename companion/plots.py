@@ -11,7 +11,10 @@ PALETTE = ("#1b6ca8", "#e07b39", "#3a9e6f", "#b5485d", "#7d5ba6", "#8c8c8c")
 
 
 def use_style() -> None:
-    """The book's figure style (call once per chapter)."""
+    """The book's figure and table style (call once per chapter): tables show whole cells."""
+    import pandas as pd
+
+    pd.set_option("display.max_colwidth", None)
     plt.rcParams.update({
         "figure.dpi": 110, "savefig.dpi": 110, "figure.figsize": (6.4, 3.6),
         "axes.spines.top": False, "axes.spines.right": False, "axes.grid": False,
