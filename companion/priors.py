@@ -4,6 +4,10 @@
   (open → +10, closed → −10 by default), trainable or fixed, per head or shared.
 - `sinusoidal_positions`: the absolute encoding of Vaswani et al. (2017), added to embeddings
   rather than to scores; kept here with the other ways of telling attention where a token sits.
+- `GoatPrior` (arXiv 2601.15380, in `companion.goat`): spectral relative prior κ_h(i − j) plus a
+  key-only sink u_h(j), as a bias (h, i, j) or folded into SDPA lanes.
+- `ALiBi` and `RotaryEmbedding` (in `companion.positions`): the fixed positional baselines, a
+  linear distance bias (h, i, j) and a rotation of q and k.
 
 Notable choices: log σ(M) ≤ 0, so a mask can only down-weight keys; zero initialisation gives a
 constant shift −log 2 that softmax ignores, so it equals no mask in the forward pass while still
@@ -16,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["LearnableMask", "sinusoidal_positions"]
+__all__ = ["LearnableMask", "sinusoidal_positions", "GoatPrior", "ALiBi", "RotaryEmbedding"]
 
 
 class LearnableMask(nn.Module):
@@ -108,3 +112,16 @@ def sinusoidal_positions(n: int, d: int, *, base: float = 10000.0, dtype=torch.f
     pe[:, 1::2] = torch.cos(pos * freq)
     return pe.to(dtype)
 
+
+# Re-exports resolved on first use: companion.positions imports this module (for
+# sinusoidal_positions), so importing it back here at load time would be circular.
+_ELSEWHERE = {"GoatPrior": "companion.goat", "ALiBi": "companion.positions",
+              "RotaryEmbedding": "companion.positions"}
+
+
+def __getattr__(name):
+    if name in _ELSEWHERE:
+        import importlib
+
+        return getattr(importlib.import_module(_ELSEWHERE[name]), name)
+    raise AttributeError(f"module 'companion.priors' has no attribute {name!r}")

@@ -1,0 +1,222 @@
+"""GOAT: a trainable attention prior that runs inside the plain SDPA kernel (arXiv 2601.15380).
+
+Attention with a prior is softmax_j(q_c·k_c/√d_c + K_h(i, j)), with the log-prior of head h
+
+    K_h(i, j) = κ_h(i − j) + u_h(j)
+    κ_h(Δ)    = Σ_r α_hr cos(ω_r Δ) + β_hr sin(ω_r Δ),      ω_r = base^(−r/(R−1))   (relative)
+    u_h(j)    = g_h·MLP(φ(j)) + b_h·[j = 0] (+ s_h·j if causal)                        (key-only sink)
+
+φ(j) = [cos ν_m j, sin ν_m j (m < M), j/T, log(1+j)/log(1+T)], T = `train_len`; the MLP (SiLU,
+4 hidden units) is shared by the heads, each head has its gain g, first-token bump b and recency
+slope s. `lanes` folds K into q and k (notes A4, carve-out): of the d_head channels, the first
+d_c = d_head − (2R + 1) carry content, then 2R spectral lanes, then 1 sink lane, and
+`F.scaled_dot_product_attention(q', k', v, is_causal=...)` with its default scale 1/√d_head
+computes exactly the attention above; v keeps all d_head channels, so no mask and no padding.
+
+Notable choices (research notes `goat-and-kernels.md` A3–A5; [ref] = the authors' code):
+- α, β are sign-free (negative weights make troughs); ω_r, ν_m are fixed, computed in float64.
+- the recency slope s_h is unconstrained, not softplus(ρ) as in [ref]: init "uniform" sets s = 0,
+  so the prior is exactly uniform (κ ≡ 0, u ≡ 0) and GOAT equals plain attention; [ref]'s ρ = −30
+  leaves ~1e-13·j. "seeded" starts s at the ALiBi slopes, as [ref]. s·j enters only when causal
+  (there it equals ALiBi's −s(i − j) up to a row constant).
+- `train_len` is required: [ref] falls back to the current length, which makes u(j) change with n.
+- the sink MLP is held as plain parameters (no nn.Linear), so model-wide Linear initialisers do
+  not overwrite its zero output layer.
+- q/k channels d_c.. of the projection are discarded (they get no gradient), as in [ref].
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from companion.positions import alibi_slopes
+
+__all__ = ["GoatPrior"]
+
+INITS = ("uniform", "seeded")
+
+
+def _geometric(count: int, base: float, device=None) -> Tensor:
+    """base^(−r/(count−1)), r = 0..count−1, float64: from 1 rad/token down to 1/base."""
+    r = torch.arange(count, dtype=torch.float64, device=device)
+    return base ** (-r / max(count - 1, 1))
+
+
+class GoatPrior(nn.Module):
+    """Spectral relative prior κ plus key-only sink u, as a bias (h, i, j) or as SDPA lanes.
+
+    Args:
+        n_heads: heads h.
+        d_head: head dim of q, k and v; 2·rank + 1 of it become prior lanes (`n_lanes`).
+        train_len: training sequence length T; normalises the absolute features of u.
+        rank: R spectral frequencies. abs_rank: M frequencies of the sink features.
+        base, abs_base: geometric bases of ω_r and ν_m.
+        hidden: hidden units of the sink MLP.
+        causal: add the recency slope s_h·j (use with causal attention only).
+        init: "uniform" (K ≡ 0: equals plain attention) or "seeded" (α ~ N(0, 0.01²),
+            MLP weights ~ N(0, init_scale²), s = ALiBi slopes).
+        init_scale: std of the random sink-MLP weights.
+        generator: source of the random draws (None: torch's global generator).
+    """
+
+    def __init__(self, n_heads: int, d_head: int, *, train_len: int, rank: int = 4, abs_rank: int = 4,
+                 base: float = 1e4, abs_base: float = 1e4, hidden: int = 4, causal: bool = True,
+                 init: Literal["uniform", "seeded"] = "uniform", init_scale: float = 1e-3,
+                 generator: torch.Generator | None = None):
+        super().__init__()
+        for name, value in dict(n_heads=n_heads, train_len=train_len, rank=rank, hidden=hidden).items():
+            if value < 1:
+                raise ValueError(f"GoatPrior needs {name} >= 1, got {value}.")
+        if abs_rank < 0:
+            raise ValueError(f"GoatPrior needs abs_rank >= 0, got {abs_rank}.")
+        if init not in INITS:
+            raise ValueError(f"unknown GOAT init {init!r}; choose one of {INITS}.")
+        self.n_lanes = 2 * rank + 1
+        if d_head <= self.n_lanes:
+            raise ValueError(
+                f"GOAT carves 2·rank + 1 = {self.n_lanes} lanes out of the head dim, but d_head={d_head} "
+                f"leaves no content channels; lower rank to at most {max((d_head - 2) // 2, 0)} or widen the heads."
+            )
+        self.n_heads, self.d_head, self.content_dim = n_heads, d_head, d_head - self.n_lanes
+        self.train_len, self.rank, self.abs_rank, self.base, self.abs_base = train_len, rank, abs_rank, base, abs_base
+        self.causal, self.init, self.init_scale = causal, init, init_scale
+        self.alpha = nn.Parameter(torch.empty(n_heads, rank))  # cos weights (symmetric part)
+        self.beta = nn.Parameter(torch.empty(n_heads, rank))  # sin weights (directional part)
+        n_in = 2 * abs_rank + 2
+        self.sink_w1 = nn.Parameter(torch.empty(hidden, n_in))
+        self.sink_b1 = nn.Parameter(torch.empty(hidden))
+        self.sink_w2 = nn.Parameter(torch.empty(hidden))
+        self.sink_b2 = nn.Parameter(torch.empty(()))
+        self.sink_gain = nn.Parameter(torch.empty(n_heads))
+        self.sink_bump = nn.Parameter(torch.empty(n_heads))
+        self.recency = nn.Parameter(torch.empty(n_heads))
+        self.reset_parameters_(generator)
+
+    @torch.no_grad()
+    def reset_parameters_(self, generator: torch.Generator | None = None) -> "GoatPrior":
+        """Re-initialise every parameter per `self.init` (draws on the CPU, then copies)."""
+        def normal(p: Tensor, std: float) -> None:
+            p.copy_(torch.randn(p.shape, generator=generator, dtype=torch.float64) * std)
+
+        self.alpha.zero_()
+        self.beta.zero_()
+        self.sink_w2.zero_()  # zero output layer: u ≡ 0
+        normal(self.sink_w1, self.init_scale)
+        if self.init == "seeded":
+            normal(self.alpha, 0.01)
+            normal(self.sink_w2, self.init_scale)
+        self.sink_b1.zero_()
+        self.sink_b2.zero_()
+        self.sink_gain.fill_(1.0)
+        self.sink_bump.zero_()
+        self.recency.copy_(alibi_slopes(self.n_heads) if self.init == "seeded" else torch.zeros(self.n_heads))
+        return self
+
+    # ------------------------------------------------------------------ the prior as functions
+
+    def kappa(self, delta: Tensor) -> Tensor:
+        """Relative log-prior κ_h(Δ) for offsets Δ = i − j of any shape S; returns (h, *S)."""
+        phase = delta.to(torch.float64)[..., None] * _geometric(self.rank, self.base, delta.device)
+        cos, sin = phase.cos().to(self.alpha.dtype), phase.sin().to(self.alpha.dtype)  # (*S, R)
+        return (cos @ self.alpha.T + sin @ self.beta.T).movedim(-1, 0)
+
+    def features(self, positions: Tensor) -> Tensor:
+        """Absolute features φ(j) of the sink MLP, (n, 2M + 2), float64."""
+        p = positions.to(torch.float64)[:, None]
+        phase = p * _geometric(self.abs_rank, self.abs_base, positions.device)
+        t = float(self.train_len)
+        return torch.cat([phase.cos(), phase.sin(), p / t, torch.log1p(p) / math.log1p(t)], dim=-1)
+
+    def sink(self, positions: Tensor) -> Tensor:
+        """Key-only log-prior u_h(j) at key positions (n,) (non-negative integers); returns (h, n)."""
+        x = self.features(positions).to(self.sink_w1.dtype)
+        shared = F.silu(x @ self.sink_w1.T + self.sink_b1) @ self.sink_w2 + self.sink_b2  # (n,)
+        first = (positions == 0).to(shared.dtype)
+        u = self.sink_gain[:, None] * shared + self.sink_bump[:, None] * first
+        if self.causal:
+            u = u + self.recency[:, None] * positions.to(shared.dtype)
+        return u
+
+    def relative(self, i: int, j: int | None = None) -> Tensor:
+        """Toeplitz part κ_h(i − j), (h, i, j), queries 0..i−1 and keys 0..j−1."""
+        j = i if j is None else j
+        dev = self.alpha.device
+        return self.kappa(torch.arange(i, device=dev)[:, None] - torch.arange(j, device=dev)[None])
+
+    def forward(self, i: int, j: int | None = None) -> Tensor:
+        """Materialised log-prior K = κ_h(i − j) + u_h(j), (h, i, j); the causal mask is not in it."""
+        j = i if j is None else j
+        return self.relative(i, j) + self.sink(torch.arange(j, device=self.alpha.device))[:, None, :]
+
+    def bias(self, n: int) -> Tensor:
+        """K for a sequence of n tokens, (h, n, n)."""
+        return self(n, n)
+
+    # ------------------------------------------------------------------ the prior as SDPA lanes
+
+    def _check(self, q: Tensor, k: Tensor, positions: Tensor | None) -> None:
+        for name, t in (("q", q), ("k", k)):
+            if t.dim() != 4 or t.shape[1] != self.n_heads or t.shape[-1] not in (self.d_head, self.content_dim):
+                raise ValueError(
+                    f"{name} has shape {tuple(t.shape)}; GOAT lanes expect (batch, {self.n_heads} heads, seq, "
+                    f"{self.d_head}) (the last {self.n_lanes} channels are replaced) or content-only width "
+                    f"{self.content_dim}. Reshape to (b, h, n, d) or build the prior for this head dim."
+                )
+        if q.shape != k.shape:
+            raise ValueError(
+                f"q {tuple(q.shape)} and k {tuple(k.shape)} differ; GOAT lanes are for self-attention with "
+                "equally long, equally wide queries and keys."
+            )
+        n = q.shape[-2]
+        if positions is not None and (positions.dim() != 1 or positions.shape[0] != n):
+            raise ValueError(f"positions has shape {tuple(positions.shape)}; pass one per token, shape ({n},).")
+        if positions is not None and bool((positions < 0).any()):
+            raise ValueError("positions must be >= 0 (the sink features use log(1 + j)); count from 0.")
+
+    def lanes(self, q: Tensor, k: Tensor, positions: Tensor | None = None, *,
+              scale: float | None = None) -> tuple[Tensor, Tensor]:
+        """Fold the prior into queries and keys: returns (q', k'), each (b, h, n, d_head), with
+
+            (q'·k') · scale = q_c·k_c/√d_c + κ_h(i − j) + u_h(j)
+            q' = [q_c·s_c | Rot(ω_r i)(α_r, −β_r) / scale | 1 / scale]
+            k' = [k_c     | Rot(ω_r j)(1, 0)              | u_h(j)   ]
+
+        with s_c = 1/(√d_c · scale); the 2R spectral lanes hold the R first pair members, then the R
+        second ones (cos-like | sin-like). So `F.scaled_dot_product_attention(q', k', v, is_causal=self.causal)`
+        equals `attend(q_c, k_c, v, bias=self(n, n), causal=self.causal)`.
+
+        Args:
+            q, k: (b, h, n, d_head), content in channels :d_c (the rest is ignored), or (b, h, n, d_c).
+            positions: token positions (n,), default 0..n−1 (shift them for a continued sequence).
+            scale: the scale SDPA will apply; None = its default 1/√d_head.
+        """
+        self._check(q, k, positions)
+        b, h, n, _ = q.shape
+        dc = self.content_dim
+        pos = torch.arange(n, device=q.device) if positions is None else positions.to(q.device)
+        inv = math.sqrt(self.d_head) if scale is None else 1.0 / scale  # undo SDPA's scale on the lanes
+        phase = pos.to(torch.float64)[:, None] * _geometric(self.rank, self.base, q.device)
+        cos, sin = phase.cos().to(q.dtype), phase.sin().to(q.dtype)  # (n, R)
+        a, bt = self.alpha.to(q.dtype)[:, None, :], self.beta.to(q.dtype)[:, None, :]  # (h, 1, R)
+        q_rel = torch.cat([a * cos + bt * sin, a * sin - bt * cos], dim=-1)  # (h, n, 2R)
+        k_rel = torch.cat([cos, sin], dim=-1)  # (n, 2R)
+        u = self.sink(pos).to(k.dtype)  # (h, n)
+        q2 = torch.cat([q[..., :dc] * (inv / math.sqrt(dc)), (q_rel * inv).expand(b, -1, -1, -1),
+                        q.new_full((b, h, n, 1), inv)], dim=-1)
+        k2 = torch.cat([k[..., :dc], k_rel.expand(b, h, -1, -1), u[None, :, :, None].expand(b, -1, -1, 1)], dim=-1)
+        return q2, k2
+
+    def sdpa(self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor | None = None) -> Tensor:
+        """GOAT attention through one unmasked SDPA call: out (b, h, n, e); q, k as in `lanes`."""
+        q2, k2 = self.lanes(q, k, positions)
+        return F.scaled_dot_product_attention(q2, k2, v, is_causal=self.causal)
+
+    def extra_repr(self) -> str:
+        return (f"heads={self.n_heads}, d_head={self.d_head} (content {self.content_dim} + lanes {self.n_lanes}), "
+                f"rank={self.rank}, abs_rank={self.abs_rank}, train_len={self.train_len}, "
+                f"causal={self.causal}, init={self.init!r}")

@@ -1,0 +1,124 @@
+"""ALiBi and RoPE: closed forms, relative-offset invariance, re-exports, and error messages."""
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from companion import attend
+from companion.positions import ALiBi, RotaryEmbedding, alibi_slopes, apply_rotary, sinusoidal_positions
+
+
+def _x(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+# ---------------------------------------------------------------- ALiBi
+
+
+def test_alibi_slopes_power_of_two_and_interleaved_otherwise():
+    f64 = dict(dtype=torch.float64)
+    torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0 ** -h for h in range(1, 9)], **f64))
+    torch.testing.assert_close(alibi_slopes(4), torch.tensor([2.0 ** -(2 * h) for h in range(1, 5)], **f64))
+    # 6 heads: the 4-head slopes, then slopes 1 and 3 of the 8-head set
+    want = [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3]
+    torch.testing.assert_close(alibi_slopes(6), torch.tensor(want, dtype=torch.float64))
+
+
+def test_alibi_bias_is_the_closed_form():
+    alibi = ALiBi(4).double()
+    bias = alibi(5, 7)
+    assert bias.shape == (4, 5, 7)
+    m = alibi_slopes(4)
+    for h, i, j in [(0, 4, 1), (3, 2, 2), (1, 0, 6), (2, 4, 0)]:
+        assert bias[h, i, j].item() == pytest.approx(-m[h].item() * (i - j), abs=1e-15)
+    sym = ALiBi(4, symmetric=True).double()(5, 7)
+    torch.testing.assert_close(sym, -bias.abs())
+
+
+def test_alibi_under_causal_masking_equals_a_key_linear_bias():
+    """−m(i − j) = m·j − m·i: the row constant −m·i does not change the softmax."""
+    q, k, v = (_x(1, 4, 6, 8, seed=s) for s in range(3))
+    m = alibi_slopes(4)
+    key_linear = (m[:, None] * torch.arange(6.0, dtype=torch.float64))[:, None, :].expand(4, 6, 6)
+    torch.testing.assert_close(attend(q, k, v, bias=ALiBi(4).double()(6), causal=True),
+                               attend(q, k, v, bias=key_linear, causal=True), rtol=1e-12, atol=1e-13)
+
+
+def test_alibi_has_no_parameters_and_follows_dtype():
+    alibi = ALiBi(3)
+    assert list(alibi.parameters()) == [] and alibi(2).dtype == torch.float32
+    with pytest.raises(ValueError, match="at least one head"):
+        ALiBi(0)
+
+
+# ---------------------------------------------------------------- RoPE
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_scores_depend_on_relative_offset_only(interleaved):
+    rope = RotaryEmbedding(8, interleaved=interleaved)
+    q, k = _x(2, 3, 6, 8, seed=1), _x(2, 3, 6, 8, seed=2)
+    pos = torch.arange(6)
+
+    def scores(positions):
+        qr, kr = rope(q, k, positions)
+        return qr @ kr.transpose(-1, -2)
+
+    for shift in (1, 17, 1000):
+        torch.testing.assert_close(scores(pos + shift), scores(pos), rtol=1e-10, atol=1e-10)
+    # and it does depend on the offset: unrotated scores differ
+    assert not torch.allclose(scores(pos), q @ k.transpose(-1, -2))
+
+
+def test_rope_closed_form_and_norms():
+    # d = 2: θ_0 = 1, so position p rotates (x, y) by p radians
+    x = torch.tensor([1.0, 0.0], dtype=torch.float64).expand(1, 1, 4, 2)
+    out = apply_rotary(x)[0, 0]
+    want = torch.stack([torch.cos(torch.arange(4.0)), torch.sin(torch.arange(4.0))], -1).double()
+    torch.testing.assert_close(out, want)
+    # half-split pairs (x_k, x_{k+d/2}) with θ_k = base^(−2k/d): check channel pair k = 1 at p = 3
+    y = _x(1, 1, 5, 6)
+    r = apply_rotary(y)[0, 0, 3]
+    a = 3 * 10000 ** (-2 / 6)
+    assert r[1].item() == pytest.approx(y[0, 0, 3, 1].item() * math.cos(a) - y[0, 0, 3, 4].item() * math.sin(a))
+    assert r[4].item() == pytest.approx(y[0, 0, 3, 4].item() * math.cos(a) + y[0, 0, 3, 1].item() * math.sin(a))
+    # rotations keep norms; position 0 is the identity
+    torch.testing.assert_close(apply_rotary(y).norm(dim=-1), y.norm(dim=-1))
+    torch.testing.assert_close(apply_rotary(y)[..., 0, :], y[..., 0, :])
+
+
+def test_rope_bad_inputs_name_the_fix():
+    with pytest.raises(ValueError, match="even"):
+        RotaryEmbedding(7)
+    with pytest.raises(ValueError, match="odd head dim 5"):
+        apply_rotary(_x(1, 1, 3, 5))
+    with pytest.raises(ValueError, match=r"\(batch, heads, seq, dim\)"):
+        apply_rotary(_x(3, 4))
+    rope = RotaryEmbedding(4)
+    with pytest.raises(ValueError, match=r"built for dim=4; build it with RotaryEmbedding\(6\)"):
+        rope(_x(1, 1, 3, 6), _x(1, 1, 3, 6))
+    with pytest.raises(ValueError, match=r"one position per token, shape \(3,\)"):
+        rope(_x(1, 1, 3, 4), _x(1, 1, 3, 4), torch.arange(4))
+
+
+# ---------------------------------------------------------------- re-exports
+
+
+def test_sinusoidal_is_reexported_not_duplicated():
+    import companion.priors as priors
+
+    assert sinusoidal_positions is priors.sinusoidal_positions
+
+
+def test_priors_reexports_import_in_either_order():
+    code = (
+        "import companion.positions, companion.goat\n"
+        "from companion.priors import GoatPrior, ALiBi, RotaryEmbedding\n"
+        "import companion.positions as p, companion.goat as g\n"
+        "assert GoatPrior is g.GoatPrior and ALiBi is p.ALiBi and RotaryEmbedding is p.RotaryEmbedding\n"
+    )
+    for first in ("", "import companion.priors\n"):
+        subprocess.run([sys.executable, "-c", first + code], check=True)
