@@ -403,7 +403,7 @@ class Experiment:
 
 EXPERIMENTS: dict[str, Experiment] = {}
 # Modules that register experiments of later chapters; imported by `load_experiments` (on first use).
-EXPERIMENT_MODULES: tuple[str, ...] = ("companion.experiments.gotu",)
+EXPERIMENT_MODULES: tuple[str, ...] = ("companion.experiments.gotu", "companion.experiments.arithmetic")
 
 
 def load_experiments() -> dict[str, Experiment]:

@@ -12,6 +12,16 @@ public, so each reading is a named variant):
   whatever the target (used for deliberately misplaced masks).
 
 Token positions: with a CLS token it sits at 0 and bit i at i + 1; without, bit i at i.
+
+Arithmetic tasks (a causal decoder reads `a op b = c`; see `companion.tasks.arithmetic`):
+`digit_pattern` opens, on top of the causal mask, every token to itself, each digit of b to the digit
+of a with the same significance, and the query that predicts answer digit c_s (the token just before
+it) to the operand digits c_s depends on:
+
+- "window": addition a_s, b_s and a_{s−1}, b_{s−1} (the carry); multiplication every a_i, b_j with
+  i + j ∈ {s, s−1} (two anti-diagonals of the digit-product table).
+- "chain": every operand digit of significance ≤ s (addition) or every a_i, b_j with i + j ≤ s
+  (multiplication): the whole carry chain, which an answer written most-significant digit first needs.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["support_pattern", "per_token_pattern", "pattern_for", "MASK_VARIANTS"]
+__all__ = ["support_pattern", "per_token_pattern", "pattern_for", "MASK_VARIANTS", "digit_pattern", "DIGIT_VARIANTS"]
 
 MASK_VARIANTS = ("support", "per-token", "pair:A-B", "group:A-B-C")
 
@@ -69,3 +79,40 @@ def pattern_for(variant: str, monomials, n_bits: int, *, cls: bool) -> Tensor:
             raise ValueError(f"mask variant {variant!r}: bits must be distinct, in [0, {n_bits - 1}], and a pair has two.")
         return support_pattern([bits], n_bits, cls=cls)
     raise ValueError(f"unknown mask variant {variant!r}; valid: {', '.join(MASK_VARIANTS)}.")
+
+
+DIGIT_VARIANTS = ("window", "chain")
+
+
+def digit_pattern(a_pos, b_pos, c_pos, *, n: int, op: str, variant: str = "window") -> Tensor:
+    """Open pattern (n, n) of an arithmetic sequence, rows = queries, causal (lower triangular).
+
+    Args:
+        a_pos, b_pos: position of each operand digit, indexed by significance (index 0 = units).
+        c_pos: position of each answer digit, indexed by significance; the query at c_pos[s] − 1
+            predicts c_s.
+        n: positions the model sees.
+        op: "add" or "mul".
+        variant: one of DIGIT_VARIANTS (see the module docstring).
+    """
+    if op not in ("add", "mul"):
+        raise ValueError(f"digit masks exist for op 'add' and 'mul', got {op!r}.")
+    if variant not in DIGIT_VARIANTS:
+        raise ValueError(f"unknown digit-mask variant {variant!r}; valid: {', '.join(DIGIT_VARIANTS)}.")
+    pattern = torch.eye(n, dtype=torch.bool)
+    for s, (pa, pb) in enumerate(zip(a_pos, b_pos)):
+        pattern[pb, pa] = True
+    digits = range(len(a_pos))
+    for s, pc in enumerate(c_pos):
+        q = pc - 1
+        if q >= n:
+            continue
+        if op == "add":
+            sig = [t for t in digits if (s - 1 <= t <= s if variant == "window" else t <= s)]
+            keys = [a_pos[t] for t in sig] + [b_pos[t] for t in sig]
+        else:
+            pairs = [(i, j) for i in digits for j in range(len(b_pos))
+                     if (i + j in (s, s - 1) if variant == "window" else i + j <= s)]
+            keys = sorted({a_pos[i] for i, _ in pairs} | {b_pos[j] for _, j in pairs})
+        pattern[q, keys] = True
+    return pattern & torch.ones(n, n, dtype=torch.bool).tril()

@@ -1,8 +1,9 @@
 """Runs: identity, one run end to end, and the run store (one atomic JSON file per finished run).
 
 Identity: run_id = sha256(canonical JSON of {"config": the full RunConfig, "code": code_version()}),
-where code_version() hashes the package's .py files except the book-side modules that only analyse
-and draw (BOOK_SIDE): any change to code a run executes gives new ids, so stale results are never
+where code_version(task=…) hashes the package files a run of that task executes (`run_side_files`:
+everything except the book-side modules that only analyse and draw, the experiment presets and the
+other tasks' modules): any change to code a run executes gives new ids, so stale results are never
 reused (they stay on disk, unused). `run(cfg)` trains and returns a
 `Record`; `RunStore` saves it atomically and loads it back, moving aside anything corrupt.
 """
@@ -29,7 +30,7 @@ from companion.config import RunConfig, canonical_json, config_from_dict, config
 from companion.paths import repo_root
 
 __all__ = [
-    "SCHEMA_VERSION", "Record", "RunStore", "run", "run_id", "code_version", "repo_root",
+    "SCHEMA_VERSION", "Record", "RunStore", "run", "run_id", "code_version", "run_side_files", "repo_root",
     "default_store_root", "git_commit", "stream", "add_commands",
 ]
 
@@ -46,33 +47,75 @@ def default_store_root() -> Path:
 
 # Modules that analyse, draw or publish results. A run never imports them (tests/test_runs.py checks
 # this), so editing them leaves stored runs valid; every other module is part of a run's identity.
-BOOK_SIDE = frozenset({"chapters", "claims", "scoreboard", "plots", "gotu_report", "referee_report", "foundations", "mechanism",
+BOOK_SIDE = frozenset({"chapters", "claims", "scoreboard", "plots", "gotu_report", "referee_report", "arithmetic_report",
+                       "foundations", "mechanism",
                        "cli", "__main__"})
 
 
-@lru_cache(maxsize=2)
-def code_version(include_book_side: bool = False) -> str:
-    """sha256 over (relative path, bytes) of the package's .py files, in sorted path order.
+def run_side_files(task: str | None = None) -> list[Path]:
+    """The package files a run of `task` executes, in sorted order (what its code version hashes).
 
-    By default the modules in BOOK_SIDE are left out: this is the code version of a run. With
-    `include_book_side` every module counts (what an executed chapter depends on).
+    Every module counts except the book-side ones (BOOK_SIDE), the experiment presets (a run's
+    config already holds everything a preset decides) and the task modules of other tasks: a run of
+    task T hashes `tasks/__init__.py` and T's own module only. With `task=None` no task module counts.
     """
-    pkg = Path(companion.__file__).resolve().parent
-    h = hashlib.sha256()
+    pkg = _package_dir()
+    own = _task_module(task) if task is not None else None
+    files = []
     for path in sorted(pkg.rglob("*.py")):
-        if "__pycache__" in path.parts:
-            continue
         rel = path.relative_to(pkg)
-        if not include_book_side and len(rel.parts) == 1 and path.stem in BOOK_SIDE:
+        if "__pycache__" in rel.parts or rel.parts[0] == "experiments":
             continue
-        h.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        if len(rel.parts) == 1 and path.stem in BOOK_SIDE:
+            continue
+        if rel.parts[0] == "tasks" and rel.name != "__init__.py" and rel != own:
+            continue
+        files.append(path)
+    return files
+
+
+def _package_dir() -> Path:
+    return Path(companion.__file__).resolve().parent
+
+
+def _task_module(task: str) -> Path:
+    from companion.tasks import TASKS, load_tasks
+
+    if task not in TASKS:
+        load_tasks()
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; valid: {', '.join(sorted(TASKS))}.")
+    module = TASKS[task].__module__
+    return Path(*module.split(".")[1:]).with_suffix(".py")
+
+
+@lru_cache(maxsize=16)
+def code_version(include_book_side: bool = False, task: str | None = None) -> str:
+    """sha256 over (relative path, bytes) of the files a run executes (`run_side_files(task)`).
+
+    With `include_book_side` every .py file of the package counts (what an executed chapter depends
+    on) and `task` is ignored.
+    """
+    pkg = _package_dir()
+    if include_book_side:
+        files = [p for p in sorted(pkg.rglob("*.py")) if "__pycache__" not in p.parts]
+    else:
+        files = run_side_files(task)
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.relative_to(pkg).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 
 def run_id(cfg: RunConfig | dict, code: str | None = None) -> str:
-    """sha256 hex of the canonical JSON of {"config": cfg, "code": code or code_version()}."""
+    """sha256 hex of the canonical JSON of {"config": cfg, "code": code or code_version(task=...)}."""
     data = cfg if isinstance(cfg, dict) else config_to_dict(cfg)
-    return hashlib.sha256(canonical_json({"config": data, "code": code or code_version()}).encode()).hexdigest()
+    if code is None:
+        try:
+            code = code_version(task=data["task"]["name"])
+        except ValueError:  # an unknown task cannot run; its id still hashes (without a task module)
+            code = code_version()
+    return hashlib.sha256(canonical_json({"config": data, "code": code}).encode()).hexdigest()
 
 
 @lru_cache(maxsize=1)
@@ -150,7 +193,8 @@ def run(cfg: RunConfig, *, progress: bool = False) -> Record:
                  progress=progress)
     return Record(
         run_id=run_id(cfg), config=cfg, metrics=hist.final(), curves=hist.to_dict(),
-        drift=tracker.result(), wall_time=time.perf_counter() - start, code_version=code_version(),
+        drift=tracker.result(), wall_time=time.perf_counter() - start,
+        code_version=code_version(task=cfg.task.name),
         device=cfg.device, git_commit=git_commit(),
         finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     )

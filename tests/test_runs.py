@@ -192,3 +192,17 @@ def test_code_version_ignores_book_side_but_chapters_see_everything():
     from companion.runs import code_version
 
     assert code_version() != code_version(include_book_side=True)
+
+
+def test_a_run_hashes_its_own_task_module_only():
+    from companion.runs import code_version, run_side_files
+
+    names = {p.relative_to(p.parents[1]).as_posix() if p.parent.name == "tasks" else p.name
+             for p in run_side_files("toy")}
+    assert "tasks/toy.py" in names and "tasks/__init__.py" in names
+    assert "tasks/boolean.py" not in names and "tasks/arithmetic.py" not in names
+    assert not any(n.startswith("experiments") for n in names) and "model.py" in names
+    assert "chapters.py" not in names
+    assert code_version(task="toy") != code_version(task="boolean")
+    with pytest.raises(ValueError, match="unknown task 'nope'"):
+        run_side_files("nope")

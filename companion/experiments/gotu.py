@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from companion.config import Experiment, ModelConfig, PriorConfig, RunConfig, TaskConfig, TrainConfig, register_experiment
+from companion.config import Experiment, ModelConfig, RunConfig, TaskConfig, TrainConfig, register_experiment
+from companion.experiments.methods import method_model
 from companion.tasks.boolean import FUNCTIONS
 
 __all__ = ["METHODS", "PAPER_SCHEDULE", "method_model", "gotu_configs"]
@@ -30,19 +31,6 @@ PAPER_SCHEDULE = {"2parity": (1e-5, 20), "cyclic3": (2e-5, 80), "maj3": (1e-5, 3
 SEEN = {"2parity": 24576, "cyclic3": 28672, "maj3": 24576, "threesym": 16384}
 CI_TRAIN_POINTS = 4096
 CI_STEPS = 250
-
-
-def method_model(base: ModelConfig, method: str, *, variant: str = "support") -> ModelConfig:
-    """The model of one method: which query-key init and which prior."""
-    mask = PriorConfig(kind="mask", variant=variant)
-    return {
-        "default": base,
-        "structured-svd": replace(base, qk_init="structured-svd", prior=PriorConfig(variant=variant)),
-        "structured-opt": replace(base, qk_init="structured-opt", prior=PriorConfig(variant=variant)),
-        "mask": replace(base, prior=mask),
-        "fixed-mask": replace(base, prior=replace(mask, trainable=False)),
-        "zero-mask": replace(base, prior=replace(mask, init="zero")),
-    }[method]
 
 
 def gotu_configs(function: str, profile: str) -> dict[str, RunConfig]:
@@ -60,7 +48,7 @@ def gotu_configs(function: str, profile: str) -> dict[str, RunConfig]:
         train = TrainConfig(optimizer="adam", lr=3e-3, weight_decay=1e-3, batch_size=64, steps=CI_STEPS,
                             eval_every=CI_STEPS // 5)
     base = RunConfig(f"gotu-{function}", "default", profile, 0, model, task, train)
-    return {m: replace(base, method=m, model=method_model(model, m)) for m in METHODS}
+    return {m: replace(base, method=m, model=method_model(model, m, variant="support")) for m in METHODS}
 
 
 for _fn in FUNCTIONS:

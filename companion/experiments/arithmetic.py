@@ -1,0 +1,54 @@
+"""Low-data arithmetic (Chapter 4): 3-digit addition and multiplication from a small share of all pairs.
+
+Methods: default, mimetic, structured-svd, structured-opt, mask, fixed-mask (see
+`companion.experiments.methods`), with the digit-aligned pattern of the task ("default" variant:
+aligned digits and the carry for reversed numbers).
+
+Profiles:
+- `ci`: a causal decoder of 2 layers, width 64, 4 heads of 16, FF 128, learned positions; AdamW
+  (lr 1e-3, weight decay 0.1, β = (0.9, 0.98)), batch 128, one-cycle schedule with 10 % warm-up,
+  gradient clipping at 1. The training budget is a fixed number of updates, the same for every
+  method and fraction: `CI_STEPS` for addition, `CI_STEPS_MUL` for multiplication. Test set: 2,000
+  held-out pairs.
+- `paper`: 6 layers, width 256, 8 heads of 32, FF 1024; AdamW lr 5e-4, batch 128, 10,000 updates
+  one-cycle; 10,000 held-out test pairs. (The paper's model and budget are not public; this is a
+  GPU-sized reading, see `reference/paper-specs.md` §5.)
+Fractions: 0.4 % for addition and 3 % for multiplication (Table 8); Figure 2 sweeps `task.fraction`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from companion.config import Experiment, ModelConfig, RunConfig, TaskConfig, TrainConfig, register_experiment
+from companion.experiments.methods import method_model
+
+__all__ = ["METHODS", "TABLE8_FRACTION", "CI_STEPS", "CI_STEPS_MUL", "arithmetic_configs"]
+
+METHODS = ("default", "structured-svd", "structured-opt", "mimetic", "mask", "fixed-mask")
+TABLE8_FRACTION = {"add": 0.004, "mul": 0.03}
+CI_STEPS = 300
+CI_STEPS_MUL = 400
+
+
+def arithmetic_configs(op: str, profile: str) -> dict[str, RunConfig]:
+    """method → RunConfig (seed 0) for one operation and profile, at Table 8's fraction."""
+    if profile == "paper":
+        model = ModelConfig(arch="decoder", d_model=256, n_layers=6, n_heads=8, d_ff=1024)
+        task = TaskConfig.of("arithmetic", op=op, fraction=TABLE8_FRACTION[op], n_test=10000, eval_points=2000)
+        train = TrainConfig(optimizer="adamw", lr=5e-4, weight_decay=0.1, betas=(0.9, 0.98), batch_size=128,
+                            steps=10000, schedule="onecycle", warmup=0.1, clip_norm=1.0, eval_every=500)
+    else:
+        steps = CI_STEPS if op == "add" else CI_STEPS_MUL
+        model = ModelConfig(arch="decoder", d_model=64, n_layers=2, n_heads=4, d_ff=128)
+        task = TaskConfig.of("arithmetic", op=op, fraction=TABLE8_FRACTION[op], n_test=2000, eval_points=250)
+        train = TrainConfig(optimizer="adamw", lr=1e-3, weight_decay=0.1, betas=(0.9, 0.98), batch_size=128,
+                            steps=steps, schedule="onecycle", warmup=0.1, clip_norm=1.0, eval_every=steps // 6)
+    base = RunConfig(f"arith-{op}", "default", profile, 0, model, task, train)
+    return {m: replace(base, method=m, model=method_model(model, m)) for m in METHODS}
+
+
+for _op, _title in (("add", "addition"), ("mul", "multiplication")):
+    register_experiment(Experiment(
+        f"arith-{_op}", f"3-digit {_title} from few examples: prior in QK or in the mask (Fig. 2, Table 8)",
+        lambda profile, op=_op: arithmetic_configs(op, profile)))
