@@ -20,7 +20,7 @@ import pandas as pd
 from companion.experiments.arithmetic import METHODS, TABLE8_FRACTION
 from companion.config import get_experiment
 from companion.stats import paired, paired_table, summarize, summary_table
-from companion.sweep import ensure_runs, records_frame
+from companion.sweep import Request, ensure_many, records_frame
 
 __all__ = ["LABELS", "FRACTIONS", "FIGURE2_METHODS", "MUL_METHODS", "LONG_BUDGET", "PAPER_TABLE8", "load_runs", "table8",
            "paired_against", "curves", "steps_to", "summary", "fraction_label"]
@@ -52,20 +52,16 @@ def _frame(records, op: str, fraction: float, budget: str) -> pd.DataFrame:
 def load_runs(profile: str, seeds: Sequence[int], *, jobs: int | None = None):
     """All runs of the chapter (run when missing): (records {(op, fraction, budget): [Record]}, long
     frame with columns op, fraction, budget, steps, then `records_frame`'s)."""
-    records = {}
-    add = TABLE8_FRACTION["add"]
-    records[("add", add, "base")] = ensure_runs("arith-add", profile, seeds, jobs=jobs)
-    for f in FRACTIONS[profile]:
-        if f != add:
-            records[("add", f, "base")] = ensure_runs("arith-add", profile, seeds, FIGURE2_METHODS, jobs=jobs,
-                                                      overrides=[f"task.fraction={f}"])
-    mul = TABLE8_FRACTION["mul"]
-    records[("mul", mul, "base")] = ensure_runs("arith-mul", profile, seeds, MUL_METHODS[profile], jobs=jobs)
+    add, mul = TABLE8_FRACTION["add"], TABLE8_FRACTION["mul"]
     base = get_experiment("arith-add").config(profile, "default", 0)
-    long = base.train.steps * LONG_BUDGET
-    records[("add", add, "long")] = ensure_runs(
-        "arith-add", profile, seeds, FIGURE2_METHODS, jobs=jobs,
-        overrides=[f"train.steps={long}", f"train.eval_every={base.train.eval_every * LONG_BUDGET}"])
+    long = [f"train.steps={base.train.steps * LONG_BUDGET}", f"train.eval_every={base.train.eval_every * LONG_BUDGET}"]
+    cells = [(("add", add, "base"), Request("arith-add"))]
+    cells += [(("add", f, "base"), Request("arith-add", FIGURE2_METHODS, [f"task.fraction={f}"]))
+              for f in FRACTIONS[profile] if f != add]
+    cells += [(("mul", mul, "base"), Request("arith-mul", MUL_METHODS[profile])),
+              (("add", add, "long"), Request("arith-add", FIGURE2_METHODS, long))]
+    blocks = ensure_many([r for _, r in cells], profile, seeds, jobs=jobs)
+    records = {key: recs for (key, _), recs in zip(cells, blocks)}
     frame = pd.concat([_frame(r, op, f, b) for (op, f, b), r in records.items()], ignore_index=True)
     return records, frame
 

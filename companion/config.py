@@ -55,16 +55,22 @@ class PriorConfig(_Checked):
     """The attention prior. kind "mask": bias log σ(M) with M from the task's open pattern.
 
     Attributes:
-        kind: "none" (no prior) or "mask" (`companion.priors.LearnableMask`).
+        kind: "none" (no prior), "mask" (`companion.priors.LearnableMask`), "goat" (trainable
+            spectral relative prior + key-only sink, `companion.goat.GoatPrior`, computed as SDPA
+            lanes carved out of each head) or "alibi" (fixed linear recency bias,
+            `companion.positions.ALiBi`).
         trainable: M is learned (True) or a fixed buffer (the "fixed mask" ablation).
         open_value, closed_value: initial M on open / closed entries of the pattern.
         init: "pattern" (open/closed values) or "zero" (M = 0, the neutral ablation).
         per_head: one M per head (True) or one M shared by the heads of a layer.
         layers: a separate mask in every layer ("all") or in the first layer only ("first").
         variant: name passed to `task.mask_pattern(variant, cls=...)`.
+        goat_rank: R spectral frequencies of a GOAT prior (2R + 1 lanes of each head).
+        goat_init: "uniform" (the prior starts flat: plain attention) or "seeded" (small random
+            spectral weights, ALiBi recency slopes), as in `GoatPrior`.
     """
 
-    kind: Literal["none", "mask"] = "none"
+    kind: Literal["none", "mask", "goat", "alibi"] = "none"
     trainable: bool = True
     open_value: float = 10.0
     closed_value: float = -10.0
@@ -72,6 +78,11 @@ class PriorConfig(_Checked):
     per_head: bool = False
     layers: Literal["all", "first"] = "all"
     variant: str = "default"
+    goat_rank: int = 4
+    goat_init: Literal["uniform", "seeded"] = "uniform"
+
+    def _validate(self) -> None:
+        _positive(self, "goat_rank")
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,10 @@ class ModelConfig(_Checked):
         qk_init: name in `companion.init.QK_INITS` applied to the query/key projections.
         attn_backend: `companion.attention.attend` backend ("auto", "eager", "sdpa").
         qk_norm: LayerNorm each head's queries and keys before the scores (QK normalisation).
+        positions: how tokens learn where they sit: "learned" (a trained embedding per position,
+            the model then reads at most the task's length), "sinusoidal" (Vaswani et al., added to
+            the embeddings), "rope" (rotary, applied to each head's queries and keys) or "none"
+            (only the prior or the causal mask tells positions apart).
         prior: the attention prior.
     """
 
@@ -104,6 +119,7 @@ class ModelConfig(_Checked):
     qk_init: str = "default"
     attn_backend: Literal["auto", "eager", "sdpa"] = "auto"
     qk_norm: bool = False
+    positions: Literal["learned", "sinusoidal", "rope", "none"] = "learned"
     prior: PriorConfig = field(default_factory=PriorConfig)
 
     def _validate(self) -> None:
@@ -119,6 +135,18 @@ class ModelConfig(_Checked):
 
         if self.qk_init not in QK_INITS:
             raise ValueError(f"ModelConfig.qk_init={self.qk_init!r} is not one of {sorted(QK_INITS)}.")
+        if self.qk_init.startswith("structured") and self.positions != "learned":
+            raise ValueError(
+                f"qk_init {self.qk_init!r} writes the pattern through the learned position embeddings; "
+                f"it needs positions='learned' (got {self.positions!r})."
+            )
+        if self.positions == "rope" and self.head_dim % 2:
+            raise ValueError(f"RoPE rotates pairs of channels: d_head must be even, got {self.head_dim}.")
+        if self.prior.kind == "goat" and self.head_dim <= 2 * self.prior.goat_rank + 1:
+            raise ValueError(
+                f"a GOAT prior of rank {self.prior.goat_rank} takes {2 * self.prior.goat_rank + 1} lanes of each "
+                f"head, but d_head is {self.head_dim}; lower model.prior.goat_rank or widen the heads."
+            )
 
     @property
     def head_dim(self) -> int:

@@ -12,7 +12,7 @@ import torch
 
 from companion.experiments.gotu import METHODS
 from companion.stats import paired_table, summary_table
-from companion.sweep import ensure_runs, records_frame
+from companion.sweep import Request, ensure_many, records_frame
 from companion.boolean_fourier import cube, evaluate, fourier_coefficients
 from companion.tasks.boolean import FUNCTIONS, BooleanTask, make_function
 
@@ -28,8 +28,8 @@ LABELS = {"default": "Default", "structured-svd": "Structured (SVD)", "structure
 def load_runs(profile: str, seeds: Sequence[int], functions: Sequence[str] = FUNCTIONS, *, jobs: int | None = None):
     """Records of every task × method × seed (run when missing) and their long DataFrame (+ `task`)."""
     records, frames = {}, []
-    for fn in functions:
-        recs = ensure_runs(f"gotu-{fn}", profile, seeds, jobs=jobs)
+    blocks = ensure_many([Request(f"gotu-{fn}") for fn in functions], profile, seeds, jobs=jobs)
+    for fn, recs in zip(functions, blocks):
         records[fn] = recs
         frame = records_frame(recs)
         frame.insert(0, "task", fn)

@@ -1,19 +1,23 @@
 """The Transformer of every chapter, built from a `ModelConfig` and the task's `TaskSpec`.
 
 Pre-LN blocks x += attn(LN(x)); x += FF(LN(x)) (GELU), final LN. Three front/back ends: encoder
-(token + learned positions, optional CLS, pooled regression/classification head), causal decoder (LM
-head) and small ViT (linear patch embedding). Attention goes through `companion.attention.attend` with
-the prior's bias `prior(i, j)` (h, i, j); the prior is pluggable (`PriorConfig`).
+(token + positions, optional CLS, pooled regression/classification head), causal decoder (LM head)
+and small ViT (linear patch embedding). Attention goes through `companion.attention.attend` with the
+prior's bias `prior(i, j)` (h, i, j); the prior is pluggable (`PriorConfig`): a learnable mask, ALiBi,
+or GOAT, which runs as lanes of each head inside one unmasked SDPA call (the eager backend, and any
+request for the weights, use its materialised bias instead; the two agree). Positions
+(`ModelConfig.positions`) are learned, sinusoidal, rotary, or none.
 
 Parameter names are an API (weight decay, drift and chapters select by name); they are stable:
     tok_emb.weight            (vocab, d)        encoder, decoder
     patch_emb.weight, .bias   (d, C·p·p), (d,)  vit
     cls                       (d,)              when pool == "cls" (encoder, vit)
-    pos_emb                   (n, d)            n = positions incl. CLS
+    pos_emb                   (n, d)            n = positions incl. CLS (positions "learned" only)
     blocks.{l}.ln1.weight/.bias, blocks.{l}.ln2.weight/.bias
     blocks.{l}.attn.q_proj.weight, .k_proj.weight, .v_proj.weight   (n_heads·d_head, d), no bias
     blocks.{l}.attn.out_proj.weight/.bias                          (d, n_heads·d_head), (d,)
     blocks.{l}.attn.prior.logits   (h or 1, n, n)   mask priors (a buffer when the mask is fixed)
+    blocks.{l}.attn.prior.alpha, .beta, .sink_*, .recency   GOAT priors (see `companion.goat`)
     blocks.{l}.attn.q_norm.weight/.bias, .k_norm.weight/.bias   (d_head,)      with qk_norm
     blocks.{l}.ff.fc1.weight/.bias, blocks.{l}.ff.fc2.weight/.bias
     ln_f.weight/.bias, head.weight/.bias
@@ -31,7 +35,9 @@ from torch import Tensor, nn
 from companion.attention import attend
 from companion.config import ModelConfig, PriorConfig
 from companion.init import apply_qk_init_
-from companion.priors import LearnableMask
+from companion.goat import GoatPrior
+from companion.positions import ALiBi, RotaryEmbedding
+from companion.priors import LearnableMask, sinusoidal_positions
 from companion.tasks import TaskSpec
 
 __all__ = ["Attention", "Block", "Transformer", "build_model", "build_prior", "init_weights_"]
@@ -50,7 +56,7 @@ class Attention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_head: int, *, prior: nn.Module | None = None,
-                 causal: bool = False, backend: str = "auto", qk_norm: bool = False):
+                 causal: bool = False, backend: str = "auto", qk_norm: bool = False, rope: bool = False):
         super().__init__()
         inner = n_heads * d_head
         self.n_heads, self.d_head, self.causal, self.backend = n_heads, d_head, causal, backend
@@ -62,6 +68,10 @@ class Attention(nn.Module):
         self.q_norm = nn.LayerNorm(d_head) if qk_norm else None
         self.k_norm = nn.LayerNorm(d_head) if qk_norm else None
         self.prior = prior
+        self.rope = RotaryEmbedding(d_head) if rope else None
+        if isinstance(prior, GoatPrior) and prior.causal != causal:
+            raise ValueError(f"a GOAT prior built with causal={prior.causal} cannot serve attention with "
+                             f"causal={causal}; build it with the attention's causality.")
 
     def _heads(self, t: Tensor) -> Tensor:
         b, n, _ = t.shape
@@ -73,6 +83,10 @@ class Attention(nn.Module):
         q, k, v = self._heads(self.q_proj(x)), self._heads(self.k_proj(x)), self._heads(self.v_proj(x))
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.rope is not None:
+            q, k = self.rope(q, k)
+        if isinstance(self.prior, GoatPrior):
+            return self._goat(x, q, k, v, return_weights)
         bias = self.prior(n, n) if self.prior is not None else None
         # Shapes are right by construction and log σ(M) is finite, so attend's input checks are
         # skipped in the training path; requesting weights (analysis) runs them.
@@ -81,6 +95,20 @@ class Attention(nn.Module):
         out, weights = res if return_weights else (res, None)
         out = out.transpose(1, 2).reshape(x.shape[0], n, -1)  # (b, n, h·d)
         return (self.out_proj(out), weights) if return_weights else self.out_proj(out)
+
+    def _goat(self, x: Tensor, q: Tensor, k: Tensor, v: Tensor, return_weights: bool):
+        """GOAT: lanes through one SDPA call, or (eager backend / weights requested) the content
+        channels with the materialised log-prior; both compute the same attention."""
+        n, prior = x.shape[1], self.prior
+        if return_weights or self.backend == "eager":
+            dc = prior.content_dim
+            res = attend(q[..., :dc], k[..., :dc], v, bias=prior(n, n), causal=self.causal, backend="eager",
+                         return_weights=return_weights, check=return_weights)
+        else:
+            res = prior.sdpa(q, k, v)
+        out, weights = res if return_weights else (res, None)
+        out = self.out_proj(out.transpose(1, 2).reshape(x.shape[0], n, -1))
+        return (out, weights) if return_weights else out
 
 
 class FeedForward(nn.Module):
@@ -101,7 +129,7 @@ class Block(nn.Module):
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.d_model)
         self.attn = Attention(cfg.d_model, cfg.n_heads, cfg.head_dim, prior=prior, causal=causal,
-                              backend=cfg.attn_backend, qk_norm=cfg.qk_norm)
+                              backend=cfg.attn_backend, qk_norm=cfg.qk_norm, rope=cfg.positions == "rope")
         self.ln2 = nn.LayerNorm(cfg.d_model)
         self.ff = FeedForward(cfg.d_model, cfg.d_ff)
 
@@ -114,16 +142,25 @@ class Block(nn.Module):
         return x + self.ff(self.ln2(x))
 
 
-def build_prior(cfg: PriorConfig, pattern: Tensor | None, n_heads: int) -> nn.Module | None:
-    """The prior module of one layer: None for kind "none", else a `LearnableMask`.
+def build_prior(cfg: PriorConfig, pattern: Tensor | None, n_heads: int, *, d_head: int = 0,
+                n_positions: int = 0, causal: bool = False,
+                generator: torch.Generator | None = None) -> nn.Module | None:
+    """The prior module of one layer: None, a `LearnableMask`, an `ALiBi` or a `GoatPrior`.
 
     Args:
         cfg: the prior settings.
-        pattern: bool (n, n) open pattern (needed for init "pattern").
+        pattern: bool (n, n) open pattern (needed for a mask with init "pattern").
         n_heads: heads of the layer (for `per_head`).
+        d_head, n_positions, causal, generator: GOAT's head width, training length (normalises its
+            absolute features), causality and random draws; ALiBi is symmetric when not causal.
     """
     if cfg.kind == "none":
         return None
+    if cfg.kind == "alibi":
+        return ALiBi(n_heads, symmetric=not causal)
+    if cfg.kind == "goat":
+        return GoatPrior(n_heads, d_head, train_len=n_positions, rank=cfg.goat_rank, causal=causal,
+                         init=cfg.goat_init, generator=generator)
     heads = n_heads if cfg.per_head else None
     if cfg.init == "zero":
         n = pattern.shape[-1]
@@ -144,7 +181,8 @@ class Transformer(nn.Module):
         pattern: bool (n, n) open pattern over token positions incl. CLS (mask priors only).
     """
 
-    def __init__(self, cfg: ModelConfig, spec: TaskSpec, *, pattern: Tensor | None = None):
+    def __init__(self, cfg: ModelConfig, spec: TaskSpec, *, pattern: Tensor | None = None,
+                 generator: torch.Generator | None = None):
         super().__init__()
         _check_compatible(cfg, spec)
         self.cfg, self.spec = cfg, spec
@@ -161,19 +199,23 @@ class Transformer(nn.Module):
         self.n_positions = n_tokens + int(self.has_cls)
         if self.has_cls:
             self.cls = nn.Parameter(torch.zeros(d))
-        self.pos_emb = nn.Parameter(torch.zeros(self.n_positions, d))
-        if cfg.prior.kind != "none" and cfg.prior.init == "pattern":
+        if cfg.positions == "learned":
+            self.pos_emb = nn.Parameter(torch.zeros(self.n_positions, d))
+        is_mask = cfg.prior.kind == "mask"
+        if is_mask and cfg.prior.init == "pattern":
             if pattern is None or tuple(pattern.shape) != (self.n_positions,) * 2:
                 got = None if pattern is None else tuple(pattern.shape)
                 raise ValueError(
                     f"a mask prior needs a bool ({self.n_positions}, {self.n_positions}) open pattern over "
                     f"the model's positions (CLS included: {self.has_cls}); got {got}."
                 )
-        elif cfg.prior.kind != "none":
+        elif is_mask:
             pattern = torch.ones(self.n_positions, self.n_positions, dtype=torch.bool)
+        causal = cfg.arch == "decoder"
         self.blocks = nn.ModuleList(
-            Block(cfg, prior=build_prior(cfg.prior, pattern, cfg.n_heads) if cfg.prior.layers == "all" or l == 0
-                  else None, causal=cfg.arch == "decoder")
+            Block(cfg, prior=build_prior(cfg.prior, pattern, cfg.n_heads, d_head=cfg.head_dim,
+                                         n_positions=self.n_positions, causal=causal, generator=generator)
+                  if cfg.prior.layers == "all" or l == 0 else None, causal=causal)
             for l in range(cfg.n_layers)
         )
         self.ln_f = nn.LayerNorm(d)
@@ -190,7 +232,15 @@ class Transformer(nn.Module):
             h = self.tok_emb(x)  # (b, n, d)
         if self.has_cls:
             h = torch.cat([self.cls.expand(h.shape[0], 1, -1), h], dim=1)
-        return h + self.pos_emb[: h.shape[1]]
+        n = h.shape[1]
+        if self.cfg.positions == "learned":
+            if n > self.n_positions:
+                raise ValueError(f"the model learned {self.n_positions} position embeddings but the input has "
+                                 f"{n} positions; use positions 'sinusoidal', 'rope' or 'none' to read longer inputs.")
+            return h + self.pos_emb[:n]
+        if self.cfg.positions == "sinusoidal":
+            return h + sinusoidal_positions(n, h.shape[-1], dtype=h.dtype).to(h.device)
+        return h
 
     def readout(self, h: Tensor) -> Tensor:
         """Final LN, pooling (encoder/vit) and head."""
@@ -261,9 +311,9 @@ def build_model(cfg: ModelConfig, task, *, generator: torch.Generator) -> Transf
     from companion.init import STRUCTURED
 
     pattern = None
-    if (cfg.prior.kind != "none" and cfg.prior.init == "pattern") or cfg.qk_init in STRUCTURED:
+    if (cfg.prior.kind == "mask" and cfg.prior.init == "pattern") or cfg.qk_init in STRUCTURED:
         has_cls = cfg.arch != "decoder" and cfg.pool == "cls"
         pattern = task.mask_pattern(cfg.prior.variant, cls=has_cls)
-    model = Transformer(cfg, task.spec, pattern=pattern if cfg.prior.kind != "none" else None)
+    model = Transformer(cfg, task.spec, pattern=pattern if cfg.prior.kind == "mask" else None, generator=generator)
     init_weights_(model, generator)
     return apply_qk_init_(model, cfg.qk_init, generator=generator, pattern=pattern)

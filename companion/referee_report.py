@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from companion.gotu_report import open_mass
-from companion.sweep import ensure_runs, records_frame
+from companion.sweep import Request, ensure_many, records_frame
 
-__all__ = ["PLACEMENTS", "CONTRASTS", "mask_overrides", "placement_runs", "qk_norm_runs", "drift_curve",
+__all__ = ["PLACEMENTS", "CONTRASTS", "QK_CELLS", "mask_overrides", "placement_runs", "qk_norm_runs", "drift_curve",
            "final_drift", "summary_by", "select", "by_seed", "mask_init_norm"]
 
 # The skeptic's placements on 2Parity, and their analogues on 3-bit Majority (support {0, 1, 2}).
@@ -47,38 +47,43 @@ def placement_runs(task: str, profile: str, seeds: Sequence[int], *, jobs: int |
     Returns (records by (placement, contrast), long DataFrame with `placement`, `contrast`,
     `mask_drift` and `attention_drift` columns).
     """
-    records, frames = {}, []
     exp = f"gotu-{task}"
-    for placement, variant in PLACEMENTS[task].items():
-        for c in CONTRASTS:
-            recs = ensure_runs(exp, profile, seeds, methods=["mask"], overrides=mask_overrides(variant, c), jobs=jobs)
-            records[(placement, c)] = recs
-            frames.append(_rows(recs, placement=placement, contrast=c))
-    for method, placement in (("zero-mask", "all-zero"), ("default", "no mask")):
-        recs = ensure_runs(exp, profile, seeds, methods=[method], jobs=jobs)
-        records[(placement, 0.0)] = recs
-        frames.append(_rows(recs, placement=placement, contrast=0.0))
+    cells = [((placement, c), Request(exp, ["mask"], mask_overrides(variant, c)))
+             for placement, variant in PLACEMENTS[task].items() for c in CONTRASTS]
+    cells += [((placement, 0.0), Request(exp, [method])) for method, placement in
+              (("zero-mask", "all-zero"), ("default", "no mask"))]
+    blocks = ensure_many([r for _, r in cells], profile, seeds, jobs=jobs)
+    records, frames = {}, []
+    for ((placement, c), _), recs in zip(cells, blocks):
+        records[(placement, c)] = recs
+        frames.append(_rows(recs, placement=placement, contrast=c))
     frame = pd.concat(frames, ignore_index=True)
     frame.insert(0, "task", task)
     return records, frame
 
 
+QK_CELLS = (("default", False), ("structured-svd", False), ("structured-opt", False),
+            ("default", True), ("structured-svd", True))
+
+
 def qk_norm_runs(task: str, profile: str, seeds: Sequence[int], pattern, *, jobs: int | None = None):
-    """Default and Structured (SVD), each without and with QK normalisation: accuracy, drift, and the
-    share of CLS attention on the task's open keys at the start and the end (mean over layers)."""
-    frames = []
-    for norm in (False, True):
-        over = ["model.qk_norm=true"] if norm else []
-        for method in ("default", "structured-svd"):
-            recs = ensure_runs(f"gotu-{task}", profile, seeds, methods=[method], overrides=over, jobs=jobs)
-            f = _rows(recs, qk_norm=norm)
-            f["qk_drift"] = [final_drift(r, "qk") for r in recs]
-            f["open_start"] = [np.mean([open_mass(m, pattern, 0) for m in r.drift["maps"]["init"]]) for r in recs]
-            f["open_end"] = [np.mean([open_mass(m, pattern, 0) for m in r.drift["maps"]["final"]]) for r in recs]
-            frames.append(f)
+    """The query–key runs: Default and Structured (SVD) without and with QK normalisation, and
+    Structured (Opt) without (`QK_CELLS`). Returns (records by (method, qk_norm), DataFrame with
+    accuracy, final drifts and the share of CLS attention on the task's open keys at the start and
+    at the end, mean over layers)."""
+    cells = [((method, norm), Request(f"gotu-{task}", [method], ["model.qk_norm=true"] if norm else []))
+             for method, norm in QK_CELLS]
+    records, frames = {}, []
+    for ((method, norm), _), recs in zip(cells, ensure_many([r for _, r in cells], profile, seeds, jobs=jobs)):
+        records[(method, norm)] = recs
+        f = _rows(recs, qk_norm=norm)
+        f["qk_drift"] = [final_drift(r, "qk") for r in recs]
+        f["open_start"] = [np.mean([open_mass(m, pattern, 0) for m in r.drift["maps"]["init"]]) for r in recs]
+        f["open_end"] = [np.mean([open_mass(m, pattern, 0) for m in r.drift["maps"]["final"]]) for r in recs]
+        frames.append(f)
     frame = pd.concat(frames, ignore_index=True)
     frame.insert(0, "task", task)
-    return frame
+    return records, frame
 
 
 def drift_curve(record, kind: str) -> tuple[np.ndarray, np.ndarray]:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 from companion.config import EXPERIMENTS, RunConfig, get_experiment, load_experiments
 from companion.executors import make_executor
 from companion.runs import Record, RunStore, run_id
 
-__all__ = ["parse_seeds", "plan", "ensure_runs", "records_frame", "add_commands"]
+__all__ = ["parse_seeds", "plan", "Request", "ensure_runs", "ensure_many", "records_frame", "add_commands"]
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -91,6 +91,33 @@ def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = ran
     records, _ = _sweep(plan(experiment, profile, seeds, methods, overrides), store, executor, progress,
                         executor_options)
     return records
+
+
+class Request(NamedTuple):
+    """One block of runs for `ensure_many`: an experiment's methods (None = all) under overrides."""
+
+    experiment: str
+    methods: Sequence[str] | None = None
+    overrides: Sequence[str] = ()
+
+
+def ensure_many(requests: Sequence[Request], profile: str = "ci", seeds: Iterable[int] = range(5),
+                store: RunStore | str | os.PathLike | None = None, jobs: int | None = None, *,
+                executor: str = "local", progress: bool = False, **executor_options) -> list[list[Record]]:
+    """`ensure_runs` for several requests at once: one executor runs every missing config of all of
+    them (one worker pool, no idle workers between blocks); returns one record list per request.
+    A config that appears in several requests runs once."""
+    seeds = list(seeds)
+    store = store if isinstance(store, RunStore) else RunStore(store)
+    if executor == "local":
+        executor_options.setdefault("jobs", jobs)
+    blocks = [plan(r.experiment, profile, seeds, r.methods, r.overrides) for r in requests]
+    records, _ = _sweep([c for b in blocks for c in b], store, executor, progress, executor_options)
+    out, start = [], 0
+    for b in blocks:
+        out.append(records[start:start + len(b)])
+        start += len(b)
+    return out
 
 
 def records_frame(records: Sequence[Record]):

@@ -93,4 +93,4 @@ def test_validation_messages():
     assert ModelConfig(d_model=256, n_heads=6, d_head=64).head_dim == 64
     assert TaskConfig.of("toy", b=1, a=2).params == (("a", 2), ("b", 1))
     with pytest.raises(ValueError, match="not one of"):
-        PriorConfig(kind="alibi")
+        PriorConfig(kind="rope")

@@ -139,3 +139,15 @@ def test_cli_list_counts_stored_and_missing(capsys, tmp_path):
     assert "ci     methods: default, mask   stored 2/10, missing 8" in out
     assert "paper  methods: default, mask   stored 0/10, missing 10" in out
     assert set(EXPERIMENTS) == {"smoke"} or all(name in out for name in EXPERIMENTS)
+
+
+def test_ensure_many_runs_each_config_once_in_one_pool(tmp_path):
+    from companion.sweep import Request, ensure_many
+
+    reqs = [Request("smoke", ["mask"], TINY), Request("smoke", ["default", "mask"], TINY)]
+    blocks = ensure_many(reqs, "ci", [0, 1], store=tmp_path, jobs=1, threads=1)
+    assert [len(b) for b in blocks] == [2, 4]
+    assert len(list(tmp_path.glob("*.json"))) == 4  # the shared mask runs ran once
+    assert [r.run_id for r in blocks[0]] == [r.run_id for r in blocks[1][2:]]
+    again = ensure_runs("smoke", "ci", [0, 1], ["default"], store=tmp_path, jobs=1, overrides=TINY)
+    assert [r.to_dict() for r in again] == [r.to_dict() for r in blocks[1][:2]]

@@ -121,7 +121,7 @@ class ArithmeticTask:
 
     # --- evaluation -----------------------------------------------------------------------------
     @torch.no_grad()
-    def generate(self, model: nn.Module, seqs: Tensor, batch: int = 4096) -> Tensor:
+    def generate(self, model: nn.Module, seqs: Tensor, batch: int = 1024) -> Tensor:
         """Greedy answers (N, answer_width): the prompt up to '=' is given, each answer digit is the
         argmax of the model's prediction from the tokens before it (its own earlier digits included).
         Positions after the one being predicted hold a placeholder that the causal mask hides."""
@@ -139,7 +139,7 @@ class ArithmeticTask:
     def _split_metrics(self, model: nn.Module, seqs: Tensor) -> dict[str, float]:
         dev = model_device(model)
         x, y = self.inputs_targets(seqs)
-        logits = torch.cat([model(x[i:i + 4096].to(dev)).float().cpu() for i in range(0, len(x), 4096)])
+        logits = torch.cat([model(x[i:i + 1024].to(dev)).float().cpu() for i in range(0, len(x), 1024)])
         lo, hi = self.answer_start - 1, self.answer_start - 1 + self.answer_width
         digit_ok = (logits[:, lo:hi].argmax(-1) == y[:, lo:hi]).float()  # (N, width), in written order
         answers = self.generate(model, seqs)

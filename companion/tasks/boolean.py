@@ -150,7 +150,7 @@ class BooleanTask:
         return F.mse_loss(output.squeeze(-1), target)
 
     @torch.no_grad()
-    def predict(self, model: nn.Module, tokens: Tensor, batch: int = 8192) -> Tensor:
+    def predict(self, model: nn.Module, tokens: Tensor, batch: int = 512) -> Tensor:
         dev = model_device(model)
         return torch.cat([model(tokens[i:i + batch].to(dev)).squeeze(-1).float().cpu() for i in range(0, len(tokens), batch)])
 
