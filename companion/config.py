@@ -2,7 +2,7 @@
 
 A run is `RunConfig(experiment, method, profile, seed, model, task, train, device)`; its identity is
 the hash of all of it (`companion.runs.run_id`). Experiments register presets per profile (`ci`: CPU
-minutes, `paper`: the sources' settings) in `EXPERIMENTS`, from modules in `EXPERIMENT_MODULES`.
+minutes, `paper`: the sources' settings) in `EXPERIMENTS`, from the modules of `companion.experiments`.
 Overrides such as `train.lr=1e-4` are type-checked against the dataclass fields.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 __all__ = [
     "ModelConfig", "PriorConfig", "TaskConfig", "TrainConfig", "RunConfig",
-    "Experiment", "EXPERIMENTS", "EXPERIMENT_MODULES", "PROFILES", "register_experiment", "load_experiments",
+    "Experiment", "EXPERIMENTS", "PROFILES", "register_experiment", "load_experiments", "experiment_modules",
     "get_experiment",
     "apply_overrides", "override_keys", "config_to_dict", "config_from_dict", "canonical_json",
 ]
@@ -431,14 +431,23 @@ class Experiment:
 
 EXPERIMENTS: dict[str, Experiment] = {}
 # Modules that register experiments of later chapters; imported by `load_experiments` (on first use).
-EXPERIMENT_MODULES: tuple[str, ...] = ("companion.experiments.gotu", "companion.experiments.arithmetic")
+def experiment_modules() -> tuple[str, ...]:
+    """Every module of the `companion.experiments` package, sorted (each registers its presets)."""
+    import pkgutil
+
+    import companion.experiments as pkg
+
+    return tuple(sorted(f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)))
 
 
 def load_experiments() -> dict[str, Experiment]:
-    """Import `EXPERIMENT_MODULES` (each calls `register_experiment`); returns `EXPERIMENTS`."""
+    """Import every experiment module (each calls `register_experiment`); returns `EXPERIMENTS`.
+
+    Presets live in `companion/experiments/` so that adding one never changes the code a run
+    executes (that folder is outside a run's code version: a run's config holds all a preset decides)."""
     import importlib
 
-    for name in EXPERIMENT_MODULES:
+    for name in experiment_modules():
         importlib.import_module(name)
     return EXPERIMENTS
 

@@ -29,15 +29,16 @@ __all__ = ["EXECUTORS", "LocalExecutor", "SlurmExecutor", "execute_run", "make_e
 
 
 def execute_run(cfg: dict, root: str, threads: int = 0) -> str:
-    """Job entry point: run `cfg` (a config dict) unless stored, save the record; returns its id."""
+    """Job entry point: run `cfg` (a config dict) unless stored with its weights, save record and
+    weights; returns its id."""
     if threads:
         torch.set_num_threads(threads)
     config = config_from_dict(RunConfig, cfg)
     store = RunStore(root)
     record = store.load(config)
-    if record is None:
-        record = run(config)
-        store.save(record)
+    if record is None or not store.has_weights(record.run_id):
+        record, model = run(config, return_model=True)
+        store.save(record, model.state_dict())
     return record.run_id
 
 

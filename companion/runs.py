@@ -48,6 +48,7 @@ def default_store_root() -> Path:
 # Modules that analyse, draw or publish results. A run never imports them (tests/test_runs.py checks
 # this), so editing them leaves stored runs valid; every other module is part of a run's identity.
 BOOK_SIDE = frozenset({"chapters", "claims", "scoreboard", "plots", "gotu_report", "referee_report", "arithmetic_report",
+                       "goat_report", "transport",
                        "foundations", "mechanism",
                        "cli", "__main__"})
 
@@ -174,8 +175,9 @@ class Record:
         return cls(**kwargs)
 
 
-def run(cfg: RunConfig, *, progress: bool = False) -> Record:
-    """Build task and model, train with a `DriftTracker`, and return the `Record`.
+def run(cfg: RunConfig, *, progress: bool = False, return_model: bool = False):
+    """Build task and model, train with a `DriftTracker`, and return the `Record` (and the trained
+    model, on the CPU, with `return_model`).
 
     Randomness: the model's weights come from `stream(seed, "init")`, the batch order from
     `stream(seed, "order")`; the task's data come from its own task-level seed.
@@ -191,21 +193,25 @@ def run(cfg: RunConfig, *, progress: bool = False) -> Record:
     tracker = DriftTracker(task.probe_inputs())
     hist = train(model, task, cfg.train, generator=stream(cfg.seed, "order"), callbacks=[tracker],
                  progress=progress)
-    return Record(
+    record = Record(
         run_id=run_id(cfg), config=cfg, metrics=hist.final(), curves=hist.to_dict(),
         drift=tracker.result(), wall_time=time.perf_counter() - start,
         code_version=code_version(task=cfg.task.name),
         device=cfg.device, git_commit=git_commit(),
         finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     )
+    return (record, model.cpu()) if return_model else record
 
 
 class RunStore:
-    """A folder of `<run_id>.json` records.
+    """A folder of `<run_id>.json` records, each with the trained weights beside it in `<run_id>.pt`.
 
     Writes are atomic (temp file in the same folder, flush, fsync, `os.replace`), so a reader sees a
-    whole record or none. A file that fails to load (not JSON, wrong schema, missing keys, hash
-    mismatch) is reported with a warning, renamed to `<run_id>.json.corrupt` and treated as missing.
+    whole record or none; the weights are written before the record, so a record's presence means its
+    run finished. A file that fails to load (not JSON, wrong schema, missing keys, hash mismatch) is
+    reported with a warning, renamed to `<run_id>.json.corrupt` and treated as missing. Weights are
+    read with `torch.load(weights_only=True)` (no code runs); missing or unreadable weights make
+    `load_model` raise, and `ensure_runs(..., weights=True)` reruns such runs.
     """
 
     def __init__(self, root: str | os.PathLike | None = None):
@@ -222,22 +228,66 @@ class RunStore:
         """Ids of the files present (not validated)."""
         return {p.stem for p in self.root.glob("*.json")} if self.root.is_dir() else set()
 
-    def save(self, record: Record) -> Path:
-        """Write `record` atomically; returns its path."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        final = self.path(record.run_id)
-        text = json.dumps(record.to_dict(), indent=1, sort_keys=True, allow_nan=True)
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{record.run_id[:12]}-", suffix=".tmp")
+    def weights_path(self, rid: str) -> Path:
+        return self.root / f"{rid}.pt"
+
+    def _atomic_write(self, final: Path, write) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{final.stem[:12]}-", suffix=".tmp")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            with os.fdopen(fd, "wb") as fh:
+                write(fh)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+    def save(self, record: Record, state: dict[str, torch.Tensor] | None = None) -> Path:
+        """Write the weights `state` (if given), then `record`, each atomically; returns the record's path."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if state is not None:
+            cpu = {k: v.detach().cpu() for k, v in state.items()}
+            self._atomic_write(self.weights_path(record.run_id), lambda fh: torch.save(cpu, fh))
+        text = json.dumps(record.to_dict(), indent=1, sort_keys=True, allow_nan=True)
+        final = self.path(record.run_id)
+        self._atomic_write(final, lambda fh: fh.write(text.encode("utf-8")))
         return final
+
+    def has_weights(self, rid: str) -> bool:
+        """Whether a weights file exists and loads (validates)."""
+        try:
+            self._load_state(rid)
+            return True
+        except (FileNotFoundError, ValueError):
+            return False
+
+    def _load_state(self, rid: str) -> dict[str, torch.Tensor]:
+        path = self.weights_path(rid)
+        if not path.is_file():
+            raise FileNotFoundError(f"no weights for run {rid[:12]} in {self.root}; rerun it with "
+                                    "ensure_runs(..., weights=True) (runs are deterministic).")
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # noqa: BLE001  (any unreadable file is reported the same way)
+            raise ValueError(f"weights file {path} is unreadable ({type(err).__name__}); delete it and rerun "
+                             "with ensure_runs(..., weights=True).") from None
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise ValueError(f"weights file {path} does not hold a state dict; delete it and rerun.")
+        return state
+
+    def load_model(self, record: Record, device: str = "cpu"):
+        """The trained model of `record`: rebuilt from its config, weights loaded (strict), eval mode."""
+        from companion.model import build_model
+        from companion.tasks import make_task
+
+        state = self._load_state(record.run_id)
+        model = build_model(record.config.model, make_task(record.config.task), generator=stream(0, "init"))
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as err:
+            raise ValueError(f"weights of run {record.run_id[:12]} do not fit its model: {err}") from None
+        return model.to(device).eval()
 
     def _problem(self, path: Path) -> tuple[Record | None, str]:
         try:

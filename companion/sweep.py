@@ -45,11 +45,11 @@ def plan(experiment: str, profile: str, seeds: Iterable[int], methods: Sequence[
 
 
 def _sweep(cfgs: list[RunConfig], store: RunStore, executor: str, progress: bool,
-           options: dict) -> tuple[list[Record], int]:
+           options: dict, weights: bool = False) -> tuple[list[Record], int]:
     missing, seen = [], set()
     for cfg in cfgs:
         rid = run_id(cfg)
-        if rid not in seen and store.load(cfg) is None:
+        if rid not in seen and (store.load(cfg) is None or (weights and not store.has_weights(rid))):
             missing.append(cfg)
         seen.add(rid)
     failures = []
@@ -66,7 +66,7 @@ def _sweep(cfgs: list[RunConfig], store: RunStore, executor: str, progress: bool
 def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = range(5),
                 methods: Sequence[str] | None = None, store: RunStore | str | os.PathLike | None = None,
                 jobs: int | None = None, *, overrides: Sequence[str] = (), executor: str = "local",
-                progress: bool = False, **executor_options) -> list[Record]:
+                progress: bool = False, weights: bool = False, **executor_options) -> list[Record]:
     """Records of `experiment` for methods × seeds: loaded when stored, run (in parallel) when missing.
 
     Args:
@@ -77,6 +77,8 @@ def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = ran
         overrides: "key=value" strings applied to every config (changing them changes the run ids).
         executor: "local" or "slurm"; `executor_options` go to its constructor (e.g. cluster="local").
         progress: show a tqdm bar over runs.
+        weights: also require each run's trained weights (`RunStore.load_model`); a stored record
+            without them is rerun (same config and code: the same record).
 
     Returns:
         One `Record` per (method, seed), method-major.
@@ -89,7 +91,7 @@ def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = ran
     if executor == "local":
         executor_options.setdefault("jobs", jobs)
     records, _ = _sweep(plan(experiment, profile, seeds, methods, overrides), store, executor, progress,
-                        executor_options)
+                        executor_options, weights)
     return records
 
 
@@ -103,7 +105,8 @@ class Request(NamedTuple):
 
 def ensure_many(requests: Sequence[Request], profile: str = "ci", seeds: Iterable[int] = range(5),
                 store: RunStore | str | os.PathLike | None = None, jobs: int | None = None, *,
-                executor: str = "local", progress: bool = False, **executor_options) -> list[list[Record]]:
+                executor: str = "local", progress: bool = False, weights: bool = False,
+                **executor_options) -> list[list[Record]]:
     """`ensure_runs` for several requests at once: one executor runs every missing config of all of
     them (one worker pool, no idle workers between blocks); returns one record list per request.
     A config that appears in several requests runs once."""
@@ -112,7 +115,7 @@ def ensure_many(requests: Sequence[Request], profile: str = "ci", seeds: Iterabl
     if executor == "local":
         executor_options.setdefault("jobs", jobs)
     blocks = [plan(r.experiment, profile, seeds, r.methods, r.overrides) for r in requests]
-    records, _ = _sweep([c for b in blocks for c in b], store, executor, progress, executor_options)
+    records, _ = _sweep([c for b in blocks for c in b], store, executor, progress, executor_options, weights)
     out, start = [], 0
     for b in blocks:
         out.append(records[start:start + len(b)])

@@ -206,3 +206,22 @@ def test_a_run_hashes_its_own_task_module_only():
     assert code_version(task="toy") != code_version(task="boolean")
     with pytest.raises(ValueError, match="unknown task 'nope'"):
         run_side_files("nope")
+
+
+def test_weights_round_trip_and_damage_is_detected_and_rerun(tmp_path):
+    store = RunStore(tmp_path)
+    [record] = ensure_runs("smoke", "ci", [0], ["mask"], store=store, jobs=1, overrides=TINY, weights=True)
+    assert store.weights_path(record.run_id).is_file()
+    _, trained = run(CFG, return_model=True)
+    model = store.load_model(record)
+    x = torch.randint(0, 2, (5, 6))
+    torch.testing.assert_close(model(x), trained.eval()(x))
+    store.weights_path(record.run_id).write_bytes(b"not a torch file")
+    with pytest.raises(ValueError, match="unreadable"):
+        store.load_model(record)
+    assert not store.has_weights(record.run_id)
+    [again] = ensure_runs("smoke", "ci", [0], ["mask"], store=store, jobs=1, overrides=TINY, weights=True)
+    assert again.metrics == record.metrics and store.has_weights(record.run_id)
+    store.weights_path(record.run_id).unlink()
+    with pytest.raises(FileNotFoundError, match="weights=True"):
+        store.load_model(record)

@@ -1,2 +1,3 @@
 """Experiment presets of the chapters, one module per chapter family; each registers with
-`companion.config.register_experiment` when imported (see `EXPERIMENT_MODULES`)."""
+`companion.config.register_experiment` when imported (`companion.config.load_experiments` imports
+every module of this package)."""

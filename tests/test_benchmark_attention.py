@@ -1,0 +1,118 @@
+"""The correctness gate of benchmarks/attention.py: every variant equals the float64 eager reference
+(output and gradients of q, k, v and of the prior's parameters) at a tiny length, and the gate catches a
+wrong bias and a prior that receives no gradient. Nothing is timed here."""
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "attention.py"
+spec = importlib.util.spec_from_file_location("benchmark_attention", PATH)
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+L, SHAPE = 32, dict(B=2, H=4, D=32)
+PRIOR_PARAMS = {"goat-lanes", "eager-goat", "mask-sdpa", "eager-bias", "mask-sdpa-math"}
+
+
+def _gate(variant, mode, **kw):
+    # flex eagerly: the compiled CPU kernel takes ~20 s to build; the score_mod's math is the same
+    return bench.gate(variant, L, mode=mode, compile_flex=False, **SHAPE, **kw)
+
+
+@pytest.mark.parametrize("variant", sorted(bench.VARIANTS))
+def test_every_variant_passes_the_gate_forward(variant):
+    res = _gate(variant, "fwd")
+    assert res["passed"], res["reason"]
+    assert res["errors"]["out"] < 1e-5
+
+
+@pytest.mark.parametrize("variant", sorted(bench.VARIANTS))
+def test_every_variant_passes_the_gate_with_gradients(variant):
+    res = _gate(variant, "fwd+bwd")
+    if variant == "flex" and res["status"] == "error":
+        # torch 2.14 on CPU: flex_attention has no backward; the gate reports it instead of crashing
+        assert "NotImplementedError" in res["reason"] and "backward" in res["reason"]
+        return
+    assert res["passed"], res["reason"]
+    assert {"dq", "dk", "dv"} <= res["errors"].keys()
+    params = [n for n in res["errors"] if n not in ("out", "dq", "dk", "dv")]
+    assert bool(params) == (variant in PRIOR_PARAMS), params  # prior gradients are compared where they exist
+
+
+def test_gate_in_float64_is_exact():
+    res = _gate("goat-lanes", "fwd+bwd", dtype=torch.float64)
+    assert res["passed"], res["reason"]
+    assert max(e for e in res["errors"].values()) < 1e-10
+
+
+class WrongSign(bench.MaskSdpa):
+    """−log σ(M) instead of log σ(M): up-weights the keys the mask should down-weight."""
+
+    name = "wrong-sign"
+
+    def forward(self, q, k, v):
+        bias = (-self.module(self.L)[0]).masked_fill(self.blocked, -math.inf).to(q.dtype)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+
+class Detached(bench.MaskSdpa):
+    """The right forward, but the mask is cut from autograd: M would never train."""
+
+    name = "detached"
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask(q.dtype).detach())
+
+
+class NoCausal(bench.Sdpa):
+    name = "no-causal"
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.parametrize("mode", bench.MODES)
+def test_gate_catches_a_bias_with_the_wrong_sign(mode):
+    res = _gate(WrongSign, mode)
+    assert not res["passed"] and res["status"] == "failed"
+    assert "out" in res["reason"] and res["errors"]["out"] > 1e-2
+
+
+def test_gate_catches_a_prior_without_gradient():
+    res = _gate(Detached, "fwd+bwd")
+    assert not res["passed"]
+    assert "no gradient reached logits" in res["reason"]
+    assert _gate(Detached, "fwd")["passed"]  # the forward alone cannot tell
+
+
+def test_gate_catches_a_missing_causal_mask():
+    res = _gate(NoCausal, "fwd")
+    assert not res["passed"] and "out" in res["reason"]
+
+
+def test_gate_reports_a_variant_that_cannot_run():
+    class Broken(bench.Sdpa):
+        name = "broken"
+
+        def forward(self, q, k, v):
+            raise RuntimeError("no kernel for this input")
+
+    res = _gate(Broken, "fwd")
+    assert res["status"] == "error" and "no kernel for this input" in res["reason"]
+
+
+def test_backend_detection_on_cpu():
+    """A learnable (grad-requiring) float mask can only run on MATH on CPU (notes B1)."""
+    case = bench.Case("mask-sdpa", L, "fwd+bwd", **SHAPE, device="cpu", dtype=torch.float32)
+    info = bench.detect_backend(lambda: case.call(check=True), "cpu")
+    assert info["result"] == []  # output and gradients finite
+    assert info["sdp_choice_names"] == ["MATH"] and info["profiler_backends"] == ["MATH"]
+    plain = bench.Case("sdpa", L, "fwd", **SHAPE, device="cpu", dtype=torch.float32)
+    info = bench.detect_backend(plain.call, "cpu")
+    assert len(info["sdp_choice"]) == 1 and info["profiler_backends"]  # one SDPA call, a recognised kernel
+    assert info["sdp_choice_names"][0] in info["profiler_backends"][0]  # choice and kernel agree
