@@ -8,7 +8,7 @@ Profiles:
 - `ci`: a causal decoder of 2 layers, width 64, 4 heads of 16, FF 128, learned positions; AdamW
   (lr 1e-3, weight decay 0.1, β = (0.9, 0.98)), batch 128, one-cycle schedule with 10 % warm-up,
   gradient clipping at 1. The training budget is a fixed number of updates, the same for every
-  method and fraction: `CI_STEPS` for addition, `CI_STEPS_MUL` for multiplication. Test set: 2,000
+  method and fraction: `CI_STEPS` for addition, `CI_STEPS_MUL` for multiplication. Test set: 1,000
   held-out pairs.
 - `paper`: 6 layers, width 256, 8 heads of 32, FF 1024; AdamW lr 5e-4, batch 128, 10,000 updates
   one-cycle; 10,000 held-out test pairs. (The paper's model and budget are not public; this is a
@@ -27,8 +27,8 @@ __all__ = ["METHODS", "TABLE8_FRACTION", "CI_STEPS", "CI_STEPS_MUL", "arithmetic
 
 METHODS = ("default", "structured-svd", "structured-opt", "mimetic", "mask", "fixed-mask")
 TABLE8_FRACTION = {"add": 0.004, "mul": 0.03}
-CI_STEPS = 300
-CI_STEPS_MUL = 400
+CI_STEPS = 250
+CI_STEPS_MUL = 200
 
 
 def arithmetic_configs(op: str, profile: str) -> dict[str, RunConfig]:
@@ -41,9 +41,9 @@ def arithmetic_configs(op: str, profile: str) -> dict[str, RunConfig]:
     else:
         steps = CI_STEPS if op == "add" else CI_STEPS_MUL
         model = ModelConfig(arch="decoder", d_model=64, n_layers=2, n_heads=4, d_ff=128)
-        task = TaskConfig.of("arithmetic", op=op, fraction=TABLE8_FRACTION[op], n_test=2000, eval_points=250)
+        task = TaskConfig.of("arithmetic", op=op, fraction=TABLE8_FRACTION[op], n_test=1000, eval_points=250)
         train = TrainConfig(optimizer="adamw", lr=1e-3, weight_decay=0.1, betas=(0.9, 0.98), batch_size=128,
-                            steps=steps, schedule="onecycle", warmup=0.1, clip_norm=1.0, eval_every=steps // 6)
+                            steps=steps, schedule="onecycle", warmup=0.1, clip_norm=1.0, eval_every=steps // 5)
     base = RunConfig(f"arith-{op}", "default", profile, 0, model, task, train)
     return {m: replace(base, method=m, model=method_model(model, m)) for m in METHODS}
 
