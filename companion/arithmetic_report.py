@@ -17,12 +17,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from companion.experiments.arithmetic import METHODS, TABLE8_FRACTION
 from companion.config import get_experiment
+from companion.experiments.arithmetic import METHODS, TABLE8_FRACTION
+from companion.gotu_report import curves as method_curves
 from companion.stats import paired, paired_table, summarize, summary_table
 from companion.sweep import Request, ensure_many, records_frame
 
-__all__ = ["LABELS", "FRACTIONS", "FIGURE2_METHODS", "MUL_METHODS", "LONG_BUDGET", "PAPER_TABLE8", "load_runs", "table8",
+__all__ = ["LABELS", "FRACTIONS", "FIGURE2_METHODS", "MUL_METHODS", "LONG_BUDGET", "load_runs", "table8",
            "paired_against", "curves", "steps_to", "summary", "fraction_label"]
 
 LABELS = {"default": "Default", "structured-svd": "Structured (SVD)", "structured-opt": "Structured (Opt)",
@@ -31,9 +32,6 @@ FRACTIONS = {"ci": (0.002, 0.004, 0.01), "paper": (0.002, 0.004, 0.01, 0.03)}
 FIGURE2_METHODS = ("default", "mask")
 MUL_METHODS = {"ci": ("default", "mask"), "paper": METHODS}
 LONG_BUDGET = 2
-# The source's Table 8 as quoted by the review dossier (sequence accuracy, %).
-PAPER_TABLE8 = {"add": {"default": 1.19, "mask": 77.49, "best other": 3.39},
-                "mul": {"default": 5.01, "mask": 69.49, "best structured": 27.82}}
 
 
 def fraction_label(f: float) -> str:
@@ -112,14 +110,8 @@ def paired_gain(frame: pd.DataFrame, op: str, fraction: float, method: str, base
 
 
 def curves(records: Sequence, split: str = "test", metric: str = "seq_acc") -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """{method: (steps, values (seeds, evaluations))} of an evaluation curve."""
-    out: dict[str, list] = {}
-    steps: dict[str, list] = {}
-    for rec in records:
-        m = rec.config.method
-        steps[m] = rec.curves["steps"]
-        out.setdefault(m, []).append(rec.curves["eval"][split][metric])
-    return {m: (np.asarray(steps[m]), np.asarray(v)) for m, v in out.items()}
+    """{method: (steps, values (seeds, evaluations))}: `companion.gotu_report.curves` on the test split."""
+    return method_curves(records, split, metric)
 
 
 def steps_to(records: Sequence, threshold: float, split: str = "test", metric: str = "seq_acc") -> pd.DataFrame:

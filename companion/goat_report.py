@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 
 from companion.experiments.goat import METHODS
+from companion.gotu_report import curves as method_curves
 from companion.runs import RunStore
 from companion.sweep import Request, ensure_many, records_frame
 from companion.tasks import make_task
@@ -81,6 +82,6 @@ def sink_curve(models: Sequence, x: torch.Tensor, *, bins: int = 8, layer: int =
 
 
 def curves(records: Sequence, metric: str = "gap") -> tuple[np.ndarray, np.ndarray]:
-    """(steps, values (runs, evaluations)) of a test metric of the copy-mixture runs."""
-    steps = np.asarray(records[0].curves["steps"])
-    return steps, np.asarray([r.curves["eval"]["test"][metric] for r in records])
+    """(steps, values (runs, evaluations)) of a test metric of one method's copy-mixture runs."""
+    [(steps, values)] = method_curves(records, "test", metric).values()
+    return steps, values
