@@ -11,7 +11,12 @@ Notable choices:
   the convention of SDPA's boolean `attn_mask`;
 - `causal=True` lets query i read keys j ≤ i (top-left aligned, as SDPA's `is_causal`);
 - every input is checked before any arithmetic: a row with no visible key has no distribution to
-  normalise, so it is an error that names the rows instead of a silent NaN.
+  normalise, so it is an error that names the rows instead of a silent NaN;
+- the fused path names the SDPA kernels it allows (`sdpa_backends`). On CUDA a float bias that needs
+  a gradient (a learnable mask) goes to the memory-efficient kernel, the one fused kernel that
+  differentiates its mask (flash takes no mask; cuDNN and CPU flash refuse a mask that requires
+  grad), with MATH only as the fallback for inputs that kernel rejects. On CPU no fused kernel
+  differentiates a mask, so such a bias runs MATH (benchmarks/attention.py measures what that costs).
 
 Shapes: b batch, h heads, i query positions, j key positions, d head dim (q, k), e value dim.
 """
@@ -24,8 +29,9 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
-__all__ = ["attend", "visible_keys", "BACKENDS"]
+__all__ = ["attend", "visible_keys", "sdpa_backends", "BACKENDS"]
 
 BACKENDS = ("auto", "eager", "sdpa")
 Backend = Literal["auto", "eager", "sdpa"]
@@ -158,7 +164,26 @@ def _eager(q, k, v, bias, causal, scale):
     return weights @ v, weights
 
 
+def sdpa_backends(device_type: str, bias: Tensor | None) -> list[SDPBackend] | None:
+    """The SDPA kernels `attend` allows, in priority order; None leaves the choice to SDPA.
+
+    A float bias that requires grad on CUDA: [EFFICIENT_ATTENTION, MATH] (module docstring). Every
+    other case: None (SDPA's own order already picks the fastest kernel that accepts the inputs).
+    """
+    if device_type == "cuda" and bias is not None and bias.dtype != torch.bool and bias.requires_grad:
+        return [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    return None
+
+
 def _sdpa(q, k, v, bias, causal, scale):
+    allowed = sdpa_backends(q.device.type, bias)
+    if allowed is not None:
+        with sdpa_kernel(allowed):
+            return _sdpa_call(q, k, v, bias, causal, scale)
+    return _sdpa_call(q, k, v, bias, causal, scale)
+
+
+def _sdpa_call(q, k, v, bias, causal, scale):
     if bias is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
     if causal:

@@ -135,7 +135,13 @@ class RotaryEmbedding(nn.Module):
         dim: head dim to rotate (even).
         base: θ_k = base^(−2k/dim).
         interleaved: pair (x_2k, x_2k+1) instead of the half-split (x_k, x_{k+d/2}).
+
+    Attribute `interpolate` (0 = off): a training length T; an input of n > T positions is then
+    read at positions p·(T − 1)/(n − 1) (position interpolation, Chen et al. 2023), so no angle
+    exceeds those seen in training. An evaluation-time switch: it changes no parameter.
     """
+
+    interpolate: int = 0
 
     def __init__(self, dim: int, *, base: float = 10000.0, interleaved: bool = False):
         super().__init__()
@@ -154,8 +160,12 @@ class RotaryEmbedding(nn.Module):
                 f"q has {q.shape[-2]} positions and k has {k.shape[-2]}; one `positions` tensor "
                 "serves both only when they are equally long. Rotate each with apply_rotary."
             )
+        n = q.shape[-2]
+        if positions is None and self.interpolate and n > self.interpolate:
+            positions = torch.arange(n, dtype=torch.float64, device=q.device) * ((self.interpolate - 1) / (n - 1))
         kw = dict(base=self.base, interleaved=self.interleaved)
         return apply_rotary(q, positions, **kw), apply_rotary(k, positions, **kw)
 
     def extra_repr(self) -> str:
-        return f"dim={self.dim}, base={self.base:g}, interleaved={self.interleaved}"
+        pi = f", interpolate={self.interpolate}" if self.interpolate else ""
+        return f"dim={self.dim}, base={self.base:g}, interleaved={self.interleaved}{pi}"

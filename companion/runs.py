@@ -2,8 +2,8 @@
 
 Identity: run_id = sha256(canonical JSON of {"config": the full RunConfig, "code": code_version()}),
 where code_version(task=…) hashes the package files a run of that task executes (`run_side_files`:
-everything except the book-side modules that only analyse and draw, the experiment presets and the
-other tasks' modules): any change to code a run executes gives new ids, so stale results are never
+the RUN_SIDE modules, `tasks/__init__.py` and the task's own module; not the book-side modules that
+only analyse and draw, the experiment presets or the other tasks' modules): any change to code a run executes gives new ids, so stale results are never
 reused (they stay on disk, unused). `run(cfg)` trains and returns a
 `Record`; `RunStore` saves it atomically and loads it back, moving aside anything corrupt.
 """
@@ -30,7 +30,7 @@ from companion.config import RunConfig, canonical_json, config_from_dict, config
 from companion.paths import repo_root
 
 __all__ = [
-    "SCHEMA_VERSION", "Record", "RunStore", "run", "run_id", "code_version", "run_side_files", "repo_root",
+    "SCHEMA_VERSION", "RUN_SIDE", "BOOK_SIDE", "unclassified_modules", "Record", "RunStore", "run", "run_id", "code_version", "run_side_files", "repo_root",
     "default_store_root", "git_commit", "stream", "add_commands",
 ]
 
@@ -45,8 +45,12 @@ def default_store_root() -> Path:
     return Path(env) if env else repo_root() / "runs"
 
 
-# Modules that analyse, draw or publish results. A run never imports them (tests/test_runs.py checks
-# this), so editing them leaves stored runs valid; every other module is part of a run's identity.
+# Every top-level module of the package is on exactly one side (tests/test_runs.py checks the split
+# is complete). RUN_SIDE modules are what a run executes: they make up its identity. BOOK_SIDE modules
+# analyse, draw or publish results; a run never imports them (tested), so editing or adding one leaves
+# stored runs valid. A new module must be added to one of the two lists.
+RUN_SIDE = frozenset({"__init__", "attention", "boolean_fourier", "config", "drift", "executors", "goat", "init",
+                      "masks", "model", "paths", "positions", "priors", "runs", "stats", "sweep", "train"})
 BOOK_SIDE = frozenset({"chapters", "claims", "scoreboard", "plots", "gotu_report", "referee_report", "arithmetic_report",
                        "goat_report", "transport",
                        "foundations", "mechanism",
@@ -56,23 +60,21 @@ BOOK_SIDE = frozenset({"chapters", "claims", "scoreboard", "plots", "gotu_report
 def run_side_files(task: str | None = None) -> list[Path]:
     """The package files a run of `task` executes, in sorted order (what its code version hashes).
 
-    Every module counts except the book-side ones (BOOK_SIDE), the experiment presets (a run's
-    config already holds everything a preset decides) and the task modules of other tasks: a run of
-    task T hashes `tasks/__init__.py` and T's own module only. With `task=None` no task module counts.
+    The RUN_SIDE modules plus, for task T, `tasks/__init__.py` and T's own module (other tasks'
+    modules, the experiment presets and the book-side modules do not count: a run's config already
+    holds everything a preset decides). With `task=None` no task module counts.
     """
     pkg = _package_dir()
     own = _task_module(task) if task is not None else None
-    files = []
-    for path in sorted(pkg.rglob("*.py")):
-        rel = path.relative_to(pkg)
-        if "__pycache__" in rel.parts or rel.parts[0] == "experiments":
-            continue
-        if len(rel.parts) == 1 and path.stem in BOOK_SIDE:
-            continue
-        if rel.parts[0] == "tasks" and rel.name != "__init__.py" and rel != own:
-            continue
-        files.append(path)
-    return files
+    files = [pkg / f"{name}.py" for name in RUN_SIDE]
+    files += [pkg / "tasks" / "__init__.py"] + ([pkg / own] if own is not None else [])
+    return sorted(files)
+
+
+def unclassified_modules() -> list[str]:
+    """Top-level modules of the package on neither side (or on both): each must be put on one."""
+    names = {p.stem for p in _package_dir().glob("*.py")}
+    return sorted((names - RUN_SIDE - BOOK_SIDE) | (RUN_SIDE & BOOK_SIDE) | (RUN_SIDE - names))
 
 
 def _package_dir() -> Path:

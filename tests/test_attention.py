@@ -199,3 +199,29 @@ def test_other_bad_inputs():
         attend(q, k, v, backend="sdpa", return_weights=True)
     with pytest.raises(ValueError, match="dtype"):
         attend(q, k, v, bias=torch.zeros(I, J, dtype=torch.int64))
+
+
+def test_a_learnable_mask_on_cuda_is_sent_to_the_kernel_that_differentiates_it():
+    from torch.nn.attention import SDPBackend
+
+    from companion.attention import sdpa_backends
+
+    mask = torch.zeros(4, 4, requires_grad=True)
+    assert sdpa_backends("cuda", mask) == [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    # SDPA's own order for everything else: no bias, a fixed mask, a boolean mask, any CPU input
+    assert sdpa_backends("cuda", None) is None
+    assert sdpa_backends("cuda", mask.detach()) is None
+    assert sdpa_backends("cuda", torch.ones(4, 4, dtype=torch.bool)) is None
+    assert sdpa_backends("cpu", mask) is None
+
+
+def test_a_learnable_mask_gets_the_eager_gradient_through_sdpa():
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 2, 5, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    grads = []
+    for backend in ("eager", "sdpa"):
+        mask = torch.randn(2, 5, 5, generator=torch.Generator().manual_seed(4), dtype=torch.float64).requires_grad_()
+        attend(q, k, v, bias=mask, causal=True, backend=backend).square().sum().backward()
+        grads.append(mask.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-10, atol=1e-12)
+    assert grads[0].triu(1).abs().max() == 0  # keys the causal rule hides get no gradient

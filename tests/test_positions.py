@@ -122,3 +122,21 @@ def test_priors_reexports_import_in_either_order():
     )
     for first in ("", "import companion.priors\n"):
         subprocess.run([sys.executable, "-c", first + code], check=True)
+
+
+def test_position_interpolation_squeezes_long_inputs_into_the_training_range():
+    from companion.positions import RotaryEmbedding, apply_rotary
+
+    g = torch.Generator().manual_seed(0)
+    rope = RotaryEmbedding(8)
+    q, k = torch.randn(2, 3, 40, 8, generator=g, dtype=torch.float64), torch.randn(2, 3, 40, 8, generator=g, dtype=torch.float64)
+    plain = rope(q, k)
+    rope.interpolate = 16
+    pi = rope(q, k)
+    expect = torch.arange(40, dtype=torch.float64) * (15 / 39)
+    torch.testing.assert_close(pi[0], apply_rotary(q, expect), rtol=0, atol=1e-12)
+    assert not torch.allclose(pi[0], plain[0])
+    # inputs no longer than the training length are read as before
+    short = rope(q[:, :, :16], k[:, :, :16])
+    torch.testing.assert_close(short[1], apply_rotary(k[:, :, :16]), rtol=0, atol=0)
+    assert "interpolate=16" in repr(rope)

@@ -225,3 +225,13 @@ def test_weights_round_trip_and_damage_is_detected_and_rerun(tmp_path):
     store.weights_path(record.run_id).unlink()
     with pytest.raises(FileNotFoundError, match="weights=True"):
         store.load_model(record)
+
+
+def test_every_module_is_on_exactly_one_side():
+    """A new module must be classified: on the run side it enters every run's identity, on the book
+    side it must never be imported by a run (test above)."""
+    from companion.runs import BOOK_SIDE, RUN_SIDE, unclassified_modules
+
+    assert unclassified_modules() == []
+    assert not RUN_SIDE & BOOK_SIDE
+    assert {"model", "train", "attention"} <= RUN_SIDE and {"chapters", "plots"} <= BOOK_SIDE
