@@ -177,7 +177,8 @@ def test_book_side_modules_are_never_imported_by_a_run():
     code = (
         "import sys\n"
         "from companion.config import get_experiment\n"
-        "from companion.runs import BOOK_SIDE, run\n"
+        "from companion.runs import run\n"
+        "from companion.sides import BOOK_SIDE\n"
         "cfg = get_experiment('smoke').config('ci', 'mask', 0, ['train.steps=2', 'train.eval_every=1'])\n"
         "run(cfg)\n"
         "from companion.executors import execute_run\n"
@@ -230,7 +231,8 @@ def test_weights_round_trip_and_damage_is_detected_and_rerun(tmp_path):
 def test_every_module_is_on_exactly_one_side():
     """A new module must be classified: on the run side it enters every run's identity, on the book
     side it must never be imported by a run (test above)."""
-    from companion.runs import BOOK_SIDE, RUN_SIDE, unclassified_modules
+    from companion.runs import unclassified_modules
+    from companion.sides import BOOK_SIDE, RUN_SIDE
 
     assert unclassified_modules() == []
     assert not RUN_SIDE & BOOK_SIDE
