@@ -191,6 +191,9 @@ def _sdpa_call(q, k, v, bias, causal, scale):
         bias = _with_causal(bias, q.shape[-2], k.shape[-2], q.dtype, q.device)
     if bias.dtype != torch.bool:
         bias = bias.to(q.dtype)
+    # Give the mask all four axes: torch 2.14 sends a 3-D mask to the MATH kernel on CPU, while the
+    # same mask as (1, h, i, j) may take the fused one (benchmarks/attention.py, mask-attend).
+    bias = bias.reshape((1,) * (4 - bias.dim()) + tuple(bias.shape))
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
 
 

@@ -61,8 +61,11 @@ def run_side_files(task: str | None = None) -> list[Path]:
 
 
 def unclassified_modules() -> list[str]:
-    """Top-level modules of the package on neither side (or on both): each must be put on one."""
-    names = {p.stem for p in _package_dir().glob("*.py")} - {"sides"}
+    """Top-level modules and subpackages (other than tasks/ and experiments/, which runs hash per
+    task and never, respectively) on neither side or on both: each must be put on exactly one."""
+    pkg = _package_dir()
+    names = {p.stem for p in pkg.glob("*.py")} - {"sides"}
+    names |= {p.parent.name for p in pkg.glob("*/__init__.py")} - {"tasks", "experiments"}
     return sorted((names - RUN_SIDE - BOOK_SIDE) | (RUN_SIDE & BOOK_SIDE) | (RUN_SIDE - names))
 
 

@@ -12,6 +12,6 @@ hashed, so adding a book-side module re-keys nothing, and adding a run-side one 
 RUN_SIDE = frozenset({"__init__", "attention", "boolean_fourier", "config", "drift", "executors", "goat", "init",
                       "masks", "model", "paths", "positions", "priors", "runs", "stats", "sweep", "train"})
 BOOK_SIDE = frozenset({"chapters", "claims", "scoreboard", "plots", "gotu_report", "referee_report", "arithmetic_report",
-                       "goat_report", "transport", "extrapolation_report",
+                       "goat_report", "transport", "extrapolation_report", "cost_report", "cost",
                        "foundations", "mechanism",
                        "cli", "__main__"})

@@ -225,3 +225,22 @@ def test_a_learnable_mask_gets_the_eager_gradient_through_sdpa():
         grads.append(mask.grad)
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-10, atol=1e-12)
     assert grads[0].triu(1).abs().max() == 0  # keys the causal rule hides get no gradient
+
+
+def test_a_mask_reaches_sdpa_with_four_axes(monkeypatch):
+    """torch picks its kernel by the mask's rank; a (1, i, j) mask must arrive as (1, 1, i, j)."""
+    import torch.nn.functional as F
+
+    seen = []
+    real = F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, **kw):
+        seen.append(None if attn_mask is None else tuple(attn_mask.shape))
+        return real(q, k, v, attn_mask=attn_mask, **kw)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    q = torch.randn(2, 3, 5, 4)
+    for bias in (torch.zeros(5, 5), torch.zeros(1, 5, 5), torch.zeros(3, 5, 5), torch.zeros(2, 3, 5, 5)):
+        out = attend(q, q, q, bias=bias, causal=True, backend="sdpa")
+        torch.testing.assert_close(out, attend(q, q, q, bias=bias, causal=True, backend="eager"))
+    assert seen == [(1, 1, 5, 5), (1, 1, 5, 5), (1, 3, 5, 5), (2, 3, 5, 5)]
