@@ -1,22 +1,22 @@
-"""The correctness gate of benchmarks/attention.py: every variant equals the float64 eager reference
-(output and gradients of q, k, v and of the prior's parameters) at a tiny length, and the gate catches a
-wrong bias and a prior that receives no gradient. Nothing is timed here."""
+"""The attention-cost benchmark (companion.cost, benchmarks/attention.py): every variant equals the float64
+eager reference (output and gradients of q, k, v and of the prior's parameters) at a tiny length, and the
+gate catches a wrong bias and a prior that receives no gradient; the CLI parses, and a tiny sweep runs
+end to end."""
 
-import importlib.util
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "attention.py"
-spec = importlib.util.spec_from_file_location("benchmark_attention", PATH)
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+from companion import cost as bench
 
+CLI = Path(__file__).resolve().parent.parent / "benchmarks" / "attention.py"
 L, SHAPE = 32, dict(B=2, H=4, D=32)
-PRIOR_PARAMS = {"goat-lanes", "eager-goat", "mask-sdpa", "eager-bias", "mask-sdpa-math"}
+PRIOR_PARAMS = {"goat-lanes", "eager-goat", "mask-sdpa", "eager-bias", "mask-sdpa-math", "mask-attend"}
 
 
 def _gate(variant, mode, **kw):
@@ -116,3 +116,50 @@ def test_backend_detection_on_cpu():
     info = bench.detect_backend(plain.call, "cpu")
     assert len(info["sdp_choice"]) == 1 and info["profiler_backends"]  # one SDPA call, a recognised kernel
     assert info["sdp_choice_names"][0] in info["profiler_backends"][0]  # choice and kernel agree
+
+
+def test_mask_attend_goes_through_attend_sdpa():
+    """mask-attend is mask-sdpa's function through attend(backend="sdpa"): same output, one SDPA call."""
+    a = bench.Case("mask-attend", L, "fwd", **SHAPE, device="cpu", dtype=torch.float64)
+    b = bench.Case("mask-sdpa", L, "fwd", **SHAPE, device="cpu", dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(a.var(a.q, a.k, a.v), b.var(b.q, b.k, b.v), rtol=0, atol=1e-12)
+    info = bench.detect_backend(lambda: a.call(check=True), "cpu")
+    assert info["result"] == [] and len(info["sdp_choice"]) == 1
+    assert "mask-attend" in bench.DEFAULT_VARIANTS
+
+
+def test_cli_help(tmp_path):
+    p = subprocess.run([sys.executable, str(CLI), "--help"], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "--quick" in p.stdout and "--variants" in p.stdout and "mask-attend" in p.stdout
+
+
+def test_cli_rejects_an_unknown_variant(tmp_path):
+    p = subprocess.run([sys.executable, str(CLI), "--variants", "nope", "--out", str(tmp_path / "x.json")],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert p.returncode == 1 and "unknown variant(s) ['nope']" in p.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_run_sweep_tiny():
+    threads = torch.get_num_threads()
+    res = bench.run_sweep(variants=["sdpa", "goat-lanes"], lengths=[64], modes=["fwd"], repeats=2, warmup=0,
+                          memory="inprocess", B=1, H=2, D=32, compile_flex=False, verbose=False)
+    assert torch.get_num_threads() == threads  # restored
+    assert res["schema"] == bench.SCHEMA and res["settings"]["variants"] == ["sdpa", "goat-lanes"]
+    assert [(r["variant"], r["L"], r["mode"], r["status"]) for r in res["results"]] == \
+        [("sdpa", 64, "fwd", "ok"), ("goat-lanes", 64, "fwd", "ok")]
+    for r in res["results"]:
+        assert r["gate"]["passed"] and len(r["time_s"]["samples"]) == 2
+        assert r["memory"]["status"] == "ok" and r["memory"]["isolation"] == "in-process"
+    assert set(res["ratios"]["fwd"]["goat-lanes"]["64"]) == {"median_ratio", "paired_median"}
+
+
+def test_memory_probe_runs_in_a_fresh_process_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    m = bench.probe_subprocess("sdpa", L, "fwd", **SHAPE, device="cpu", dtype=torch.float32, seed=0, rank=4,
+                               compile_flex=False, threads=1, mem_limit_bytes=None, timeout=120)
+    assert m["status"] == "ok", m
+    assert m["isolation"] == "subprocess" and m["peak_bytes"] >= 0 and len(m["steady_peaks_bytes"]) == 2

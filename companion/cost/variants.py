@@ -1,0 +1,251 @@
+"""The attention variants whose cost is measured: one way each of computing causal attention with a prior.
+
+All are causal; B batch, H heads, D head dim; every prior is trainable in fwd+bwd:
+- sdpa         plain `F.scaled_dot_product_attention(q, k, v, is_causal=True)`, no prior: the speed of
+               light, the denominator of every ratio;
+- goat-lanes   `GoatPrior.lanes(q, k)` then the same unmasked SDPA call; building the lanes is timed and
+               the gradient reaches every prior parameter (α, β, sink MLP, gain, bump, recency);
+- mask-sdpa    learnable float mask log σ(M), M an (L, L) `LearnableMask` shared by the heads, causal
+               part folded in as −inf, passed as `attn_mask`; gradient to M;
+- eager-bias   the same log σ(M) through `companion.attention.attend(..., backend="eager")`: explicit
+               scores + materialised bias + softmax;
+- flex         `flex_attention` with a causal BlockMask and a `score_mod` adding the captured GOAT tables
+               κ_h(i − j) (an (H, 2L − 1) table) and u_h(j) (H, L): softmax(q·k/√D + K) over all D
+               dims; compiled with `torch.compile` (compile time excluded from timing). On CPU torch
+               2.14 supports its forward only: fwd+bwd records the error string as the data point;
+- eager-goat   the GOAT prior materialised as an (H, L, L) Toeplitz gather of the same tables, through
+               `attend(..., backend="eager")`: the function goat-lanes computes, without the lanes;
+- mask-attend  the same log σ(M) through `attend(..., causal=True, backend="sdpa")`: the package's own
+               fused path. On CUDA, when the mask requires grad (fwd+bwd), `attention.sdpa_backends`
+               restricts SDPA to the memory-efficient kernel (+ MATH fallback). `attend` passes the
+               mask as LearnableMask returns it, (1, L, L): a 3-D mask, which CPU-flash refuses, so
+               on CPU this runs MATH even in fwd, where mask-sdpa's (L, L) mask takes CPU-flash.
+Optional: alibi-sdpa (a frozen ALiBi float mask, no gradient: the "b′" case of the notes),
+mask-sdpa-math (mask-sdpa pinned to the MATH backend: the CUDA reference for EFFICIENT).
+
+Each variant also knows its `reference`: the same function in float64 through the eager path, with
+the prior materialised by the package's own code (`companion.cost.gate` compares the two).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from companion.attention import attend
+from companion.cost.flex import _flex_fn
+from companion.goat import GoatPrior
+from companion.positions import ALiBi
+from companion.priors import LearnableMask
+
+DEFAULT_VARIANTS = ("sdpa", "goat-lanes", "mask-sdpa", "eager-bias", "flex", "eager-goat", "mask-attend")
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
+GOAT_RECENCY = {"value": "alibi"}  # "alibi" (the seeded init) or "zero"; set by --goat-recency
+
+
+def _goat_prior(L: int, H: int, D: int, rank: int, seed: int, device) -> GoatPrior:
+    g = torch.Generator().manual_seed(seed)
+    prior = GoatPrior(H, D, train_len=L, rank=rank, causal=True, init="seeded", generator=g)
+    with torch.no_grad():
+        for name, p in prior.named_parameters():
+            if name != "recency":
+                p.add_(0.3 * torch.randn(p.shape, generator=g, dtype=torch.float64).to(p.dtype))
+        if GOAT_RECENCY["value"] == "zero":
+            prior.recency.zero_()
+    return prior.to(device)
+
+
+def goat_tables(prior: GoatPrior, L: int) -> tuple[Tensor, Tensor]:
+    """κ_h(Δ) for Δ = −(L−1)..L−1, (H, 2L − 1) (index Δ + L − 1), and u_h(j), (H, L)."""
+    dev = prior.alpha.device
+    return prior.kappa(torch.arange(-(L - 1), L, device=dev)), prior.sink(torch.arange(L, device=dev))
+
+
+class Variant:
+    """One way of computing causal attention; `forward` is the timed work.
+
+    `module` holds the trainable prior (or None); `reference` recomputes the same function with a
+    float64 copy of that module through the eager reference path.
+    """
+
+    name = ""
+    module: nn.Module | None = None
+
+    def __init__(self, L: int, *, H: int, D: int, device, dtype, seed: int = 1, rank: int = 4,
+                 compile_flex: bool = True):
+        self.L, self.H, self.D, self.device, self.dtype = L, H, D, torch.device(device), dtype
+        self.seed, self.rank, self.compile_flex = seed, rank, compile_flex
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        return self.forward(q, k, v)
+
+    def reference(self, q: Tensor, k: Tensor, v: Tensor, module64: nn.Module | None) -> Tensor:
+        """float64 eager attention of the same function (module64: float64 copy of `module`)."""
+        return attend(q, k, v, causal=True, backend="eager")
+
+    def params(self) -> dict[str, Tensor]:
+        return {} if self.module is None else dict(self.module.named_parameters())
+
+    def kind(self) -> str:
+        return "sdpa"
+
+
+class Sdpa(Variant):
+    name = "sdpa"
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+class GoatLanes(Variant):
+    name = "goat-lanes"
+
+    def __init__(self, L, **kw):
+        super().__init__(L, **kw)
+        self.module = _goat_prior(L, self.H, self.D, self.rank, self.seed, self.device)
+
+    def forward(self, q, k, v):
+        q2, k2 = self.module.lanes(q, k)
+        return F.scaled_dot_product_attention(q2, k2, v, is_causal=True)
+
+    def reference(self, q, k, v, module64):
+        dc = module64.content_dim
+        return attend(q[..., :dc], k[..., :dc], v, bias=module64(self.L, self.L), causal=True, backend="eager")
+
+
+class MaskSdpa(Variant):
+    name = "mask-sdpa"
+
+    def __init__(self, L, **kw):
+        super().__init__(L, **kw)
+        g = torch.Generator(device=self.device).manual_seed(self.seed)
+        self.module = LearnableMask(torch.randn(L, L, generator=g, device=self.device))
+        self.blocked = ~torch.ones(L, L, dtype=torch.bool, device=self.device).tril()  # causal part, built once
+
+    def mask(self, dtype) -> Tensor:
+        return self.module(self.L)[0].masked_fill(self.blocked, -math.inf).to(dtype)  # (L, L)
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask(q.dtype))
+
+    def reference(self, q, k, v, module64):
+        return attend(q, k, v, bias=module64(self.L), causal=True, backend="eager")
+
+
+class MaskSdpaMath(MaskSdpa):
+    name = "mask-sdpa-math"
+
+    def forward(self, q, k, v):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel([SDPBackend.MATH]):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask(q.dtype))
+
+
+class EagerBias(MaskSdpa):
+    name = "eager-bias"
+
+    def __init__(self, L, **kw):
+        super().__init__(L, **kw)
+        self.blocked = None  # attend folds the causal rule in itself
+
+    def forward(self, q, k, v):
+        return attend(q, k, v, bias=self.module(self.L), causal=True, backend="eager", check=False)
+
+    def kind(self):
+        return "eager"
+
+
+class MaskAttend(EagerBias):
+    name = "mask-attend"
+
+    def forward(self, q, k, v):
+        return attend(q, k, v, bias=self.module(self.L), causal=True, backend="sdpa", check=False)
+
+    def kind(self):
+        return "sdpa"
+
+
+class AlibiSdpa(Variant):
+    name = "alibi-sdpa"
+
+    def __init__(self, L, **kw):
+        super().__init__(L, **kw)
+        self.alibi = ALiBi(self.H).to(self.device)
+        blocked = ~torch.ones(L, L, dtype=torch.bool, device=self.device).tril()
+        self.frozen = self.alibi(L).masked_fill(blocked, -math.inf).to(self.dtype)  # built once: a fixed mask
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.frozen)
+
+    def reference(self, q, k, v, module64):
+        return attend(q, k, v, bias=self.alibi(self.L).double(), causal=True, backend="eager")
+
+
+class EagerGoat(GoatLanes):
+    name = "eager-goat"
+
+    def forward(self, q, k, v):
+        kap, u = goat_tables(self.module, self.L)
+        # Toeplitz expansion without an (L, L) index: rev[h, t] = κ_h(L − 1 − t), windows
+        # rev[h, i' : i' + L] = κ_h(L − 1 − i' − j) for row i' = L − 1 − i, then flip the rows.
+        toeplitz = kap.flip(-1).unfold(-1, self.L, 1).flip(-2)  # (H, L, L): κ_h(i − j)
+        bias = toeplitz + u[:, None, :]  # + key-only sink
+        dc = self.module.content_dim
+        return attend(q[..., :dc], k[..., :dc], v, bias=bias, causal=True, backend="eager", check=False)
+
+    def kind(self):
+        return "eager"
+
+
+class Flex(Variant):
+    name = "flex"
+
+    def __init__(self, L, **kw):
+        super().__init__(L, **kw)
+        from torch.nn.attention.flex_attention import create_block_mask
+
+        self.module = _goat_prior(L, self.H, self.D, self.rank, self.seed, self.device)
+        self.compiled = self.compile_flex
+        self.fn = _flex_fn(self.compile_flex)
+        self.block_mask = create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, None, None, L, L,
+                                            device=self.device)  # built once, as a model would cache it
+
+    def forward(self, q, k, v):
+        kap, u = goat_tables(self.module, self.L)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+            tab = torch.float64 if q.dtype == torch.float64 else torch.float32  # tables stay ≥ fp32
+            return self.fn(q, k, v, kap.to(tab), u.to(tab), self.block_mask)
+
+    def reference(self, q, k, v, module64):
+        return attend(q, k, v, bias=module64(self.L, self.L), causal=True, backend="eager")
+
+    def kind(self):
+        return "flex (compiled)" if self.compiled else "flex (eager, unfused)"
+
+
+VARIANTS: dict[str, type[Variant]] = {
+    c.name: c for c in (Sdpa, GoatLanes, MaskSdpa, EagerBias, Flex, EagerGoat, MaskAttend, AlibiSdpa, MaskSdpaMath)
+}
+
+
+def _variant_cls(variant) -> type[Variant]:
+    return VARIANTS[variant] if isinstance(variant, str) else variant
+
+
+def build(variant, L: int, *, H: int, D: int, device, dtype, seed: int = 1, rank: int = 4,
+          compile_flex: bool = True) -> Variant:
+    """Instantiate a variant; prior parameters are float32 (mixed precision), float64 in a float64 run."""
+    var = _variant_cls(variant)(L, H=H, D=D, device=device, dtype=dtype, seed=seed, rank=rank,
+                                compile_flex=compile_flex)
+    if dtype == torch.float64 and var.module is not None:
+        var.module.double()
+    return var
