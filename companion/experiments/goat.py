@@ -5,6 +5,7 @@ Methods:
   frequencies, uniform initialisation: the prior starts flat) in every layer, run as SDPA lanes.
 - rope: rotary positions on every head's queries and keys, no prior.
 - alibi: no position embeddings; ALiBi's fixed linear recency bias.
+- sinusoidal: fixed sinusoidal absolute positions added to the embeddings (Chapter 9 only).
 
 Every method has the same heads (GOAT carves its 2R + 1 prior lanes out of each head's channels, as
 the authors' code does), optimiser and budget.
@@ -31,13 +32,15 @@ CI_STEPS = 1500
 
 def prior_model(base: ModelConfig, method: str, *, rank: int = 6) -> ModelConfig:
     """The model of one method (see the module docstring)."""
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; valid: {', '.join(METHODS)}.")
-    return {
+    models = {
         "goat": replace(base, positions="none", prior=PriorConfig(kind="goat", goat_rank=rank)),
         "rope": replace(base, positions="rope"),
         "alibi": replace(base, positions="none", prior=PriorConfig(kind="alibi")),
-    }[method]
+        "sinusoidal": replace(base, positions="sinusoidal"),
+    }
+    if method not in models:
+        raise ValueError(f"unknown method {method!r}; valid: {', '.join(models)}.")
+    return models[method]
 
 
 def copymix_configs(profile: str) -> dict[str, RunConfig]:

@@ -1,0 +1,173 @@
+"""Character-level language modelling on a text corpus (GOAT, arXiv 2601.15380, Figure 2a/2b at small scale).
+
+Corpora:
+- "pydoc" (offline default): the documentation topics that ship with CPython (`pydoc_data.topics`,
+  about 465,000 characters of English prose with code examples, one document per topic). It stands
+  in for C4 (the source's corpus) and TinyStories, neither of which can be downloaded here.
+- a path to a `.txt` file whose documents are separated by `<|endoftext|>` (TinyStories' release
+  format; a file without the separator is one document), or to a `.jsonl` file with one
+  {"text": …} object per line.
+
+Tokens are characters: id 0 ends a document (EOT), id 1 stands for a character never seen in the
+training split (UNK), then the training split's characters in code-point order. The documents are
+shuffled once (`data_seed`) and the last `test_fraction` of the characters, by whole documents,
+is the test split; both splits are one stream with EOT between documents.
+
+Training examples are windows of `seq_len` + 1 tokens at offsets drawn from the run's generator
+(fresh windows every epoch of `n_train`). The test split is read as non-overlapping windows that tile
+it, so every length in `ce_at(model, length)` scores (nearly) the same characters, with contexts as
+long as the window; that is how extrapolation is measured (train at L, read at 2L … 8L).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from companion.tasks import TaskSpec, model_device, register_task
+
+__all__ = ["CharCorpusTask", "load_documents", "EOT", "UNK", "SEPARATOR"]
+
+EOT, UNK = 0, 1
+SEPARATOR = "<|endoftext|>"
+
+
+def load_documents(corpus: str) -> list[str]:
+    """The documents of `corpus` ("pydoc", or a .txt / .jsonl path; module docstring), empty ones dropped."""
+    if corpus == "pydoc":
+        from pydoc_data.topics import topics
+
+        docs = [topics[key] for key in sorted(topics)]
+    else:
+        path = Path(corpus)
+        if not path.is_file():
+            raise ValueError(f"corpus {corpus!r} is neither 'pydoc' nor an existing file; give a .txt "
+                             f"(documents separated by {SEPARATOR}) or .jsonl ({{\"text\": …}} per line) path.")
+        if path.suffix == ".jsonl":
+            docs = []
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    docs.append(json.loads(line)["text"])
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    raise ValueError(f"{path}:{n} is not a JSON object with a 'text' field; each line of a "
+                                     ".jsonl corpus must be one {\"text\": …} object.") from None
+        elif path.suffix == ".txt":
+            docs = path.read_text(encoding="utf-8").split(SEPARATOR)
+        else:
+            raise ValueError(f"corpus file {path.name!r} must end in .txt or .jsonl.")
+    docs = [d.strip() for d in docs if d.strip()]
+    if not docs:
+        raise ValueError(f"corpus {corpus!r} holds no text.")
+    return docs
+
+
+def _stream(docs: list[str], index: dict[str, int]) -> Tensor:
+    ids = []
+    for d in docs:
+        ids.extend(index.get(c, UNK) for c in d)
+        ids.append(EOT)
+    return torch.tensor(ids, dtype=torch.long)
+
+
+@register_task("char-lm")
+class CharCorpusTask:
+    """Next-character prediction on a corpus (module docstring).
+
+    Args:
+        corpus: "pydoc" or a file path. seq_len: tokens the model reads in training (L).
+        n_train: training windows per epoch. test_fraction: share of characters held out.
+        eval_windows: test windows scored by intermediate evaluations (the final one reads all).
+        data_seed: seed of the document shuffle (task-level).
+    """
+
+    def __init__(self, corpus: str = "pydoc", seq_len: int = 64, n_train: int = 8192, test_fraction: float = 0.1,
+                 eval_windows: int = 64, data_seed: int = 0):
+        if seq_len < 2 or n_train < 1 or eval_windows < 1:
+            raise ValueError("char-lm needs seq_len ≥ 2, n_train ≥ 1 and eval_windows ≥ 1.")
+        if not 0 < test_fraction < 1:
+            raise ValueError(f"test_fraction is a share of the corpus in (0, 1), got {test_fraction}.")
+        docs = load_documents(corpus)
+        if len(docs) < 2:
+            raise ValueError(f"corpus {corpus!r} has one document; the split is by documents, so give at least two.")
+        g = torch.Generator().manual_seed(data_seed)
+        docs = [docs[i] for i in torch.randperm(len(docs), generator=g).tolist()]
+        total, cut, seen = sum(len(d) for d in docs), len(docs), 0
+        for n, d in enumerate(docs):
+            if seen >= (1 - test_fraction) * total:
+                cut = n
+                break
+            seen += len(d)
+        cut = min(max(cut, 1), len(docs) - 1)
+        self.chars = sorted(set("".join(docs[:cut])))
+        index = {c: i + 2 for i, c in enumerate(self.chars)}
+        self.streams = {"train": _stream(docs[:cut], index), "test": _stream(docs[cut:], index)}
+        for split, s in self.streams.items():
+            if len(s) < seq_len + 1:
+                raise ValueError(f"the {split} split has {len(s)} tokens, fewer than one window of "
+                                 f"seq_len + 1 = {seq_len + 1}; use a larger corpus or a shorter seq_len.")
+        self.seq_len, self.n_train, self.eval_windows = seq_len, n_train, eval_windows
+        self.spec = TaskSpec(inputs="tokens", output="lm", vocab_size=len(self.chars) + 2, seq_len=seq_len)
+
+    def decode(self, ids: Tensor) -> str:
+        """Text of a 1-D id tensor (EOT as a newline, UNK as U+FFFD)."""
+        table = ["\n", "\ufffd"] + self.chars
+        return "".join(table[i] for i in ids.tolist())
+
+    def train_batches(self, batch_size: int, generator: torch.Generator):
+        s, span = self.streams["train"], self.seq_len + 1
+        starts = torch.randint(0, len(s) - span + 1, (self.n_train,), generator=generator)
+        for b in range(0, self.n_train, batch_size):
+            w = s[starts[b : b + batch_size, None] + torch.arange(span)]
+            yield w[:, :-1], w[:, 1:]
+
+    def loss(self, output: Tensor, target: Tensor) -> Tensor:
+        return F.cross_entropy(output.flatten(0, 1), target.flatten())
+
+    def windows(self, length: int, split: str = "test", limit: int | None = None) -> Tensor:
+        """Non-overlapping windows (n, length + 1) that tile a split from its start (the tail shorter
+        than one window is dropped); at most `limit` of them."""
+        s = self.streams[split]
+        n = (len(s) - 1) // length
+        if n < 1:
+            raise ValueError(f"the {split} split ({len(s)} tokens) is shorter than one window of {length + 1}.")
+        n = n if limit is None else min(n, limit)
+        return s[: n * length + 1].unfold(0, length + 1, length)[:n] if n else s[:0]
+
+    @torch.no_grad()
+    def ce_at(self, model: nn.Module, length: int, *, limit: int | None = None, batch_tokens: int = 32768) -> dict:
+        """Cross-entropy (nats per character) of `model` reading test windows of `length` tokens.
+
+        Returns {"ce", "ppl", "bpc", "windows", "per_position"}: per_position[t] is the mean CE of
+        the prediction made after reading t + 1 tokens (a float64 tensor of `length`).
+        """
+        w = self.windows(length, limit=limit)
+        dev, total = model_device(model), torch.zeros(length, dtype=torch.float64)
+        per_batch = max(1, batch_tokens // length)
+        for b in range(0, len(w), per_batch):
+            x = w[b : b + per_batch]
+            logits = model(x[:, :-1].to(dev)).float().cpu()
+            ce = F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none")
+            total += ce.double().sum(0)
+        per_position = total / len(w)
+        ce = float(per_position.mean())
+        return {"ce": ce, "ppl": math.exp(ce), "bpc": ce / math.log(2), "windows": len(w),
+                "per_position": per_position}
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, *, final: bool = True) -> dict[str, dict[str, float]]:
+        """Test cross-entropy at the training length (all windows if final, else `eval_windows`)."""
+        r = self.ce_at(model, self.seq_len, limit=None if final else self.eval_windows)
+        return {"test": {"ce": r["ce"], "ppl": r["ppl"], "bpc": r["bpc"]}}
+
+    def mask_pattern(self, variant: str, *, cls: bool) -> Tensor:
+        raise ValueError("char-lm has no mask pattern: its priors are positional (GOAT, ALiBi, RoPE, sinusoidal).")
+
+    def probe_inputs(self) -> Tensor:
+        return self.windows(self.seq_len)[:16, :-1]
