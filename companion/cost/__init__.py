@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from companion.cost.gate import TOLERANCES, gate
 from companion.cost.machine import machine_info
-from companion.cost.measure import MODES, Case, detect_backend, measure_memory, probe_subprocess, time_call
+from companion.cost.measure import (MODES, Case, detect_backend, measure_memory, native_output_silenced,
+                                    probe_subprocess, time_call)
 from companion.cost.notes import NOTES
 from companion.cost.sweep import CPU_LENGTHS, QUICK_LENGTHS, SCHEMA, default_lengths, parse_choices, run_sweep
 from companion.cost.variants import (DEFAULT_VARIANTS, DTYPES, GOAT_RECENCY, VARIANTS, AlibiSdpa, EagerBias,
@@ -23,7 +24,7 @@ from companion.cost.variants import (DEFAULT_VARIANTS, DTYPES, GOAT_RECENCY, VAR
 
 __all__ = [
     "run_sweep", "parse_choices", "default_lengths", "gate", "Case", "detect_backend", "measure_memory",
-    "probe_subprocess", "time_call", "machine_info", "build", "goat_tables", "Variant", "Sdpa", "GoatLanes",
+    "probe_subprocess", "time_call", "native_output_silenced", "machine_info", "build", "goat_tables", "Variant", "Sdpa", "GoatLanes",
     "MaskSdpa", "MaskSdpaMath", "EagerBias", "MaskAttend", "AlibiSdpa", "EagerGoat", "Flex", "VARIANTS",
     "DEFAULT_VARIANTS", "MODES", "DTYPES", "TOLERANCES", "GOAT_RECENCY", "NOTES", "SCHEMA", "CPU_LENGTHS",
     "QUICK_LENGTHS",

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -251,3 +252,22 @@ def _stats(samples: list[float]) -> dict:
     else:
         q1 = q3 = s[0]
     return {"median": statistics.median(s), "q1": q1, "q3": q3, "iqr": q3 - q1, "samples": samples}
+
+
+@contextmanager
+def native_output_silenced():
+    """Within the block, what native code writes to file descriptors 1 and 2 (the profiler's log
+    lines) goes to /dev/null; Python's own sys.stdout and sys.stderr objects are flushed first."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)

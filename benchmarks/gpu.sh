@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The GPU measurements of Chapter 10, as one script for a lent GPU (about 10 minutes on an H200).
+# Writes benchmarks/results/attention-<tag>-*.json and step-memory-<tag>.json, which the chapter reads.
+#   bash benchmarks/gpu.sh [tag]        (run from the repository root, with the package installed)
+set -euo pipefail
+tag="${1:-gpu}"
+py="${PYTHON:-.venv/bin/python}"
+out=benchmarks/results
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
+# 1. bfloat16, every variant, L = 1024 … until out of memory (recorded), memory measured in-process
+timeout 330 "$py" benchmarks/attention.py --device cuda --dtype bfloat16 --memory inprocess \
+    --tag "$tag" --out "$out/attention-$tag-bf16.json" || echo "bf16 sweep stopped: $?"
+# 2. float32 for the learnable-mask goal (C-02) and GOAT without the recency lane's bf16 error
+timeout 150 "$py" benchmarks/attention.py --device cuda --dtype float32 --memory inprocess \
+    --variants sdpa,goat-lanes,mask-sdpa,mask-attend,mask-sdpa-math --lengths 1024 2048 4096 8192 16384 \
+    --tag "$tag" --out "$out/attention-$tag-fp32.json" || echo "fp32 sweep stopped: $?"
+# 3. GOAT's memory claim at the source's genome-model shape
+timeout 90 "$py" benchmarks/step_memory.py --device cuda --shape paper --tag "$tag" || echo "step memory stopped: $?"
+ls -l "$out"
