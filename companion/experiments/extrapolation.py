@@ -29,7 +29,7 @@ from companion.experiments.goat import prior_model
 __all__ = ["METHODS", "CI_STEPS", "TRAIN_LEN", "extrapolation_configs"]
 
 METHODS = ("goat", "goat-uniform", "rope", "alibi", "sinusoidal")
-CI_STEPS = {"charlm": 500, "passkey": 600}
+CI_STEPS = {"charlm": 400, "passkey": 500}
 TRAIN_LEN = {("charlm", "ci"): 64, ("passkey", "ci"): 64, ("charlm", "paper"): 256, ("passkey", "paper"): 128}
 
 
