@@ -15,7 +15,7 @@ import pandas as pd
 
 from companion.paths import repo_root
 
-__all__ = ["RESULTS", "LABELS", "load", "committed", "frame", "wide", "growth_exponent", "goal_table", "load_steps",
+__all__ = ["RESULTS", "LABELS", "COLOURS", "load", "committed", "frame", "wide", "growth_exponent", "goal_table", "load_steps",
            "step_frame"]
 
 RESULTS = Path("benchmarks") / "results"
@@ -23,6 +23,9 @@ LABELS = {"sdpa": "SDPA, no prior", "goat-lanes": "GOAT lanes (SDPA)", "mask-sdp
           "mask-attend": "learnable mask (attend)", "mask-sdpa-math": "learnable mask (MATH)",
           "eager-bias": "eager + bias", "flex": "FlexAttention + tables", "eager-goat": "eager GOAT (Toeplitz)",
           "alibi-sdpa": "frozen ALiBi mask (SDPA)"}
+# one colour per variant (tab10), the same in every figure of the chapter
+COLOURS = dict(zip(LABELS, ("#1f77b4", "#ff7f0e", "#2ca02c", "#17becf", "#bcbd22", "#7f7f7f", "#9467bd", "#d62728",
+                            "#8c564b")))
 _MiB = 2**20
 
 
