@@ -114,7 +114,7 @@ def test_parse_seeds():
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["sweep", "smok"], "unknown experiment 'smok'; valid: arith-add, arith-mul, copymix, gotu-2parity, gotu-cyclic3, gotu-maj3, gotu-threesym, smoke"),
+    (["sweep", "smok"], "unknown experiment 'smok'; valid: arith-add, arith-mul, charlm, copymix, gotu-2parity, gotu-cyclic3, gotu-maj3, gotu-threesym, passkey, smoke"),
     (["sweep", "smoke", "--profile", "gpu"], "valid: ci, paper"),
     (["sweep", "smoke", "--methods", "default,magic"], "unknown method 'magic'"),
     (["sweep", "smoke", "--seeds", "0-"], "malformed seeds '0-'"),
