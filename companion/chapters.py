@@ -61,13 +61,14 @@ def _files_digest(h, base: Path, paths) -> None:
 
 
 def input_hash(root: Path, name: str, profile: str) -> str:
-    """What an executed chapter depends on: its source, the profile, the package, the ledger, results/."""
+    """What an executed chapter depends on: its source, the profile, the package, the ledger and the
+    committed measurements a chapter reads (benchmarks/results/*.json)."""
     h = hashlib.sha256()
     h.update(profile.encode())
     src = root / SOURCE_DIR / f"{name}.ipynb"
     h.update(json.dumps(_code_and_markdown(json.loads(src.read_text())), sort_keys=True).encode())
     h.update(code_version(include_book_side=True).encode())
-    data = [root / "book" / "claims.yml", *(root / "results").rglob("*.json")]
+    data = [root / "book" / "claims.yml", *(root / "benchmarks" / "results").rglob("*.json")]
     _files_digest(h, root, [p for p in data if p.is_file()])
     return h.hexdigest()
 

@@ -81,7 +81,12 @@ def test_input_hash_changes_with_source_and_profile(tmp_path):
     assert input_hash(tmp_path, "ch", "paper") != base
     src["cells"][0]["source"] = "# changed"
     path.write_text(json.dumps(src))
-    assert input_hash(tmp_path, "ch", "ci") != base
+    changed = input_hash(tmp_path, "ch", "ci")
+    assert changed != base
+    # a committed measurement the chapters read (Chapter 10) is part of what they depend on
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "results" / "attention-x.json").write_text("{}")
+    assert input_hash(tmp_path, "ch", "ci") != changed
 
 
 # ---------------------------------------------------------------- claims and scoreboard
