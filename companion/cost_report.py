@@ -98,6 +98,10 @@ def load_steps(stem: str = "step-memory-cpu") -> dict:
     return load(repo_root() / RESULTS / f"{stem}.json", ("machine", "settings", "results", "ratios_vs_rope", "finished"))
 
 
+def _number(value) -> float:
+    return np.nan if value is None else float(value)
+
+
 def step_frame(result: dict) -> pd.DataFrame:
     """One row per method of a whole-step result: peak MiB, memory and time relative to RoPE, step
     time, parameters. A method whose probe failed is a row of NaN with its reason."""
@@ -106,8 +110,8 @@ def step_frame(result: dict) -> pd.DataFrame:
         ok = r.get("status") == "ok"
         ratio = result["ratios_vs_rope"].get(r["method"], {})
         rows[r["method"]] = {"peak MiB": r["peak_bytes"] / _MiB if ok else np.nan,
-                             "memory vs RoPE": ratio.get("memory", np.nan), "step s": r["time_s"] if ok else np.nan,
-                             "time vs RoPE": ratio.get("time", np.nan), "parameters": r.get("params"),
+                             "memory vs RoPE": _number(ratio.get("memory")), "step s": r["time_s"] if ok else np.nan,
+                             "time vs RoPE": _number(ratio.get("time")), "parameters": r.get("params"),
                              "status": r.get("status"), "reason": r.get("reason", "")}
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "method"

@@ -115,10 +115,16 @@ def measure_step(method: str, shape: StepShape, *, device="cpu", threads: int = 
     return {"method": method, "status": "error", "reason": f"step probe exited {p.returncode}: {p.stderr.strip()[-1500:]}"}
 
 
+def _ratio(value: float, reference: float) -> float | None:
+    """value / reference; None when the reference is 0 (a step too small to raise the process's peak
+    memory above what it already holds: no ratio can be measured at that shape)."""
+    return value / reference if reference else None
+
+
 def run_steps(methods=("rope", "goat", "alibi", "sinusoidal"), shape: StepShape | str = "ci", *, device="cpu",
               threads: int = 2, tag: str | None = None) -> dict:
     """Every method at one shape, each in its own process: {machine, versions, settings, results,
-    ratios_vs_rope {method: {memory, time}}}."""
+    ratios_vs_rope {method: {memory, time}}} (a ratio is None where RoPE's value is 0)."""
     shape = SHAPES[shape] if isinstance(shape, str) else shape
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     machine, versions = machine_info(device)
@@ -126,8 +132,9 @@ def run_steps(methods=("rope", "goat", "alibi", "sinusoidal"), shape: StepShape 
     ok = {r["method"]: r for r in results if r.get("status") == "ok"}
     ratios = {}
     if "rope" in ok:
+        rope = ok["rope"]
         for m, r in ok.items():
-            ratios[m] = {"memory": r["peak_bytes"] / ok["rope"]["peak_bytes"], "time": r["time_s"] / ok["rope"]["time_s"]}
+            ratios[m] = {"memory": _ratio(r["peak_bytes"], rope["peak_bytes"]), "time": _ratio(r["time_s"], rope["time_s"])}
     return {"benchmark": "train_step_memory", "schema": 1, "tag": tag, "started": started,
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine,
             "versions": versions, "settings": {"device": str(device), "threads": threads, "dtype": "float32",
