@@ -1,9 +1,9 @@
 """Cost of one attention layer with a prior vs sequence length L: time and peak memory per backend.
 
-The command line over `companion.cost.run_sweep`. What is measured and how lives with the code:
+The command line over `companion.cost.run_benchmark`. What is measured and how lives with the code:
 variants (sdpa, goat-lanes, mask-sdpa, eager-bias, flex, eager-goat, mask-attend; optional alibi-sdpa,
 mask-sdpa-math) in companion/cost/variants.py, the float64 correctness gate in gate.py, backend
-detection, timing and memory (a fresh `python -m companion.cost.probe` process per config) in
+detection, timing and memory (a fresh `python -m companion.cost.worker` process per config) in
 measure.py, the protocol (gate, warm-up, interleaved repeats, ratios to sdpa, stopping) in sweep.py.
 
     python benchmarks/attention.py                          # full sweep on the default device
@@ -31,8 +31,7 @@ from pathlib import Path
 
 import torch
 
-from companion.cost import DEFAULT_VARIANTS, DTYPES, MODES, QUICK_LENGTHS, VARIANTS, parse_choices, run_sweep
-from companion.cost import probe
+from companion.cost import DEFAULT_VARIANTS, DTYPES, MODES, QUICK_LENGTHS, VARIANTS, parse_choices, run_benchmark
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -78,7 +77,6 @@ def parser() -> argparse.ArgumentParser:
                     help=f"smoke run: L {QUICK_LENGTHS}, 2 repeats, no warm-up beyond the first and profiled calls")
     ap.add_argument("--tag", default=None, help="name in the default output file (default: host name)")
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/attention-<device>-<tag>.json)")
-    ap.add_argument("--probe", default=None, help=argparse.SUPPRESS)  # old entry of the memory probe
     return ap
 
 
@@ -90,7 +88,7 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> dict:
         raise SystemExit(str(e)) from None
     tag = args.tag or socket.gethostname()  # the host name, as the sweep's default tag
     out = args.out or RESULTS / f"attention-{torch.device(args.device).type}-{tag}.json"
-    return run_sweep(variants=args.variants, lengths=args.lengths, modes=args.modes, device=args.device,
+    return run_benchmark(variants=args.variants, lengths=args.lengths, modes=args.modes, device=args.device,
                      dtype=args.dtype, B=args.batch, H=args.heads, D=args.head_dim, rank=args.rank,
                      repeats=args.repeats, warmup=args.warmup, threads=args.threads, gate_len=args.gate_len,
                      tol=args.tol, memory=args.memory, mem_limit_gb=args.mem_limit_gb,
@@ -101,9 +99,6 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    if args.probe:
-        probe.main(args.probe)
-        return
     run(args, argv)
 
 

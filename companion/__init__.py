@@ -1,6 +1,8 @@
 """companion: the machinery behind the book *Attention Priors, Reproduced*.
 
-The names chapters use are re-exported here; everything else lives in its own module.
+The core (`companion/*.py`, `tasks/`) trains and is what a run's identity hashes; `experiments/` names
+every run and grid; `book/` reads records and never trains; `cost/` benchmarks attention; `cli/` is
+the command line. The most used names are re-exported here; everything else lives in its own module.
 """
 
 from companion.attention import attend, visible_keys
@@ -10,15 +12,14 @@ __version__ = "0.1.0"
 __all__ = [
     "attend", "visible_keys", "LearnableMask", "sinusoidal_positions", "__version__",
     "ModelConfig", "PriorConfig", "TaskConfig", "TrainConfig", "RunConfig", "EXPERIMENTS",
-    "build_model", "train", "make_task", "ensure_runs", "records_frame", "summary_table", "paired_table",
+    "build_model", "train", "make_task", "ensure_runs",
 ]
 
 _LAZY = {
     "ModelConfig": "companion.config", "PriorConfig": "companion.config", "TaskConfig": "companion.config",
-    "TrainConfig": "companion.config", "RunConfig": "companion.config", "EXPERIMENTS": "companion.config",
+    "TrainConfig": "companion.config", "RunConfig": "companion.config", "EXPERIMENTS": "companion.experiments",
     "build_model": "companion.model", "train": "companion.train", "make_task": "companion.tasks",
-    "ensure_runs": "companion.sweep", "records_frame": "companion.sweep",
-    "summary_table": "companion.stats", "paired_table": "companion.stats",
+    "ensure_runs": "companion.sweep",
 }
 
 

@@ -1,9 +1,9 @@
-"""Run configuration: frozen dataclasses, dotted string overrides, and the experiment registry.
+"""Run configuration: frozen dataclasses and dotted string overrides.
 
 A run is `RunConfig(experiment, method, profile, seed, model, task, train, device)`; its identity is
-the hash of all of it (`companion.runs.run_id`). Experiments register presets per profile (`ci`: CPU
-minutes, `paper`: the sources' settings) in `EXPERIMENTS`, from the modules of `companion.experiments`.
-Overrides such as `train.lr=1e-4` are type-checked against the dataclass fields.
+the hash of all of it (`companion.identity.run_id`). The named presets per profile (`ci`: CPU
+minutes, `paper`: the sources' settings) live in `companion.experiments`. Overrides such as
+`train.lr=1e-4` are type-checked against the dataclass fields.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 __all__ = [
     "ModelConfig", "PriorConfig", "TaskConfig", "TrainConfig", "RunConfig",
-    "Experiment", "EXPERIMENTS", "PROFILES", "register_experiment", "load_experiments", "experiment_modules",
-    "get_experiment",
+    "PROFILES",
     "apply_overrides", "override_keys", "config_to_dict", "config_from_dict", "canonical_json",
 ]
 
@@ -55,7 +54,7 @@ class PriorConfig(_Checked):
     """The attention prior. kind "mask": bias log σ(M) with M from the task's open pattern.
 
     Attributes:
-        kind: "none" (no prior), "mask" (`companion.priors.LearnableMask`), "goat" (trainable
+        kind: a name in `companion.priors.PRIORS`, or "none": "mask" (`companion.priors.LearnableMask`), "goat" (trainable
             spectral relative prior + key-only sink, `companion.goat.GoatPrior`, computed as SDPA
             lanes carved out of each head) or "alibi" (fixed linear recency bias,
             `companion.positions.ALiBi`).
@@ -70,7 +69,7 @@ class PriorConfig(_Checked):
             spectral weights, ALiBi recency slopes), as in `GoatPrior`.
     """
 
-    kind: Literal["none", "mask", "goat", "alibi"] = "none"
+    kind: str = "none"
     trainable: bool = True
     open_value: float = 10.0
     closed_value: float = -10.0
@@ -83,6 +82,11 @@ class PriorConfig(_Checked):
 
     def _validate(self) -> None:
         _positive(self, "goat_rank")
+        from companion.priors import PRIORS  # late: priors imports torch
+
+        if self.kind != "none" and self.kind not in PRIORS:
+            raise ValueError(f"PriorConfig.kind={self.kind!r} is not one of none, {', '.join(PRIORS)} "
+                             "(the registry `companion.priors.PRIORS`).")
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,7 @@ class ModelConfig(_Checked):
         positions: how tokens learn where they sit: "learned" (a trained embedding per position,
             the model then reads at most the task's length), "sinusoidal" (Vaswani et al., added to
             the embeddings), "rope" (rotary, applied to each head's queries and keys) or "none"
-            (only the prior or the causal mask tells positions apart).
+            (only the prior or the causal mask tells positions apart); see `companion.priors.POSITIONS`.
         prior: the attention prior.
     """
 
@@ -119,7 +123,7 @@ class ModelConfig(_Checked):
     qk_init: str = "default"
     attn_backend: Literal["auto", "eager", "sdpa"] = "auto"
     qk_norm: bool = False
-    positions: Literal["learned", "sinusoidal", "rope", "none"] = "learned"
+    positions: str = "learned"
     prior: PriorConfig = field(default_factory=PriorConfig)
 
     def _validate(self) -> None:
@@ -132,6 +136,11 @@ class ModelConfig(_Checked):
                 "set d_head explicitly (e.g. model.d_head=64)."
             )
         from companion.init import QK_INITS  # late: init imports torch
+        from companion.priors import POSITIONS
+
+        if self.positions not in ("learned", "none", *POSITIONS):
+            raise ValueError(f"ModelConfig.positions={self.positions!r} is not one of learned, none, "
+                             f"{', '.join(POSITIONS)} (the registry `companion.priors.POSITIONS`).")
 
         if self.qk_init not in QK_INITS:
             raise ValueError(f"ModelConfig.qk_init={self.qk_init!r} is not one of {sorted(QK_INITS)}.")
@@ -386,99 +395,3 @@ def apply_overrides(cfg: RunConfig, overrides: Sequence[str]) -> RunConfig:
                 raise
             raise ValueError(f"override {item!r} rejected: {err}") from None
     return cfg
-
-
-# ---------------------------------------------------------------------------------------------
-# experiments
-
-
-@dataclass(frozen=True)
-class Experiment:
-    """A named family of runs: `build(profile) -> {method: RunConfig}` (seed left at 0).
-
-    Attributes:
-        name: registry key, used on the command line.
-        description: one line for `companion list`.
-        build: the presets; called with a profile in `profiles`.
-        profiles: the profiles this experiment defines.
-    """
-
-    name: str
-    description: str
-    build: Callable[[str], dict[str, RunConfig]]
-    profiles: tuple[str, ...] = PROFILES
-
-    def configs(self, profile: str) -> dict[str, RunConfig]:
-        """The method → config presets of `profile` (seed 0)."""
-        if profile not in self.profiles:
-            raise ValueError(
-                f"unknown profile {profile!r} for experiment {self.name!r}; valid: {', '.join(self.profiles)}."
-            )
-        return self.build(profile)
-
-    def methods(self, profile: str = "ci") -> list[str]:
-        return list(self.configs(profile))
-
-    def config(self, profile: str, method: str, seed: int, overrides: Sequence[str] = ()) -> RunConfig:
-        """The full config of one run, with `overrides` applied."""
-        presets = self.configs(profile)
-        if method not in presets:
-            raise ValueError(
-                f"unknown method {method!r} for experiment {self.name!r}; valid: {', '.join(presets)}."
-            )
-        return apply_overrides(replace(presets[method], seed=seed), overrides)
-
-
-EXPERIMENTS: dict[str, Experiment] = {}
-# Modules that register experiments of later chapters; imported by `load_experiments` (on first use).
-def experiment_modules() -> tuple[str, ...]:
-    """Every module of the `companion.experiments` package, sorted (each registers its presets)."""
-    import pkgutil
-
-    import companion.experiments as pkg
-
-    return tuple(sorted(f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)))
-
-
-def load_experiments() -> dict[str, Experiment]:
-    """Import every experiment module (each calls `register_experiment`); returns `EXPERIMENTS`.
-
-    Presets live in `companion/experiments/` so that adding one never changes the code a run
-    executes (that folder is outside a run's code version: a run's config holds all a preset decides)."""
-    import importlib
-
-    for name in experiment_modules():
-        importlib.import_module(name)
-    return EXPERIMENTS
-
-
-def register_experiment(exp: Experiment) -> Experiment:
-    """Add `exp` to `EXPERIMENTS` (a repeated name is an error)."""
-    if exp.name in EXPERIMENTS:
-        raise ValueError(f"experiment {exp.name!r} is already registered.")
-    EXPERIMENTS[exp.name] = exp
-    return exp
-
-
-def get_experiment(name: str) -> Experiment:
-    """`EXPERIMENTS[name]`, or a ValueError listing the valid names."""
-    load_experiments()
-    if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; valid: {', '.join(sorted(EXPERIMENTS))}.")
-    return EXPERIMENTS[name]
-
-
-def _smoke(profile: str) -> dict[str, RunConfig]:
-    """y = x0·x1 on {±1}^6 (`companion.tasks.toy`): no prior vs the true-structure mask."""
-    if profile == "ci":
-        model = ModelConfig(d_model=32, n_layers=2, n_heads=2, d_ff=64)
-        train = TrainConfig(lr=3e-3, batch_size=16, steps=150, eval_every=50)
-    else:
-        model = ModelConfig(d_model=64, n_layers=4, n_heads=4, d_ff=128)
-        train = TrainConfig(lr=1e-3, batch_size=16, steps=2000, schedule="cosine", warmup=0.05, eval_every=100)
-    base = RunConfig("smoke", "default", profile, 0, model, TaskConfig.of("toy", n_train=48), train)
-    mask = replace(model, prior=PriorConfig(kind="mask"))
-    return {"default": base, "mask": replace(base, method="mask", model=mask)}
-
-
-register_experiment(Experiment("smoke", "toy y = x0·x1: exercises the engine", _smoke))

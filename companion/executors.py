@@ -23,7 +23,8 @@ import torch
 from tqdm import tqdm  # the console bar: chapters run quietly, so no notebook widget is needed
 
 from companion.config import RunConfig, config_from_dict, config_to_dict
-from companion.runs import RunStore, run
+from companion.runs import run
+from companion.store import RunStore
 
 __all__ = ["EXECUTORS", "LocalExecutor", "SlurmExecutor", "execute_run", "make_executor"]
 

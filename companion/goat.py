@@ -35,8 +35,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from companion.positions import alibi_slopes
+from companion.priors import Prior, PriorContext
 
-__all__ = ["GoatPrior"]
+__all__ = ["GoatPrior", "sink_profiles"]
 
 INITS = ("uniform", "seeded")
 
@@ -47,7 +48,7 @@ def _geometric(count: int, base: float, device=None) -> Tensor:
     return base ** (-r / max(count - 1, 1))
 
 
-class GoatPrior(nn.Module):
+class GoatPrior(Prior):
     """Spectral relative prior κ plus key-only sink u, as a bias (h, i, j) or as SDPA lanes.
 
     Args:
@@ -96,6 +97,17 @@ class GoatPrior(nn.Module):
         self.sink_bump = nn.Parameter(torch.empty(n_heads))
         self.recency = nn.Parameter(torch.empty(n_heads))
         self.reset_parameters_(generator)
+
+    @staticmethod
+    def needs_pattern(cfg) -> bool:
+        return False
+
+    @classmethod
+    def from_config(cls, cfg, ctx: PriorContext) -> "GoatPrior":
+        """GOAT for the layer: rank `cfg.goat_rank`, init `cfg.goat_init`, training length = the
+        model's positions, the attention's causality."""
+        return cls(ctx.n_heads, ctx.d_head, train_len=ctx.n_positions, rank=cfg.goat_rank, causal=ctx.causal,
+                   init=cfg.goat_init, generator=ctx.generator)
 
     @torch.no_grad()
     def reset_parameters_(self, generator: torch.Generator | None = None) -> "GoatPrior":
@@ -153,9 +165,28 @@ class GoatPrior(nn.Module):
         j = i if j is None else j
         return self.relative(i, j) + self.sink(torch.arange(j, device=self.alpha.device))[:, None, :]
 
-    def bias(self, n: int) -> Tensor:
-        """K for a sequence of n tokens, (h, n, n)."""
-        return self(n, n)
+    def bias(self, i: int, j: int | None = None) -> Tensor:
+        """The protocol's additive log-prior K, (h, i, j) (as `forward`)."""
+        return self(i, j)
+
+    def content(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """The content channels :d_c of q and k (the rest of each head becomes prior lanes)."""
+        return q[..., :self.content_dim], k[..., :self.content_dim]
+
+    def check_attention(self, *, causal: bool) -> None:
+        if causal != self.causal:
+            raise ValueError(f"a GOAT prior built with causal={self.causal} cannot serve attention with "
+                             f"causal={causal}; build it with the attention's causality.")
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, backend: str = "auto",
+               return_weights: bool = False, check: bool = False):
+        """GOAT attention: the lanes through one unmasked SDPA call; the eager backend, or a request for
+        the weights, uses the content channels with the materialised K instead (the two agree)."""
+        self.check_attention(causal=causal)
+        if return_weights or backend == "eager":
+            return super().attend(q, k, v, causal=causal, backend="eager", return_weights=return_weights,
+                                  check=check)
+        return self.sdpa(q, k, v)
 
     # ------------------------------------------------------------------ the prior as SDPA lanes
 
@@ -220,3 +251,13 @@ class GoatPrior(nn.Module):
         return (f"heads={self.n_heads}, d_head={self.d_head} (content {self.content_dim} + lanes {self.n_lanes}), "
                 f"rank={self.rank}, abs_rank={self.abs_rank}, train_len={self.train_len}, "
                 f"causal={self.causal}, init={self.init!r}")
+
+
+@torch.no_grad()
+def sink_profiles(model: nn.Module, n: int) -> Tensor:
+    """u_h(j) of every GOAT prior in `model` for keys j = 0 … n − 1, (priors, heads, n) float64 on the
+    CPU, recency included. Raises ValueError if the model has none."""
+    priors = [m for m in model.modules() if isinstance(m, GoatPrior)]
+    if not priors:
+        raise ValueError("the model has no GOAT prior; sink profiles exist for GOAT models only.")
+    return torch.stack([p.sink(torch.arange(n, device=p.alpha.device)).double().cpu() for p in priors])

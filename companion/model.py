@@ -2,11 +2,10 @@
 
 Pre-LN blocks x += attn(LN(x)); x += FF(LN(x)) (GELU), final LN. Three front/back ends: encoder
 (token + positions, optional CLS, pooled regression/classification head), causal decoder (LM head)
-and small ViT (linear patch embedding). Attention goes through `companion.attention.attend` with the
-prior's bias `prior(i, j)` (h, i, j); the prior is pluggable (`PriorConfig`): a learnable mask, ALiBi,
-or GOAT, which runs as lanes of each head inside one unmasked SDPA call (the eager backend, and any
-request for the weights, use its materialised bias instead; the two agree). Positions
-(`ModelConfig.positions`) are learned, sinusoidal, rotary, or none.
+and small ViT (linear patch embedding). Priors are pluggable and answer one protocol
+(`companion.priors.Prior`): each layer's attention rotates q and k by its position prior (RoPE), then
+asks its scores prior (`PriorConfig`: a learnable or fixed mask, ALiBi, GOAT) to attend; the model
+asks its position prior (sinusoidal) to embed. Learned positions are a parameter of the model.
 
 Parameter names are an API (weight decay, drift and chapters select by name); they are stable:
     tok_emb.weight            (vocab, d)        encoder, decoder
@@ -32,31 +31,30 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from companion.attention import attend
-from companion.config import ModelConfig, PriorConfig
+from companion.config import ModelConfig
 from companion.init import apply_qk_init_
-from companion.goat import GoatPrior
-from companion.positions import ALiBi, RotaryEmbedding
-from companion.priors import LearnableMask, sinusoidal_positions
+from companion.priors import NO_PRIOR, Prior, PriorContext, build_positions, build_prior, needs_pattern
 from companion.tasks import TaskSpec
 
-__all__ = ["Attention", "Block", "Transformer", "build_model", "build_prior", "init_weights_"]
+__all__ = ["Attention", "Block", "Transformer", "build_model", "init_weights_"]
 
 
 class Attention(nn.Module):
-    """Multi-head attention with separate q/k/v projections and an optional additive prior.
+    """Multi-head attention with separate q/k/v projections and pluggable priors.
 
-    out = W_o · concat_h attend(x W_q[h]ᵀ, x W_k[h]ᵀ, x W_v[h]ᵀ; bias = prior(i, j)).
+    out = W_o · concat_h prior.attend(rope.rotate(x W_q[h]ᵀ, x W_k[h]ᵀ), x W_v[h]ᵀ).
 
     Args:
         d_model: residual width. n_heads: heads. d_head: width of each head.
-        prior: a module with `forward(i, j) -> (h or 1, i, j)` additive bias, or None.
+        prior: the scores prior (`companion.priors.Prior`: mask, ALiBi, GOAT), or None.
         causal: queries read keys j ≤ i only (decoder).
         backend: `attend` backend.
+        qk_norm: layer-norm each head's q and k (bounds the score scale).
+        rope: the rotation prior (RoPE), or None.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_head: int, *, prior: nn.Module | None = None,
-                 causal: bool = False, backend: str = "auto", qk_norm: bool = False, rope: bool = False):
+    def __init__(self, d_model: int, n_heads: int, d_head: int, *, prior: Prior | None = None,
+                 causal: bool = False, backend: str = "auto", qk_norm: bool = False, rope: Prior | None = None):
         super().__init__()
         inner = n_heads * d_head
         self.n_heads, self.d_head, self.causal, self.backend = n_heads, d_head, causal, backend
@@ -64,50 +62,40 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(d_model, inner, bias=False)
         self.v_proj = nn.Linear(d_model, inner, bias=False)
         self.out_proj = nn.Linear(inner, d_model)
-        # QK normalisation: each head's q and k are layer-normed, bounding the score scale
         self.q_norm = nn.LayerNorm(d_head) if qk_norm else None
         self.k_norm = nn.LayerNorm(d_head) if qk_norm else None
         self.prior = prior
-        self.rope = RotaryEmbedding(d_head) if rope else None
-        if isinstance(prior, GoatPrior) and prior.causal != causal:
-            raise ValueError(f"a GOAT prior built with causal={prior.causal} cannot serve attention with "
-                             f"causal={causal}; build it with the attention's causality.")
+        self.rope = rope
+        if prior is not None:
+            prior.check_attention(causal=causal)
+
+    @property
+    def scores_prior(self) -> Prior:
+        """The prior that attends (a no-op prior when the layer has none)."""
+        return self.prior if self.prior is not None else NO_PRIOR
 
     def _heads(self, t: Tensor) -> Tensor:
         b, n, _ = t.shape
         return t.view(b, n, self.n_heads, self.d_head).transpose(1, 2)  # (b, h, n, d)
 
-    def forward(self, x: Tensor, return_weights: bool = False):
-        """x (b, n, d_model) → (b, n, d_model), plus weights (b, h, n, n) if `return_weights`."""
-        n = x.shape[1]
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """x (b, n, d_model) → q, k, v (b, h, n, d_head): projected, QK-normed and rotated, as attended."""
         q, k, v = self._heads(self.q_proj(x)), self._heads(self.k_proj(x)), self._heads(self.v_proj(x))
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
-            q, k = self.rope(q, k)
-        if isinstance(self.prior, GoatPrior):
-            return self._goat(x, q, k, v, return_weights)
-        bias = self.prior(n, n) if self.prior is not None else None
-        # Shapes are right by construction and log σ(M) is finite, so attend's input checks are
-        # skipped in the training path; requesting weights (analysis) runs them.
-        res = attend(q, k, v, bias=bias, causal=self.causal, backend=self.backend,
-                     return_weights=return_weights, check=return_weights)
-        out, weights = res if return_weights else (res, None)
-        out = out.transpose(1, 2).reshape(x.shape[0], n, -1)  # (b, n, h·d)
-        return (self.out_proj(out), weights) if return_weights else self.out_proj(out)
+            q, k = self.rope.rotate(q, k)
+        return q, k, v
 
-    def _goat(self, x: Tensor, q: Tensor, k: Tensor, v: Tensor, return_weights: bool):
-        """GOAT: lanes through one SDPA call, or (eager backend / weights requested) the content
-        channels with the materialised log-prior; both compute the same attention."""
-        n, prior = x.shape[1], self.prior
-        if return_weights or self.backend == "eager":
-            dc = prior.content_dim
-            res = attend(q[..., :dc], k[..., :dc], v, bias=prior(n, n), causal=self.causal, backend="eager",
-                         return_weights=return_weights, check=return_weights)
-        else:
-            res = prior.sdpa(q, k, v)
+    def forward(self, x: Tensor, return_weights: bool = False):
+        """x (b, n, d_model) → (b, n, d_model), plus weights (b, h, n, n) if `return_weights`."""
+        q, k, v = self.project(x)
+        # Shapes are right by construction and every prior's bias is finite, so attend's input checks
+        # are skipped in the training path; requesting weights (analysis) runs them.
+        res = self.scores_prior.attend(q, k, v, causal=self.causal, backend=self.backend,
+                                       return_weights=return_weights, check=return_weights)
         out, weights = res if return_weights else (res, None)
-        out = self.out_proj(out.transpose(1, 2).reshape(x.shape[0], n, -1))
+        out = self.out_proj(out.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1))  # (b, n, h·d) → d
         return (out, weights) if return_weights else out
 
 
@@ -125,11 +113,11 @@ class FeedForward(nn.Module):
 class Block(nn.Module):
     """Pre-LN block: x + attn(LN(x)), then + FF(LN(x))."""
 
-    def __init__(self, cfg: ModelConfig, *, prior: nn.Module | None, causal: bool):
+    def __init__(self, cfg: ModelConfig, *, prior: Prior | None, rope: Prior | None, causal: bool):
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.d_model)
         self.attn = Attention(cfg.d_model, cfg.n_heads, cfg.head_dim, prior=prior, causal=causal,
-                              backend=cfg.attn_backend, qk_norm=cfg.qk_norm, rope=cfg.positions == "rope")
+                              backend=cfg.attn_backend, qk_norm=cfg.qk_norm, rope=rope)
         self.ln2 = nn.LayerNorm(cfg.d_model)
         self.ff = FeedForward(cfg.d_model, cfg.d_ff)
 
@@ -142,33 +130,6 @@ class Block(nn.Module):
         return x + self.ff(self.ln2(x))
 
 
-def build_prior(cfg: PriorConfig, pattern: Tensor | None, n_heads: int, *, d_head: int = 0,
-                n_positions: int = 0, causal: bool = False,
-                generator: torch.Generator | None = None) -> nn.Module | None:
-    """The prior module of one layer: None, a `LearnableMask`, an `ALiBi` or a `GoatPrior`.
-
-    Args:
-        cfg: the prior settings.
-        pattern: bool (n, n) open pattern (needed for a mask with init "pattern").
-        n_heads: heads of the layer (for `per_head`).
-        d_head, n_positions, causal, generator: GOAT's head width, training length (normalises its
-            absolute features), causality and random draws; ALiBi is symmetric when not causal.
-    """
-    if cfg.kind == "none":
-        return None
-    if cfg.kind == "alibi":
-        return ALiBi(n_heads, symmetric=not causal)
-    if cfg.kind == "goat":
-        return GoatPrior(n_heads, d_head, train_len=n_positions, rank=cfg.goat_rank, causal=causal,
-                         init=cfg.goat_init, generator=generator)
-    heads = n_heads if cfg.per_head else None
-    if cfg.init == "zero":
-        n = pattern.shape[-1]
-        return LearnableMask.zeros(n, heads=heads, trainable=cfg.trainable)
-    return LearnableMask.from_pattern(pattern, heads=heads, open_value=cfg.open_value,
-                                      closed_value=cfg.closed_value, trainable=cfg.trainable)
-
-
 class Transformer(nn.Module):
     """Encoder, causal decoder or ViT (see the module docstring for parameter names).
 
@@ -178,7 +139,7 @@ class Transformer(nn.Module):
     Args:
         cfg: the model settings.
         spec: the task's input/output description.
-        pattern: bool (n, n) open pattern over token positions incl. CLS (mask priors only).
+        pattern: bool (n, n) open pattern over token positions incl. CLS (priors that need one).
     """
 
     def __init__(self, cfg: ModelConfig, spec: TaskSpec, *, pattern: Tensor | None = None,
@@ -201,21 +162,15 @@ class Transformer(nn.Module):
             self.cls = nn.Parameter(torch.zeros(d))
         if cfg.positions == "learned":
             self.pos_emb = nn.Parameter(torch.zeros(self.n_positions, d))
-        is_mask = cfg.prior.kind == "mask"
-        if is_mask and cfg.prior.init == "pattern":
-            if pattern is None or tuple(pattern.shape) != (self.n_positions,) * 2:
-                got = None if pattern is None else tuple(pattern.shape)
-                raise ValueError(
-                    f"a mask prior needs a bool ({self.n_positions}, {self.n_positions}) open pattern over "
-                    f"the model's positions (CLS included: {self.has_cls}); got {got}."
-                )
-        elif is_mask:
-            pattern = torch.ones(self.n_positions, self.n_positions, dtype=torch.bool)
         causal = cfg.arch == "decoder"
+        ctx = PriorContext(cfg.n_heads, cfg.head_dim, self.n_positions, causal=causal, pattern=pattern,
+                           generator=generator)
+        # the model's position prior (sinusoidal) embeds; a per-layer one (RoPE) rotates in every block
+        per_layer = cfg.positions == "rope"
+        self.positions = None if per_layer else build_positions(cfg.positions, ctx)
         self.blocks = nn.ModuleList(
-            Block(cfg, prior=build_prior(cfg.prior, pattern, cfg.n_heads, d_head=cfg.head_dim,
-                                         n_positions=self.n_positions, causal=causal, generator=generator)
-                  if cfg.prior.layers == "all" or l == 0 else None, causal=causal)
+            Block(cfg, prior=build_prior(cfg.prior, ctx) if cfg.prior.layers == "all" or l == 0 else None,
+                  rope=build_positions(cfg.positions, ctx) if per_layer else None, causal=causal)
             for l in range(cfg.n_layers)
         )
         self.ln_f = nn.LayerNorm(d)
@@ -238,9 +193,7 @@ class Transformer(nn.Module):
                 raise ValueError(f"the model learned {self.n_positions} position embeddings but the input has "
                                  f"{n} positions; use positions 'sinusoidal', 'rope' or 'none' to read longer inputs.")
             return h + self.pos_emb[:n]
-        if self.cfg.positions == "sinusoidal":
-            return h + sinusoidal_positions(n, h.shape[-1], dtype=h.dtype).to(h.device)
-        return h
+        return self.positions.embed(h) if self.positions is not None else h
 
     def readout(self, h: Tensor) -> Tensor:
         """Final LN, pooling (encoder/vit) and head."""
@@ -311,9 +264,9 @@ def build_model(cfg: ModelConfig, task, *, generator: torch.Generator) -> Transf
     from companion.init import STRUCTURED
 
     pattern = None
-    if (cfg.prior.kind == "mask" and cfg.prior.init == "pattern") or cfg.qk_init in STRUCTURED:
+    if needs_pattern(cfg.prior) or cfg.qk_init in STRUCTURED:
         has_cls = cfg.arch != "decoder" and cfg.pool == "cls"
         pattern = task.mask_pattern(cfg.prior.variant, cls=has_cls)
-    model = Transformer(cfg, task.spec, pattern=pattern if cfg.prior.kind == "mask" else None, generator=generator)
+    model = Transformer(cfg, task.spec, pattern=pattern if needs_pattern(cfg.prior) else None, generator=generator)
     init_weights_(model, generator)
     return apply_qk_init_(model, cfg.qk_init, generator=generator, pattern=pattern)

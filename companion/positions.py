@@ -4,7 +4,8 @@
   m_h = 2^(−8h/H); `forward(i, j)` returns (h, i, j) like every prior in `companion.priors`.
 - `RotaryEmbedding` / `apply_rotary` (Su et al., arXiv 2104.09864): rotate channel pairs of q and
   k by p·θ_k, θ_k = base^(−2k/d), so that ⟨R_m q, R_n k⟩ depends on m − n only.
-- `sinusoidal_positions` (Vaswani et al. 2017) lives in `companion.priors`; re-exported here.
+- `SinusoidalPositions` (Vaswani et al. 2017): `sinusoidal_positions` (in `companion.priors`) added
+  to the token stream. All three answer the prior protocol of `companion.priors`.
 
 Notable choices: ALiBi is top-left aligned like `attend(causal=True)`; above the diagonal
 −m(i − j) is positive, which causal masking hides (use `symmetric=True`, −m|i − j|, without it).
@@ -21,9 +22,10 @@ import math
 import torch
 from torch import Tensor, nn
 
-from companion.priors import sinusoidal_positions
+from companion.priors import Prior, PriorContext, sinusoidal_positions
 
-__all__ = ["ALiBi", "alibi_slopes", "RotaryEmbedding", "apply_rotary", "rotary_angles", "sinusoidal_positions"]
+__all__ = ["ALiBi", "alibi_slopes", "RotaryEmbedding", "SinusoidalPositions", "apply_rotary", "rotary_angles",
+           "sinusoidal_positions"]
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
@@ -46,7 +48,7 @@ def alibi_slopes(n_heads: int) -> Tensor:
     return torch.tensor(slopes, dtype=torch.float64)
 
 
-class ALiBi(nn.Module):
+class ALiBi(Prior):
     """Fixed linear distance bias: bias[h, i, j] = −m_h·(i − j), or −m_h·|i − j| if symmetric.
 
     Args:
@@ -59,9 +61,22 @@ class ALiBi(nn.Module):
         self.symmetric = symmetric
         self.register_buffer("slopes", alibi_slopes(n_heads).float(), persistent=False)
 
+    @staticmethod
+    def needs_pattern(cfg) -> bool:
+        return False
+
+    @classmethod
+    def from_config(cls, cfg, ctx: PriorContext) -> "ALiBi":
+        """ALiBi for the layer's heads; symmetric (−m|i − j|) unless the attention is causal."""
+        return cls(ctx.n_heads, symmetric=not ctx.causal)
+
     @property
     def heads(self) -> int:
         return self.slopes.shape[0]
+
+    def bias(self, i: int, j: int | None = None) -> Tensor:
+        """The protocol's additive log-prior, as `forward`."""
+        return self(i, j)
 
     def forward(self, i: int, j: int | None = None) -> Tensor:
         """Bias (h, i, j) for queries 0..i−1 and keys 0..j−1."""
@@ -128,7 +143,7 @@ def apply_rotary(
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-class RotaryEmbedding(nn.Module):
+class RotaryEmbedding(Prior):
     """RoPE for queries and keys of head dim `dim` (no parameters).
 
     Args:
@@ -141,7 +156,13 @@ class RotaryEmbedding(nn.Module):
     exceeds those seen in training. An evaluation-time switch: it changes no parameter.
     """
 
+    interpolates = True
     interpolate: int = 0
+
+    @classmethod
+    def from_config(cls, kind: str, ctx: PriorContext) -> "RotaryEmbedding":
+        """RoPE over the layer's head width."""
+        return cls(ctx.d_head)
 
     def __init__(self, dim: int, *, base: float = 10000.0, interleaved: bool = False):
         super().__init__()
@@ -166,6 +187,22 @@ class RotaryEmbedding(nn.Module):
         kw = dict(base=self.base, interleaved=self.interleaved)
         return apply_rotary(q, positions, **kw), apply_rotary(k, positions, **kw)
 
+    def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """The protocol's rotation: `forward(q, k)` at positions 0..n−1."""
+        return self(q, k)
+
     def extra_repr(self) -> str:
         pi = f", interpolate={self.interpolate}" if self.interpolate else ""
         return f"dim={self.dim}, base={self.base:g}, interleaved={self.interleaved}{pi}"
+
+
+class SinusoidalPositions(Prior):
+    """Fixed sinusoidal absolute positions added to the token stream (no parameters)."""
+
+    @classmethod
+    def from_config(cls, kind: str, ctx: PriorContext) -> "SinusoidalPositions":
+        return cls()
+
+    def embed(self, h: Tensor) -> Tensor:
+        """h (b, n, d) + PE (n, d)."""
+        return h + sinusoidal_positions(h.shape[-2], h.shape[-1], dtype=h.dtype).to(h.device)

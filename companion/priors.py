@@ -1,13 +1,25 @@
-"""Priors on attention: modules whose `forward(i, j)` returns an additive bias (h, i, j).
+"""The prior protocol, its registry, and the mask priors.
+
+Every prior answers one small protocol (`Prior`), and the attention layer only ever asks it how to
+attend; it never tests a prior's type. A prior overrides the hooks it changes:
+
+    embed(h)          absolute positions added to the token stream (model level: sinusoidal)
+    rotate(q, k)      a rotation of queries and keys (RoPE)
+    bias(i, j)        an additive log-prior on the scores, (h or 1, i, j), or None (masks, ALiBi, GOAT)
+    content(q, k)     the channels of q and k that carry content (GOAT keeps d_c of d_head)
+    attend(q, k, v)   the attention itself: by default `companion.attention.attend` with `bias` on
+                      `content(q, k)`; GOAT folds itself into one SDPA call as extra lanes
+    check_attention(causal)   refuse attention the prior cannot serve
+
+The registries name every prior a config can ask for: `PRIORS` (`PriorConfig.kind`, one per layer,
+acting on the scores) and `POSITIONS` (`ModelConfig.positions`). Each entry is "module:Class"; the
+class builds itself with `from_config(cfg, ctx)`. Adding a prior is one new file with one class and
+one line in a registry.
 
 - `LearnableMask` (arXiv 2608.00418): bias = log σ(M), M initialised from a boolean open pattern
   (open → +10, closed → −10 by default), trainable or fixed, per head or shared.
-- `sinusoidal_positions`: the absolute encoding of Vaswani et al. (2017), added to embeddings
-  rather than to scores; kept here with the other ways of telling attention where a token sits.
-- `GoatPrior` (arXiv 2601.15380, in `companion.goat`): spectral relative prior κ_h(i − j) plus a
-  key-only sink u_h(j), as a bias (h, i, j) or folded into SDPA lanes.
-- `ALiBi` and `RotaryEmbedding` (in `companion.positions`): the fixed positional baselines, a
-  linear distance bias (h, i, j) and a rotation of q and k.
+- `GoatPrior` (`companion.goat`, arXiv 2601.15380); `ALiBi`, `RotaryEmbedding`, `SinusoidalPositions`
+  (`companion.positions`).
 
 Notable choices: log σ(M) ≤ 0, so a mask can only down-weight keys; zero initialisation gives a
 constant shift −log 2 that softmax ignores, so it equals no mask in the forward pass while still
@@ -16,14 +28,124 @@ receiving gradient σ(0) = ½.
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["LearnableMask", "sinusoidal_positions", "GoatPrior", "ALiBi", "RotaryEmbedding"]
+from companion.attention import attend
+
+__all__ = ["Prior", "PriorContext", "PRIORS", "POSITIONS", "prior_class", "build_prior", "build_positions",
+           "needs_pattern", "LearnableMask", "sinusoidal_positions"]
+
+# kind → "module:Class" (the class has `from_config(cfg: PriorConfig, ctx: PriorContext)`).
+PRIORS = {
+    "mask": "companion.priors:LearnableMask",
+    "alibi": "companion.positions:ALiBi",
+    "goat": "companion.goat:GoatPrior",
+}
+# ModelConfig.positions → "module:Class"; "learned" (a parameter of the model) and "none" build nothing.
+POSITIONS = {
+    "rope": "companion.positions:RotaryEmbedding",
+    "sinusoidal": "companion.positions:SinusoidalPositions",
+}
 
 
-class LearnableMask(nn.Module):
+@dataclass(frozen=True)
+class PriorContext:
+    """What a layer tells its prior when building it.
+
+    Attributes:
+        n_heads, d_head: the layer's heads and head width.
+        n_positions: the model's positions (CLS included): a mask's size, GOAT's training length.
+        causal: the attention is causal (decoder).
+        pattern: bool (n, n) open pattern over positions, for priors that `needs_pattern`.
+        generator: random draws of the prior's initialisation.
+    """
+
+    n_heads: int
+    d_head: int
+    n_positions: int
+    causal: bool = False
+    pattern: Tensor | None = None
+    generator: torch.Generator | None = None
+
+
+class Prior(nn.Module):
+    """The protocol of every prior (module docstring); the defaults change nothing.
+
+    Attributes:
+        interpolates: the prior can read inputs longer than its training length at the training
+            length's positions (position interpolation; set `interpolate` to that length, 0 = off).
+    """
+
+    interpolates: bool = False
+    interpolate: int = 0
+
+    def embed(self, h: Tensor) -> Tensor:
+        """The token stream (b, n, d) with the prior's absolute positions added (default: unchanged)."""
+        return h
+
+    def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """(q, k), each (b, h, n, d), rotated by position (default: unchanged)."""
+        return q, k
+
+    def bias(self, i: int, j: int | None = None) -> Tensor | None:
+        """Additive log-prior (h or 1, i, j) on the scores, or None (default)."""
+        return None
+
+    def content(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """The channels of q and k whose dot product is the content score (default: all)."""
+        return q, k
+
+    def check_attention(self, *, causal: bool) -> None:
+        """Raise ValueError if the prior cannot serve attention of this causality (default: it can)."""
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, backend: str = "auto",
+               return_weights: bool = False, check: bool = False):
+        """Attention of q, k, v (b, h, n, d) under the prior: `attend(content(q, k), v, bias=bias(n, n))`."""
+        qc, kc = self.content(q, k)
+        return attend(qc, kc, v, bias=self.bias(q.shape[-2], k.shape[-2]), causal=causal, backend=backend,
+                      return_weights=return_weights, check=check)
+
+
+NO_PRIOR = Prior()
+
+
+def prior_class(spec: str) -> type[Prior]:
+    """The class named by a registry entry "module:Class"."""
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def needs_pattern(cfg) -> bool:
+    """Whether the prior of `cfg` (a PriorConfig) is built from the task's open pattern."""
+    return cfg.kind in PRIORS and prior_class(PRIORS[cfg.kind]).needs_pattern(cfg)
+
+
+def build_prior(cfg, ctx: PriorContext) -> Prior | None:
+    """The prior of one layer for `cfg` (a PriorConfig), or None for kind "none"."""
+    if cfg.kind == "none":
+        return None
+    if cfg.kind not in PRIORS:
+        raise ValueError(f"unknown prior kind {cfg.kind!r}; valid: none, {', '.join(PRIORS)}.")
+    prior = prior_class(PRIORS[cfg.kind]).from_config(cfg, ctx)
+    prior.check_attention(causal=ctx.causal)
+    return prior
+
+
+def build_positions(kind: str, ctx: PriorContext) -> Prior | None:
+    """The position prior of `ModelConfig.positions` (RoPE per layer, sinusoidal per model), or None."""
+    if kind in ("learned", "none"):
+        return None
+    if kind not in POSITIONS:
+        raise ValueError(f"unknown positions {kind!r}; valid: learned, none, {', '.join(POSITIONS)}.")
+    return prior_class(POSITIONS[kind]).from_config(kind, ctx)
+
+
+class LearnableMask(Prior):
     """Additive mask log σ(M) with M of shape (h, n, n); h = 1 means shared by all heads.
 
     Args:
@@ -74,6 +196,29 @@ class LearnableMask(nn.Module):
             m = m.expand(heads, -1, -1)
         return cls(m, trainable=trainable)
 
+    @staticmethod
+    def needs_pattern(cfg) -> bool:
+        """A mask initialised "pattern" is built from the task's open pattern."""
+        return cfg.init == "pattern"
+
+    @classmethod
+    def from_config(cls, cfg, ctx: PriorContext) -> "LearnableMask":
+        """The mask of `cfg` (a PriorConfig) over the model's positions: from `ctx.pattern` ("pattern"),
+        or all zero ("zero"); per head or shared; trainable or fixed."""
+        heads = ctx.n_heads if cfg.per_head else None
+        n = ctx.n_positions
+        if cfg.init == "zero":
+            return cls.zeros(n, heads=heads, trainable=cfg.trainable)
+        pattern = ctx.pattern
+        if pattern is None or tuple(pattern.shape) != (n, n):
+            got = None if pattern is None else tuple(pattern.shape)
+            raise ValueError(
+                f"a mask prior needs a bool ({n}, {n}) open pattern over the model's positions (CLS "
+                f"included, if any); got {got}."
+            )
+        return cls.from_pattern(pattern, heads=heads, open_value=cfg.open_value, closed_value=cfg.closed_value,
+                                trainable=cfg.trainable)
+
     @classmethod
     def zeros(cls, n: int, *, heads: int | None = None, trainable: bool = True) -> "LearnableMask":
         """The all-zero mask of the ablation: log σ(0) = −log 2 everywhere."""
@@ -97,6 +242,10 @@ class LearnableMask(nn.Module):
             )
         return F.logsigmoid(self.logits[:, :i, :j])
 
+    def bias(self, i: int, j: int | None = None) -> Tensor:
+        """The protocol's additive log-prior: log σ(M) over (i, j), as `forward`."""
+        return self(i, j)
+
     def extra_repr(self) -> str:
         return f"heads={self.heads}, n={self.size}, trainable={self.trainable}"
 
@@ -111,17 +260,3 @@ def sinusoidal_positions(n: int, d: int, *, base: float = 10000.0, dtype=torch.f
     pe[:, 0::2] = torch.sin(pos * freq)
     pe[:, 1::2] = torch.cos(pos * freq)
     return pe.to(dtype)
-
-
-# Re-exports resolved on first use: companion.positions imports this module (for
-# sinusoidal_positions), so importing it back here at load time would be circular.
-_ELSEWHERE = {"GoatPrior": "companion.goat", "ALiBi": "companion.positions",
-              "RotaryEmbedding": "companion.positions"}
-
-
-def __getattr__(name):
-    if name in _ELSEWHERE:
-        import importlib
-
-        return getattr(importlib.import_module(_ELSEWHERE[name]), name)
-    raise AttributeError(f"module 'companion.priors' has no attribute {name!r}")

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from companion.config import EXPERIMENTS, load_experiments
+from companion.experiments import EXPERIMENTS, load_experiments
 from companion.experiments.arithmetic import METHODS
 from companion.runs import run
 from companion.tasks import IGNORE

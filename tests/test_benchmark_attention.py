@@ -145,7 +145,7 @@ def test_cli_rejects_an_unknown_variant(tmp_path):
 
 def test_run_sweep_tiny():
     threads = torch.get_num_threads()
-    res = bench.run_sweep(variants=["sdpa", "goat-lanes"], lengths=[64], modes=["fwd"], repeats=2, warmup=0,
+    res = bench.run_benchmark(variants=["sdpa", "goat-lanes"], lengths=[64], modes=["fwd"], repeats=2, warmup=0,
                           memory="inprocess", B=1, H=2, D=32, compile_flex=False, verbose=False)
     assert torch.get_num_threads() == threads  # restored
     assert res["schema"] == bench.SCHEMA and res["settings"]["variants"] == ["sdpa", "goat-lanes"]
@@ -159,7 +159,7 @@ def test_run_sweep_tiny():
 
 def test_memory_probe_runs_in_a_fresh_process_from_any_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    m = bench.probe_subprocess("sdpa", L, "fwd", **SHAPE, device="cpu", dtype=torch.float32, seed=0, rank=4,
+    m = bench.memory_in_subprocess("sdpa", L, "fwd", **SHAPE, device="cpu", dtype=torch.float32, seed=0, rank=4,
                                compile_flex=False, threads=1, mem_limit_bytes=None, timeout=120)
     assert m["status"] == "ok", m
     assert m["isolation"] == "subprocess" and m["peak_bytes"] >= 0 and len(m["steady_peaks_bytes"]) == 2

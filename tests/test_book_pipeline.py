@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from companion.chapters import _is_current, _stamp, input_hash, source_outputs, strip_volatile, toc_chapters
-from companion.claims import load_ledger, record, verdict
-from companion.scoreboard import build, collect_measures
+from companion.book.runner import _is_current, _stamp, input_hash, source_outputs, strip_volatile, toc_chapters
+from companion.book.claims import load_ledger, record, verdict
+from companion.book.scoreboard import build, collect_measures
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER1 = ROOT / "book" / "chapters" / "01_masks_and_positions.ipynb"

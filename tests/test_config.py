@@ -5,11 +5,12 @@ import dataclasses
 import pytest
 
 from companion.config import (
-    EXPERIMENTS, ModelConfig, PriorConfig, RunConfig, TaskConfig, TrainConfig, apply_overrides,
-    config_from_dict, config_to_dict, get_experiment, override_keys,
+    ModelConfig, PriorConfig, RunConfig, TaskConfig, TrainConfig, apply_overrides, config_from_dict, config_to_dict,
+    override_keys,
 )
+from companion.experiments import EXPERIMENTS, get_experiment
 
-BASE = EXPERIMENTS["smoke"].configs("ci")["mask"]
+BASE = get_experiment("smoke").configs("ci")["mask"]
 
 
 def test_overrides_parse_and_type_check():

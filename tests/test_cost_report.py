@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from companion import cost_report as cr
+from companion.book import ch10_cost as cr
 from companion.cost.roofline import attention_bytes, attention_flops, bound_s
 
 

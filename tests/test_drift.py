@@ -4,7 +4,8 @@ import pytest
 import torch
 from dataclasses import replace
 
-from companion.config import EXPERIMENTS, PriorConfig, TrainConfig
+from companion.config import PriorConfig, TrainConfig
+from companion.experiments import EXPERIMENTS
 from companion.drift import DriftTracker
 from companion.model import build_model
 from companion.tasks import make_task

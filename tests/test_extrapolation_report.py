@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from companion.config import ModelConfig
-from companion.extrapolation_report import interpolated, readings, sink_profiles
-from companion.experiments.goat import prior_model
+from companion.book.ch09_extrapolation import interpolated, readings, sink_profiles
+from companion.experiments.copy_mixture import prior_model
 from companion.model import Transformer
 from companion.positions import RotaryEmbedding
 from companion.tasks import TaskSpec

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from companion.foundations import (
+from companion.book.ch01_foundations import (
     Projections, causal_visibility, equivariance_trials, permutation_gap, single_query_weights,
 )
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from companion.config import get_experiment
+from companion.experiments import get_experiment
 from companion.experiments.gotu import METHODS
 from companion.runs import run
 
@@ -56,7 +56,7 @@ def test_attention_maps_are_stored_for_figures(records):
 def test_table1_measures_by_hand():
     import pandas as pd
 
-    from companion.gotu_report import table1_measures
+    from companion.book.ch03_boolean import table1_measures
 
     rows = []
     for seed in range(2):

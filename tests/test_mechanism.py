@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from companion.mechanism import (
+from companion.book.ch02_mechanism import (
     autograd_jacobian, central_difference, contrast_sweep, dp_dk, dp_dm, dp_dq, mask_probs, norm_sweep,
 )
 

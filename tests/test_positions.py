@@ -1,8 +1,6 @@
 """ALiBi and RoPE: closed forms, relative-offset invariance, re-exports, and error messages."""
 
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -102,26 +100,6 @@ def test_rope_bad_inputs_name_the_fix():
         rope(_x(1, 1, 3, 6), _x(1, 1, 3, 6))
     with pytest.raises(ValueError, match=r"one position per token, shape \(3,\)"):
         rope(_x(1, 1, 3, 4), _x(1, 1, 3, 4), torch.arange(4))
-
-
-# ---------------------------------------------------------------- re-exports
-
-
-def test_sinusoidal_is_reexported_not_duplicated():
-    import companion.priors as priors
-
-    assert sinusoidal_positions is priors.sinusoidal_positions
-
-
-def test_priors_reexports_import_in_either_order():
-    code = (
-        "import companion.positions, companion.goat\n"
-        "from companion.priors import GoatPrior, ALiBi, RotaryEmbedding\n"
-        "import companion.positions as p, companion.goat as g\n"
-        "assert GoatPrior is g.GoatPrior and ALiBi is p.ALiBi and RotaryEmbedding is p.RotaryEmbedding\n"
-    )
-    for first in ("", "import companion.priors\n"):
-        subprocess.run([sys.executable, "-c", first + code], check=True)
 
 
 def test_position_interpolation_squeezes_long_inputs_into_the_training_range():

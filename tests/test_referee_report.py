@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from companion.config import get_experiment
-from companion.referee_report import by_seed, drift_curve, final_drift, mask_overrides, select
+from companion.experiments import get_experiment
+from companion.book.ch06_referees import by_seed, drift_curve, final_drift, mask_overrides, select
 
 
 def test_correct_mask_at_ten_is_exactly_chapter_3s_mask_run():
@@ -41,7 +41,7 @@ def test_mask_init_norm_matches_the_mask_module():
     import torch
 
     from companion.priors import LearnableMask
-    from companion.referee_report import mask_init_norm
+    from companion.book.ch06_referees import mask_init_norm
 
     pattern = torch.eye(5, dtype=torch.bool)
     pattern[0, 1] = True

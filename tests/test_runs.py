@@ -10,10 +10,15 @@ import typing
 import pytest
 import torch
 
-from companion import runs
-from companion.config import EXPERIMENTS, TaskConfig, apply_overrides
-from companion.runs import RunStore, code_version, run, run_id
+from companion import runs, store as store_module
+from companion.config import TaskConfig, apply_overrides, config_to_dict
+from companion.experiments import EXPERIMENTS, load_experiments
+from companion.identity import code_version, run_id
+from companion.runs import run
+from companion.store import RunStore
 from companion.sweep import ensure_runs
+
+load_experiments()
 
 
 TINY = ["train.steps=8", "train.eval_every=4"]
@@ -75,8 +80,9 @@ def test_hash_sensitive_to_every_field():
 
 def test_hash_stable_across_processes():
     code = (
-        "from companion.config import EXPERIMENTS, apply_overrides; from companion.runs import run_id;"
-        f"print(run_id(apply_overrides(EXPERIMENTS['smoke'].config('ci', 'mask', 0), {TINY!r})))"
+        "from companion.config import apply_overrides; from companion.experiments import get_experiment;"
+        "from companion.identity import run_id;"
+        f"print(run_id(apply_overrides(get_experiment('smoke').config('ci', 'mask', 0), {TINY!r})))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == run_id(CFG)
@@ -108,7 +114,7 @@ def test_crash_mid_write_leaves_nothing_readable(tmp_path, monkeypatch, fail):
     def boom(*args, **kwargs):
         raise OSError(f"simulated crash in {fail}")
 
-    monkeypatch.setattr(runs.os, fail, boom)
+    monkeypatch.setattr(store_module.os, fail, boom)
     with pytest.raises(OSError, match="simulated"):
         store.save(record)
     monkeypatch.undo()
@@ -157,12 +163,6 @@ def test_default_store_root(monkeypatch, tmp_path):
     assert RunStore().root == runs.repo_root() / "runs" and (runs.repo_root() / "_toc.yml").is_file()
 
 
-def test_ensure_runs_is_reachable_from_runs():
-    from companion import sweep
-
-    assert runs.ensure_runs is sweep.ensure_runs
-
-
 @pytest.mark.gpu
 def test_cuda_run_matches_cpu():
     if not torch.cuda.is_available():
@@ -172,41 +172,39 @@ def test_cuda_run_matches_cpu():
     assert gpu.metrics["test"]["mse"] == pytest.approx(cpu.metrics["test"]["mse"], rel=0.05, abs=1e-3)
 
 
-def test_book_side_modules_are_never_imported_by_a_run():
-    """Editing a BOOK_SIDE module leaves run ids unchanged, so a run must not depend on one."""
+def test_a_run_imports_nothing_outside_the_core_and_its_task():
+    """What a run executes is what its identity hashes: training a run loads no module of book/,
+    experiments/, cost/ or cli/, and no other task's module."""
     code = (
         "import sys\n"
-        "from companion.config import get_experiment\n"
+        "from companion.config import RunConfig, config_from_dict\n"
         "from companion.runs import run\n"
-        "from companion.sides import BOOK_SIDE\n"
-        "cfg = get_experiment('smoke').config('ci', 'mask', 0, ['train.steps=2', 'train.eval_every=1'])\n"
+        f"cfg = config_from_dict(RunConfig, {config_to_dict(CFG)!r})\n"
         "run(cfg)\n"
-        "from companion.executors import execute_run\n"
-        "loaded = sorted(m for m in BOOK_SIDE if 'companion.' + m in sys.modules)\n"
-        "assert not loaded, loaded\n"
+        "bad = sorted(m for m in sys.modules if m.startswith(('companion.book', 'companion.experiments',\n"
+        "             'companion.cost', 'companion.cli')) or (m.startswith('companion.tasks.') and m != 'companion.tasks.toy'))\n"
+        "assert not bad, bad\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
 
 
-def test_code_version_ignores_book_side_but_chapters_see_everything():
-    from companion.runs import code_version
-
-    assert code_version() != code_version(include_book_side=True)
+def test_code_version_ignores_the_unhashed_folders_but_chapters_see_everything():
+    assert code_version() != code_version(everything=True)
 
 
-def test_a_run_hashes_its_own_task_module_only():
-    from companion.runs import code_version, run_side_files
+def test_a_run_hashes_the_core_and_its_own_task_module_only():
+    from companion.identity import run_files
 
     names = {p.relative_to(p.parents[1]).as_posix() if p.parent.name == "tasks" else p.name
-             for p in run_side_files("toy")}
+             for p in run_files("toy")}
     assert "tasks/toy.py" in names and "tasks/__init__.py" in names
     assert "tasks/boolean.py" not in names and "tasks/arithmetic.py" not in names
-    assert not any(n.startswith("experiments") for n in names) and "model.py" in names
-    assert "chapters.py" not in names
-    assert code_version(task="toy") != code_version(task="boolean")
+    assert {"model.py", "train.py", "attention.py", "priors.py", "config.py"} <= names
+    assert not any("/" in n and not n.startswith("tasks/") for n in names)  # no book/, experiments/, cost/, cli/
+    assert code_version("toy") != code_version("boolean")
     with pytest.raises(ValueError, match="unknown task 'nope'"):
-        run_side_files("nope")
+        run_files("nope")
 
 
 def test_weights_round_trip_and_damage_is_detected_and_rerun(tmp_path):
@@ -226,14 +224,3 @@ def test_weights_round_trip_and_damage_is_detected_and_rerun(tmp_path):
     store.weights_path(record.run_id).unlink()
     with pytest.raises(FileNotFoundError, match="weights=True"):
         store.load_model(record)
-
-
-def test_every_module_is_on_exactly_one_side():
-    """A new module must be classified: on the run side it enters every run's identity, on the book
-    side it must never be imported by a run (test above)."""
-    from companion.runs import unclassified_modules
-    from companion.sides import BOOK_SIDE, RUN_SIDE
-
-    assert unclassified_modules() == []
-    assert not RUN_SIDE & BOOK_SIDE
-    assert {"model", "train", "attention"} <= RUN_SIDE and {"chapters", "plots"} <= BOOK_SIDE

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from companion.stats import format_summary, paired, paired_table, summarize, summary_table
+from companion.book.stats import format_summary, paired, paired_table, summarize, summary_table
 
 
 def test_t_interval_by_hand():

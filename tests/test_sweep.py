@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from companion.cli import main
-from companion.config import EXPERIMENTS
-from companion.runs import RunStore
+from companion.experiments import EXPERIMENTS
+from companion.store import RunStore
 from companion.sweep import ensure_runs, parse_seeds, plan
 
 TINY = ["train.steps=30", "train.eval_every=10"]

@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from companion.config import EXPERIMENTS, TrainConfig
+from companion.config import TrainConfig
+from companion.experiments import EXPERIMENTS
 from companion.model import build_model
 from companion.tasks import make_task
 from companion.train import History, lr_factor, param_groups, total_steps, train

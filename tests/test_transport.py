@@ -10,7 +10,7 @@ import torch
 from companion.config import ModelConfig, PriorConfig
 from companion.model import Transformer, init_weights_
 from companion.tasks import TaskSpec
-from companion.transport import attention_internals, collapse_bounds, objective, sink_vs_signal, solve_entropic
+from companion.book.transport import attention_internals, collapse_bounds, objective, sink_vs_signal, solve_entropic
 
 G = torch.Generator().manual_seed(0)
 

@@ -2,12 +2,12 @@
 
 One concept a module: `variants` (the ways of computing causal attention with a prior; `flex`, the
 compiled flex_attention behind one of them), `gate` (the float64 correctness gate a variant passes
-before it is timed), `measure` (one case: backend, time, memory; `probe`, the fresh process that
-measures memory), `machine` (where a result came from), `notes` (what the numbers mean), `sweep` (the
+before it is timed), `measure` (one case: backend, time, memory; `worker`, the fresh process that
+measures memory), `machine` (where a result came from), `notes` (what the numbers mean), `lengths` (the
 loop over L, mode and variant, and its JSON result). `benchmarks/attention.py` is the command
-line over `run_sweep`; a notebook can call it directly, e.g.
+line over `run_benchmark`; a notebook can call it directly, e.g.
 
-    run_sweep(variants="sdpa,goat-lanes", lengths=[256], modes="fwd", memory="inprocess")
+    run_benchmark(variants="sdpa,goat-lanes", lengths=[256], modes="fwd", memory="inprocess")
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from __future__ import annotations
 from companion.cost.gate import TOLERANCES, gate
 from companion.cost.machine import machine_info
 from companion.cost.measure import (MODES, Case, detect_backend, measure_memory, native_output_silenced,
-                                    probe_subprocess, time_call)
+                                    memory_in_subprocess, time_call)
 from companion.cost.notes import NOTES
-from companion.cost.sweep import CPU_LENGTHS, QUICK_LENGTHS, SCHEMA, default_lengths, parse_choices, run_sweep
+from companion.cost.lengths import CPU_LENGTHS, QUICK_LENGTHS, SCHEMA, default_lengths, parse_choices, run_benchmark
 from companion.cost.variants import (DEFAULT_VARIANTS, DTYPES, GOAT_RECENCY, VARIANTS, AlibiSdpa, EagerBias,
                                      EagerGoat, Flex, GoatLanes, MaskAttend, MaskSdpa, MaskSdpaMath, Sdpa, Variant,
                                      build, goat_tables)
 
 __all__ = [
-    "run_sweep", "parse_choices", "default_lengths", "gate", "Case", "detect_backend", "measure_memory",
-    "probe_subprocess", "time_call", "native_output_silenced", "machine_info", "build", "goat_tables", "Variant", "Sdpa", "GoatLanes",
+    "run_benchmark", "parse_choices", "default_lengths", "gate", "Case", "detect_backend", "measure_memory",
+    "memory_in_subprocess", "time_call", "native_output_silenced", "machine_info", "build", "goat_tables", "Variant", "Sdpa", "GoatLanes",
     "MaskSdpa", "MaskSdpaMath", "EagerBias", "MaskAttend", "AlibiSdpa", "EagerGoat", "Flex", "VARIANTS",
     "DEFAULT_VARIANTS", "MODES", "DTYPES", "TOLERANCES", "GOAT_RECENCY", "NOTES", "SCHEMA", "CPU_LENGTHS",
     "QUICK_LENGTHS",

@@ -10,8 +10,8 @@
   RSS before the call, the peak reset by writing 5 to /proc/self/clear_refs (VmHWM), with glibc's
   mmap threshold fixed at 64 KiB so that freed blocks leave the RSS (fallback: ru_maxrss delta, a
   lower bound). The first call (compile, thread pools, one-time buffers) is reported apart from the
-  steady-state calls. `probe_subprocess` runs `measure_memory` in a fresh process
-  (`python -m companion.cost.probe`), which doubles as the OOM guard on CPU: it runs under
+  steady-state calls. `memory_in_subprocess` runs `measure_memory` in a fresh process
+  (`python -m companion.cost.worker`), which doubles as the OOM guard on CPU: it runs under
   RLIMIT_AS, so a config that does not fit fails there, not in the sweep's process.
 """
 
@@ -47,7 +47,7 @@ PROFILER_BACKENDS = (
 )
 PROFILER_KEYS = ("scaled_dot_product", "flash", "efficient", "cudnn", "fmha", "flex", "softmax", "Torch-Compiled")
 PROBE_TAG = "PROBE_RESULT "
-REPO_ROOT = Path(__file__).resolve().parents[2]  # holds the `companion` package the probe imports
+REPO_ROOT = Path(__file__).resolve().parents[2]  # holds the `companion` package the memory worker imports
 
 
 class Case:
@@ -198,15 +198,15 @@ def measure_memory(variant, L, mode, *, B, H, D, device, dtype, seed=0, rank=4, 
     return out
 
 
-def probe_subprocess(variant, L, mode, *, B, H, D, device, dtype, seed, rank, compile_flex, threads,
+def memory_in_subprocess(variant, L, mode, *, B, H, D, device, dtype, seed, rank, compile_flex, threads,
                      mem_limit_bytes, timeout) -> dict:
-    """`measure_memory` in a fresh `python -m companion.cost.probe` process (any working directory)."""
+    """`measure_memory` in a fresh `python -m companion.cost.worker` process (any working directory)."""
     spec = dict(variant=variant, L=L, mode=mode, B=B, H=H, D=D, device=str(device),
                 dtype=str(dtype).replace("torch.", ""), seed=seed, rank=rank, compile_flex=compile_flex,
                 threads=threads, mem_limit_bytes=mem_limit_bytes, goat_recency=GOAT_RECENCY["value"])
     path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS=str(threads), PYTHONPATH=path)
-    cmd = [sys.executable, "-m", "companion.cost.probe", json.dumps(spec)]
+    cmd = [sys.executable, "-m", "companion.cost.worker", json.dumps(spec)]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=str(REPO_ROOT))
     except subprocess.TimeoutExpired:
@@ -219,8 +219,8 @@ def probe_subprocess(variant, L, mode, *, B, H, D, device, dtype, seed, rank, co
     if p.returncode < 0:
         sig = -p.returncode
         return {"status": "oom" if sig == 9 else "error",
-                "reason": f"probe killed by signal {sig}" + (" (likely the OOM killer)" if sig == 9 else "")}
-    return {"status": "error", "reason": f"probe exited {p.returncode}: {p.stderr.strip()[-1500:]}"}
+                "reason": f"memory worker killed by signal {sig}" + (" (likely the OOM killer)" if sig == 9 else "")}
+    return {"status": "error", "reason": f"memory worker exited {p.returncode}: {p.stderr.strip()[-1500:]}"}
 
 
 def _sync(device):

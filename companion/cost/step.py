@@ -3,7 +3,7 @@
 The GOAT paper's Figure 4b reports the peak CUDA memory of a genome language model's training step
 falling from 2.86 GB with RoPE to 1.83 GB with GOAT (−36 %), at comparable throughput. This measures
 the same comparison for the package's decoder: one `StepShape`, the model built as the book's
-presets build it (`companion.experiments.goat.prior_model`; GOAT with the authors' seeded start) and
+presets build it (`companion.experiments.copy_mixture.prior_model`; GOAT with the authors' seeded start) and
 trained with AdamW. Per method, in a fresh process (`python -m companion.cost.step SPEC`): build the
 model and optimiser, take `warmup` steps (the optimiser's state then exists), then record the peak
 memory of one more step (forward, backward, optimiser step) above the memory held before it, and the
@@ -55,7 +55,7 @@ def _model(method: str, shape: StepShape, device):
     from dataclasses import replace
 
     from companion.config import ModelConfig
-    from companion.experiments.goat import prior_model
+    from companion.experiments.copy_mixture import prior_model
     from companion.model import Transformer, init_weights_
     from companion.tasks import TaskSpec
 

@@ -20,15 +20,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from companion.config import Experiment, ModelConfig, RunConfig, TaskConfig, TrainConfig, register_experiment
+from companion.config import ModelConfig, RunConfig, TaskConfig, TrainConfig
+from companion.experiments import Experiment, Grid, Request, register_experiment, register_grid
 from companion.experiments.methods import method_model
 
-__all__ = ["METHODS", "TABLE8_FRACTION", "CI_STEPS", "CI_STEPS_MUL", "arithmetic_configs"]
+__all__ = ["METHODS", "TABLE8_FRACTION", "CI_STEPS", "CI_STEPS_MUL", "FRACTIONS", "FIGURE2_METHODS", "MUL_METHODS",
+           "LONG_BUDGET", "arithmetic_configs", "arithmetic_cells"]
 
 METHODS = ("default", "structured-svd", "structured-opt", "mimetic", "mask", "fixed-mask")
 TABLE8_FRACTION = {"add": 0.004, "mul": 0.03}
 CI_STEPS = 250
 CI_STEPS_MUL = 200
+# The grid of the chapter: Figure 2's fractions of all pairs (addition, default vs mask), Table 8's
+# methods on multiplication, and the same addition runs at LONG_BUDGET times the updates.
+FRACTIONS = {"ci": (0.002, 0.004, 0.01), "paper": (0.002, 0.004, 0.01, 0.03)}
+FIGURE2_METHODS = ("default", "mask")
+MUL_METHODS = {"ci": ("default", "mask"), "paper": METHODS}
+LONG_BUDGET = 2
 
 
 def arithmetic_configs(op: str, profile: str) -> dict[str, RunConfig]:
@@ -52,3 +60,20 @@ for _op, _title in (("add", "addition"), ("mul", "multiplication")):
     register_experiment(Experiment(
         f"arith-{_op}", f"3-digit {_title} from few examples: prior in QK or in the mask (Fig. 2, Table 8)",
         lambda profile, op=_op: arithmetic_configs(op, profile)))
+
+
+def arithmetic_cells(profile: str) -> dict[tuple[str, float, str], Request]:
+    """(op, fraction, budget) → Request: Table 8 (all methods on addition, `MUL_METHODS` on
+    multiplication), Figure 2's fractions, and the addition runs at `LONG_BUDGET` × the updates."""
+    add, mul = TABLE8_FRACTION["add"], TABLE8_FRACTION["mul"]
+    base = arithmetic_configs("add", profile)["default"].train
+    long = (f"train.steps={base.steps * LONG_BUDGET}", f"train.eval_every={base.eval_every * LONG_BUDGET}")
+    cells = {("add", add, "base"): Request("arith-add")}
+    cells.update({("add", f, "base"): Request("arith-add", FIGURE2_METHODS, (f"task.fraction={f}",))
+                  for f in FRACTIONS[profile] if f != add})
+    cells[("mul", mul, "base")] = Request("arith-mul", MUL_METHODS[profile])
+    cells[("add", add, "long")] = Request("arith-add", FIGURE2_METHODS, long)
+    return cells
+
+
+register_grid(Grid("arithmetic", "Chapter 4: Table 8, Figure 2's fractions and the longer budget", arithmetic_cells))

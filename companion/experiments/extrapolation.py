@@ -1,6 +1,6 @@
 """Length extrapolation and retrieval (Chapter 9): GOAT against RoPE, ALiBi and sinusoidal positions.
 
-Two experiments with the same four models (`companion.experiments.goat.prior_model`; all four read
+Two experiments with the same four models (`companion.experiments.copy_mixture.prior_model`; all four read
 inputs of any length, RoPE also with position interpolation at evaluation). GOAT starts as the
 authors' language models do (`goat_init="seeded"`: recency slopes at ALiBi's values, small random
 spectral and sink weights); `goat-uniform` is the same model started from the uniform prior of
@@ -23,10 +23,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 
-from companion.config import Experiment, ModelConfig, RunConfig, TaskConfig, TrainConfig, register_experiment
-from companion.experiments.goat import prior_model
+from companion.config import ModelConfig, RunConfig, TaskConfig, TrainConfig
+from companion.experiments import Experiment, Grid, Request, register_experiment, register_grid
+from companion.experiments.copy_mixture import prior_model
 
-__all__ = ["METHODS", "CI_STEPS", "TRAIN_LEN", "extrapolation_configs"]
+__all__ = ["METHODS", "CI_STEPS", "TRAIN_LEN", "READINGS", "EXPERIMENTS", "extrapolation_configs"]
 
 METHODS = ("goat", "goat-uniform", "rope", "alibi", "sinusoidal")
 CI_STEPS = {"charlm": 400, "passkey": 500}
@@ -54,6 +55,14 @@ def extrapolation_configs(experiment: str, profile: str) -> dict[str, RunConfig]
     return {m: replace(base, method=m, model=models[m]) for m in METHODS}
 
 
+# Evaluation-time readings of the runs above (no runs of their own): what `companion list` shows.
+READINGS = (("rope-pi", "the rope runs read with position interpolation to the training length"),)
+EXPERIMENTS = ("charlm", "passkey")
+
 for _name, _what in (("charlm", "character LM trained at L, read up to 8L (GOAT Fig. 2a, 2b)"),
                      ("passkey", "passkey retrieval trained at L, read up to 8L (GOAT Fig. 3a)")):
-    register_experiment(Experiment(_name, _what, lambda profile, e=_name: extrapolation_configs(e, profile)))
+    register_experiment(Experiment(_name, _what, lambda profile, e=_name: extrapolation_configs(e, profile),
+                                   readings=READINGS))
+
+register_grid(Grid("extrapolation", "Chapter 9: both experiments, every method (one worker pool)",
+                   lambda profile: {e: Request(e) for e in EXPERIMENTS}))

@@ -19,11 +19,12 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from companion.config import Experiment, ModelConfig, RunConfig, TaskConfig, TrainConfig, register_experiment
+from companion.config import ModelConfig, RunConfig, TaskConfig, TrainConfig
+from companion.experiments import Experiment, Grid, Request, register_experiment, register_grid
 from companion.experiments.methods import method_model
 from companion.tasks.boolean import FUNCTIONS
 
-__all__ = ["METHODS", "PAPER_SCHEDULE", "method_model", "gotu_configs"]
+__all__ = ["METHODS", "PAPER_SCHEDULE", "method_model", "gotu_configs", "FUNCTIONS"]
 
 METHODS = ("default", "structured-svd", "structured-opt", "mask", "fixed-mask", "zero-mask")
 # GOTU's script.sh: (learning rate, epochs) per task; seen-set sizes give the steps per epoch.
@@ -55,3 +56,6 @@ for _fn in FUNCTIONS:
     register_experiment(Experiment(
         f"gotu-{_fn}", f"GOTU {_fn}: extrapolation with the prior in QK or in the mask (Tables 1, 4)",
         lambda profile, fn=_fn: gotu_configs(fn, profile)))
+
+register_grid(Grid("gotu", "Chapter 3: every GOTU task × method (Tables 1, 4 and 7, Figure 5)",
+                   lambda profile: {fn: Request(f"gotu-{fn}") for fn in FUNCTIONS}))

@@ -1,4 +1,4 @@
-"""A sweep: every (L, mode, variant) gated, probed for memory and timed, written as one JSON result.
+"""The benchmark over lengths: every (L, mode, variant) gated, probed for memory and timed, written as one JSON result.
 
 Protocol (research notes `goat-and-kernels.md` B9), for each L and mode:
 - each variant passes the gate at min(L, gate_len) (`companion.cost.gate`), then its memory is
@@ -27,7 +27,7 @@ import torch
 from companion.cost.gate import TOLERANCES, _worst, gate
 from companion.cost.machine import machine_info
 from companion.cost.measure import (MODES, Case, _free, _is_oom, _stats, _sync, detect_backend, measure_memory,
-                                    probe_subprocess, time_call)
+                                    memory_in_subprocess, time_call)
 from companion.cost.notes import NOTES
 from companion.cost.variants import DEFAULT_VARIANTS, DTYPES, GOAT_RECENCY, VARIANTS
 
@@ -115,7 +115,7 @@ class _Sweep:
             if s["memory"] == "subprocess":
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
-                m = probe_subprocess(v, L, mode, threads=s["threads"], mem_limit_bytes=s["mem_limit"],
+                m = memory_in_subprocess(v, L, mode, threads=s["threads"], mem_limit_bytes=s["mem_limit"],
                                      timeout=s["probe_timeout"], **kw)
             else:
                 m = measure_memory(v, L, mode, **kw)
@@ -197,7 +197,7 @@ def _ratios(samples: dict[str, list[float]], recs: dict[str, dict], into: dict, 
         into.setdefault(v, {})[str(L)] = {k: ratio[k] for k in ("median_ratio", "paired_median")}
 
 
-def run_sweep(*, variants: Sequence[str] | str = DEFAULT_VARIANTS, lengths: Sequence[int | str] | None = None,
+def run_benchmark(*, variants: Sequence[str] | str = DEFAULT_VARIANTS, lengths: Sequence[int | str] | None = None,
               modes: Sequence[str] | str = MODES, device="cpu", dtype: str | None = None, B: int = 1, H: int = 8,
               D: int = 64, rank: int = 4, repeats: int | None = None, warmup: int | None = None,
               threads: int | None = None, gate_len: int = 256, tol: float | None = None, memory: str = "subprocess",

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from companion.config import (Experiment, ModelConfig, PriorConfig, RunConfig, TaskConfig, TrainConfig,
-                              register_experiment)
+from companion.config import ModelConfig, PriorConfig, RunConfig, TaskConfig, TrainConfig
+from companion.experiments import Experiment, register_experiment
 
 __all__ = ["METHODS", "CI_STEPS", "prior_model", "copymix_configs"]
 

@@ -1,6 +1,6 @@
 """Chapter 10: what a prior costs, read from the attention benchmark's JSON (`benchmarks/attention.py`).
 
-Nothing here times anything; the chapter's small live sweep goes through `companion.cost.run_sweep`
+Nothing here times anything; the chapter's small live sweep goes through `companion.cost.run_benchmark`
 and comes back as the same JSON. `frame(result)` flattens a result into one row per
 (variant, L, mode) with time, ratio to plain SDPA (same run) and peak memory.
 """

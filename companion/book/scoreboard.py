@@ -12,7 +12,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from companion.claims import GLUE_PREFIX, MIME, VERDICTS, format_measure, load_ledger, verdict
+from companion.book.claims import GLUE_PREFIX, MIME, VERDICTS, format_measure, load_ledger, verdict
 from companion.paths import repo_root
 
 __all__ = ["collect_measures", "build", "main"]
@@ -117,3 +117,10 @@ def main(args) -> int:
         p.write_text(text)
     print(f"wrote {PAGE} and {JSON}")
     return 0
+
+
+def add_commands(sub) -> None:
+    """Register `companion scoreboard` on the command line."""
+    p = sub.add_parser("scoreboard", help="regenerate the scoreboard page and JSON from the ledger and the executed chapters")
+    p.add_argument("--check", action="store_true", help="only check that the committed scoreboard is current")
+    p.set_defaults(func=main)

@@ -1,6 +1,6 @@
-"""Entry point of the memory probe: `python -m companion.cost.probe SPEC_JSON`.
+"""Entry point of the memory worker: `python -m companion.cost.worker SPEC_JSON`.
 
-Run by `companion.cost.measure.probe_subprocess` in a fresh process (so that one config's peak is not
+Run by `companion.cost.measure.memory_in_subprocess` in a fresh process (so that one config's peak is not
 hidden by another's freed heap); prints one `PROBE_RESULT {json}` line with `measure_memory`'s result.
 """
 

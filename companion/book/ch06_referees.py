@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from companion.gotu_report import open_mass
+from companion.book.ch03_boolean import open_mass
 from companion.sweep import Request, ensure_many, records_frame
 
 __all__ = ["PLACEMENTS", "CONTRASTS", "QK_CELLS", "mask_overrides", "placement_runs", "qk_norm_runs", "drift_curve",
@@ -103,7 +103,7 @@ def final_drift(record, kind: str) -> float:
 
 def summary_by(frame: pd.DataFrame, by: Sequence[str], value: str) -> pd.DataFrame:
     """Mean, std, and 95% Student-t interval of `value` per group (numbers, for plots)."""
-    from companion.stats import summarize
+    from companion.book.stats import summarize
 
     rows = []
     for key, g in frame.groupby(list(by), sort=False):

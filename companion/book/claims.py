@@ -170,11 +170,3 @@ def verdict_table(results: list[ClaimResult], ledger: dict[str, Claim] | None = 
         rows.append({"claim": r.id, "statement": c.statement, "source": f"{c.source} {c.location}",
                      "source value": c.source_value, "ours": format_measure(r.measure), "verdict": r.verdict})
     return pd.DataFrame(rows).set_index("claim")
-
-
-def add_commands(sub) -> None:
-    from companion import scoreboard
-
-    p = sub.add_parser("scoreboard", help="regenerate the scoreboard page and JSON from the ledger and the executed chapters")
-    p.add_argument("--check", action="store_true", help="only check that the committed scoreboard is current")
-    p.set_defaults(func=scoreboard.main)

@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from companion.experiments.goat import METHODS
-from companion.gotu_report import curves as method_curves
-from companion.runs import RunStore
+from companion.experiments.copy_mixture import METHODS
+from companion.book.ch03_boolean import curves as method_curves
+from companion.store import RunStore
 from companion.sweep import Request, ensure_many, records_frame
 from companion.tasks import make_task
-from companion.transport import attention_internals, prior_panels, sink_vs_signal
+from companion.book.transport import attention_internals, prior_panels, sink_vs_signal
 
 __all__ = ["LABELS", "load_runs", "load_models", "probe", "head_structure", "sink_curve", "curves"]
 

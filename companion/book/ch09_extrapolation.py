@@ -16,7 +16,7 @@ import torch
 
 from companion.experiments.extrapolation import METHODS
 from companion.goat import GoatPrior
-from companion.goat_report import load_models
+from companion.book.ch08_copy_mixture import load_models
 from companion.positions import RotaryEmbedding
 from companion.sweep import Request, ensure_many, records_frame
 from companion.tasks import make_task

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from companion.experiments.gotu import METHODS
-from companion.stats import paired_table, summary_table
+from companion.book.stats import paired_table, summary_table
 from companion.sweep import Request, ensure_many, records_frame
 from companion.boolean_fourier import cube, evaluate, fourier_coefficients
 from companion.tasks.boolean import FUNCTIONS, BooleanTask, make_function

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from companion.paths import repo_root
-from companion.runs import code_version
+from companion.identity import code_version
 
 __all__ = ["toc_chapters", "input_hash", "strip_volatile", "run_chapters", "source_outputs"]
 
@@ -67,7 +67,7 @@ def input_hash(root: Path, name: str, profile: str) -> str:
     h.update(profile.encode())
     src = root / SOURCE_DIR / f"{name}.ipynb"
     h.update(json.dumps(_code_and_markdown(json.loads(src.read_text())), sort_keys=True).encode())
-    h.update(code_version(include_book_side=True).encode())
+    h.update(code_version(everything=True).encode())
     data = [root / "book" / "claims.yml", *(root / "benchmarks" / "results").rglob("*.json")]
     _files_digest(h, root, [p for p in data if p.is_file()])
     return h.hexdigest()
@@ -159,7 +159,7 @@ def _is_current(root: Path, name: str, profile: str, digest: str) -> bool:
 
 def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: bool = False, root: Path | None = None) -> int:
     """Execute chapters (all in toc order by default); returns an exit code."""
-    from companion import scoreboard
+    from companion.book import scoreboard
 
     if profile not in PROFILES:
         print(f"unknown profile {profile!r}; choose one of {PROFILES}.", file=sys.stderr)

@@ -1,12 +1,21 @@
-"""Figure helpers shared by the chapters: one style, small functions that draw onto given axes."""
+"""Figure helpers shared by the chapters: one style, small functions that draw onto given axes.
+
+Colours and labels come from `companion.book.labels` (a method has one colour in every chapter);
+`mean_interval` is the one way a chapter draws a quantity's mean over seeds with its interval.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["use_style", "heatmap", "grouped_bars", "PALETTE"]
+from companion.book.labels import colour, label
 
+__all__ = ["use_style", "heatmap", "grouped_bars", "mean_interval", "PALETTE"]
+
+# The cycle for things that are not methods (placements, layers, lengths…).
 PALETTE = ("#1b6ca8", "#e07b39", "#3a9e6f", "#b5485d", "#7d5ba6", "#8c8c8c")
 
 
@@ -57,3 +66,25 @@ def grouped_bars(ax, groups: dict[str, list[float]], labels: list[str], *, ylabe
     ax.set_xticks(x, labels)
     ax.set(ylabel=ylabel, title=title)
     ax.legend()
+
+
+def mean_interval(ax, data, *, x: str, y: str, hue: str = "method", interval: str = "ci",
+                  hue_order: Sequence[str] | None = None, labels: dict | None = None, **kwargs):
+    """Mean of `y` over seeds against `x`, one line per `hue` value, with a band: `interval` "ci"
+    (95 % bootstrap interval of the mean, fixed seed), "range" (min to max) or "sd".
+
+    `data` is long form (one row per seed and x: `companion.book.frames.long_curves`). Method names
+    get the book's colours and labels; `labels` overrides a hue value's legend text.
+    """
+    import seaborn as sns
+
+    errorbar = {"ci": ("ci", 95), "range": ("pi", 100), "sd": "sd"}[interval]
+    order = list(hue_order) if hue_order is not None else list(dict.fromkeys(data[hue]))
+    palette = {h: colour(h) if hue == "method" else PALETTE[i % len(PALETTE)] for i, h in enumerate(order)}
+    sns.lineplot(data=data, x=x, y=y, hue=hue, hue_order=order, palette=palette, errorbar=errorbar,
+                 seed=0, ax=ax, **kwargs)
+    names = {h: (labels or {}).get(h, label(h) if hue == "method" else str(h)) for h in order}
+    handles, texts = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, [names.get(t, t) for t in texts])
+    return ax

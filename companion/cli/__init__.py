@@ -1,4 +1,4 @@
-"""Command line: `companion chapters | scoreboard | check-sources | list | sweep`.
+"""Command line: `companion list | sweep | chapters | check-sources | scoreboard`.
 
 Each command lives in the module that owns its concept; a module joins the CLI by exposing
 `add_commands(subparsers)`, which registers its subcommands with `func=` set to a callable taking
@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-_COMMAND_MODULES = ("companion.chapters", "companion.claims", "companion.runs")
+_COMMAND_MODULES = ("companion.cli.runs", "companion.book.runner", "companion.book.scoreboard")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,13 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name != name:
-                raise
-            continue
-        module.add_commands(sub)
+        importlib.import_module(name).add_commands(sub)
     return parser
 
 

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from companion.config import get_experiment
+from companion.experiments import get_experiment
 from companion.experiments.arithmetic import METHODS, TABLE8_FRACTION
-from companion.gotu_report import curves as method_curves
-from companion.stats import paired, paired_table, summarize, summary_table
+from companion.book.ch03_boolean import curves as method_curves
+from companion.book.stats import paired, paired_table, summarize, summary_table
 from companion.sweep import Request, ensure_many, records_frame
 
 __all__ = ["LABELS", "FRACTIONS", "FIGURE2_METHODS", "MUL_METHODS", "LONG_BUDGET", "load_runs", "table8",
@@ -93,7 +93,7 @@ def paired_against(frame: pd.DataFrame, op: str, fraction: float, metric: str = 
 
 def summary(frame: pd.DataFrame, op: str, fraction: float, method: str, metric: str = "test.seq_acc",
             budget: str = "base"):
-    """`companion.stats.Summary` of a metric (in %) over seeds for one cell."""
+    """`companion.book.stats.Summary` of a metric (in %) over seeds for one cell."""
     sub = _cell(frame, op, fraction, budget)
     sub = sub[sub.method == method]
     if sub.empty:
@@ -103,14 +103,14 @@ def summary(frame: pd.DataFrame, op: str, fraction: float, method: str, metric: 
 
 def paired_gain(frame: pd.DataFrame, op: str, fraction: float, method: str, baseline: str = "default",
                 metric: str = "test.seq_acc", budget: str = "base"):
-    """`companion.stats.Paired` of method − baseline (percentage points), paired by seed."""
+    """`companion.book.stats.Paired` of method − baseline (percentage points), paired by seed."""
     sub = _cell(frame, op, fraction, budget)
     by = {m: dict(zip(g.seed, 100 * g[metric])) for m, g in sub.groupby("method")}
     return paired(by[method], by[baseline])
 
 
 def curves(records: Sequence, split: str = "test", metric: str = "seq_acc") -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """{method: (steps, values (seeds, evaluations))}: `companion.gotu_report.curves` on the test split."""
+    """{method: (steps, values (seeds, evaluations))}: `companion.book.ch03_boolean.curves` on the test split."""
     return method_curves(records, split, metric)
 
 

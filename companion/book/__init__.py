@@ -1,0 +1,11 @@
+"""The book side of the package: everything that reads runs and never trains.
+
+Shared concepts, one module each: `frames` (records → frames, curves, trained models), `stats`
+(means, intervals, paired differences over seeds), `labels` (the one table of names and colours),
+`plots` (the one figure style), `transport` (attention as transport with a prior: the measures of
+Part IV), `claims` and `scoreboard` (the ledger and its verdicts), `runner` (executes the chapters).
+Then one module per chapter, `chNN_*.py`: functions from run records to that chapter's claim
+measures, tables and figure data. Chapter modules import the shared modules, never each other.
+
+Nothing in the core imports this folder, and it is never hashed into a run's identity.
+"""

@@ -1,0 +1,73 @@
+"""Records → tables and curves: the one place a chapter turns stored runs into data frames.
+
+`records_frame` (one row per run, final metrics as "split.metric" columns), `curves` (evaluation
+curves per method, seeds stacked), `long_curves` (the same, long form, for seaborn), `by_method`,
+`trained_models` (weights read back from the store), and `open_mass` (the share of a query row's
+attention on a pattern's open keys, from the maps a record keeps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["records_frame", "curves", "long_curves", "by_method", "trained_models", "open_mass"]
+
+
+def records_frame(records: Sequence) -> pd.DataFrame:
+    """One row per record: experiment, profile, method, seed, run_id, wall_time and the final metrics
+    as "split.metric" columns (e.g. "test.mse")."""
+    rows = []
+    for r in records:
+        c = r.config
+        row = {"experiment": c.experiment, "profile": c.profile, "method": c.method, "seed": c.seed,
+               "run_id": r.run_id, "wall_time": r.wall_time}
+        row.update({f"{split}.{m}": v for split, ms in r.metrics.items() for m, v in ms.items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def curves(records: Sequence, split: str, metric: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{method: (steps, values of shape (seeds, evaluations))} of one evaluation curve."""
+    out: dict[str, list] = {}
+    steps: dict[str, list] = {}
+    for rec in records:
+        m = rec.config.method
+        steps[m] = rec.curves["steps"]
+        out.setdefault(m, []).append(rec.curves["eval"][split][metric])
+    return {m: (np.asarray(steps[m]), np.asarray(v)) for m, v in out.items()}
+
+
+def long_curves(records: Sequence, split: str, metric: str, *, scale: float = 1.0) -> pd.DataFrame:
+    """The evaluation curve of every record, long form: method, seed, step, value (× `scale`)."""
+    rows = [{"method": r.config.method, "seed": r.seed, "step": s, "value": scale * v}
+            for r in records for s, v in zip(r.curves["steps"], r.curves["eval"][split][metric])]
+    return pd.DataFrame(rows)
+
+
+def by_method(records: Sequence, methods: Sequence[str] | None = None) -> dict[str, list]:
+    """{method: [records in seed order]}, methods in `methods` order (default: first appearance)."""
+    out: dict[str, list] = {m: [] for m in methods} if methods else {}
+    for rec in records:
+        out.setdefault(rec.config.method, []).append(rec)
+    return {m: sorted(rs, key=lambda r: r.seed) for m, rs in out.items()}
+
+
+def trained_models(records: Sequence, store=None) -> list:
+    """The trained models of `records`, in order (float32, eval mode, CPU), from the run store."""
+    from companion.store import RunStore
+
+    store = store or RunStore()
+    return [store.load_model(r) for r in records]
+
+
+def open_mass(attention, pattern, row: int | None = None) -> float:
+    """Share of attention on the pattern's open keys: of query `row` (e.g. 0 = CLS), or averaged over
+    every query when `row` is None. `attention` is a (n, n) map (rows sum to 1), `pattern` bool (n, n)."""
+    a = np.asarray(attention, dtype=float)
+    p = np.asarray(pattern, dtype=bool)
+    if row is not None:
+        return float(a[row][p[row]].sum())
+    return float((a * p).sum(-1).mean())

@@ -1,0 +1,51 @@
+"""The one table of names, labels and colours the chapters use: every method, task and benchmark variant.
+
+A method keeps its label and its colour in every chapter and figure (Chapter 3's learnable mask is the
+same red as Chapter 4's; GOAT the same blue in Part IV and in Chapter 10).
+"""
+
+from __future__ import annotations
+
+__all__ = ["METHODS", "TASKS", "VARIANTS", "COLOURS", "MARKERS", "label", "colour", "task_title"]
+
+METHODS = {
+    "default": "Default", "structured-svd": "Structured (SVD)", "structured-opt": "Structured (Opt)",
+    "mimetic": "Mimetic", "mask": "Mask (learnable)", "fixed-mask": "Fixed mask", "zero-mask": "All-zero mask",
+    "goat": "GOAT", "goat-uniform": "GOAT (uniform start)", "rope": "RoPE", "rope-pi": "RoPE + PI",
+    "alibi": "ALiBi", "sinusoidal": "sinusoidal",
+}
+TASKS = {"2parity": "2Parity", "cyclic3": "Cyclic3", "maj3": "3-bit Majority", "threesym": "3-symmetric (f1)",
+         "add": "addition", "mul": "multiplication", "charlm": "character LM", "passkey": "passkey retrieval",
+         "copymix": "copy mixture"}
+# Benchmark variants (Chapter 10): how attention with a prior is computed.
+VARIANTS = {"sdpa": "SDPA, no prior", "goat-lanes": "GOAT lanes (SDPA)", "mask-sdpa": "learnable mask (SDPA)",
+            "mask-sdpa-math": "learnable mask (SDPA, math kernel)", "eager-bias": "eager, materialised bias",
+            "mask-attend": "learnable mask (companion.attend)", "alibi-sdpa": "ALiBi bias (SDPA)",
+            "eager-goat": "GOAT, eager", "flex": "GOAT (FlexAttention)"}
+
+_BASE = {"default": "#4d4d4d", "structured-svd": "#e07b39", "structured-opt": "#c9a227", "mimetic": "#8c6d31",
+         "mask": "#c0392b", "fixed-mask": "#7d5ba6", "zero-mask": "#3a9e6f",
+         "goat": "#1b6ca8", "goat-uniform": "#6baed6", "rope": "#d95f02", "rope-pi": "#fdae6b",
+         "alibi": "#1b9e77", "sinusoidal": "#8c8c8c"}
+# A variant shares the colour of the method it computes.
+_VARIANT_COLOUR = {"sdpa": "#4d4d4d", "goat-lanes": _BASE["goat"], "mask-sdpa": _BASE["mask"],
+                   "mask-sdpa-math": "#e6550d", "eager-bias": "#969696", "mask-attend": "#fb6a4a",
+                   "alibi-sdpa": _BASE["alibi"], "eager-goat": "#9ecae1", "flex": "#08519c"}
+COLOURS = {**_BASE, **_VARIANT_COLOUR}
+MARKERS = {"default": "o", "structured-svd": "s", "structured-opt": "D", "mimetic": "v", "mask": "^",
+           "fixed-mask": "P", "zero-mask": "X", "goat": "o", "goat-uniform": "s", "rope": "^", "rope-pi": "v",
+           "alibi": "D", "sinusoidal": "X"}
+
+
+def label(name: str) -> str:
+    """The reader's name of a method or benchmark variant (the name itself if it has none)."""
+    return METHODS.get(name) or VARIANTS.get(name) or name
+
+
+def colour(name: str) -> str:
+    """The colour of a method or variant in every figure (grey for an unknown name)."""
+    return COLOURS.get(name, "#8c8c8c")
+
+
+def task_title(name: str) -> str:
+    return TASKS.get(name, name)

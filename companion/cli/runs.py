@@ -1,0 +1,127 @@
+"""`companion list` and `companion sweep`: the experiments and grids, their stored and missing runs.
+
+The same functions chapters call (`companion.sweep`), with a progress bar and one-line errors (exit 2).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from companion.experiments import EXPERIMENTS, GRIDS, load_experiments
+from companion.store import RunStore
+from companion.sweep import run_missing, parse_seeds, plan, plan_grid
+
+__all__ = ["add_commands"]
+
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"companion {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _cmd_list(args) -> int:
+    load_experiments()
+    try:
+        seeds = parse_seeds(args.seeds)
+        plans = {(n, p): plan(n, p, seeds, overrides=args.set or ())
+                 for n in sorted(EXPERIMENTS) for p in EXPERIMENTS[n].profiles}
+        grid_plans = {(n, p): plan_grid(n, p, seeds, args.set or ())
+                      for n in sorted(GRIDS) for p in GRIDS[n].profiles}
+    except ValueError as err:
+        return _fail("list", str(err))
+    store = RunStore(args.store)
+    shown = f"   overrides: {' '.join(args.set)}" if args.set else ""
+    print(f"store: {store.root}   seeds: {args.seeds}{shown}")
+    print("experiments:")
+    for name in sorted(EXPERIMENTS):
+        exp = EXPERIMENTS[name]
+        print(f"{name}: {exp.description}")
+        for profile in exp.profiles:
+            print(f"  {profile:<6} methods: {', '.join(exp.methods(profile))}   "
+                  f"{_counts(store, plans[name, profile])}")
+        for reading, what in exp.readings:
+            print(f"  reading {reading}: {what}")
+    print("grids (cells of the experiments above; a run shared by two cells is one run):")
+    for name in sorted(GRIDS):
+        grid = GRIDS[name]
+        print(f"{name}: {grid.description}")
+        for profile in grid.profiles:
+            cells = grid.cells(profile)
+            print(f"  {profile:<6} {len(cells)} cells   {_counts(store, grid_plans[name, profile])}")
+    return 0
+
+
+def _counts(store: RunStore, cfgs) -> str:
+    from companion.identity import run_id
+
+    ids = list(dict.fromkeys(run_id(c) for c in cfgs))
+    stored = sum(store.load(rid) is not None for rid in ids)
+    return f"stored {stored}/{len(ids)}, missing {len(ids) - stored}"
+
+
+def _cmd_sweep(args) -> int:
+    try:
+        seeds = parse_seeds(args.seeds)
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else None
+        load_experiments()
+        if args.experiment in GRIDS:
+            if methods:
+                raise ValueError(f"--methods selects methods of an experiment; {args.experiment!r} is a grid "
+                                 "(its cells name their methods). Drop --methods, or sweep one experiment.")
+            cfgs = plan_grid(args.experiment, args.profile, seeds, args.set or ())
+        else:
+            cfgs = plan(args.experiment, args.profile, seeds, methods, args.set or ())
+        if args.jobs is not None and args.jobs < 1:
+            raise ValueError(f"--jobs must be >= 1, got {args.jobs}.")
+    except ValueError as err:
+        return _fail("sweep", str(err))
+    if args.executor == "local":
+        options = {"jobs": args.jobs}
+    else:
+        options = {"cluster": args.cluster, "timeout_min": args.timeout_min,
+                   "gpus_per_node": args.gpus_per_node, "cpus_per_task": args.cpus_per_task,
+                   "array_parallelism": args.array_parallelism, "partition": args.partition}
+    store = RunStore(args.store)
+    try:
+        records, ran = run_missing(cfgs, store, args.executor, True, options)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished runs are stored; rerun the same command to continue.", file=sys.stderr)
+        return 130
+    except RuntimeError as err:
+        print(f"companion sweep: {err}", file=sys.stderr)
+        return 1
+    unique = len({r.run_id for r in records})
+    print(f"{args.experiment}/{args.profile}: {unique} runs, {ran} run now, "
+          f"{unique - ran} already stored in {store.root}")
+    return 0
+
+
+def add_commands(subparsers) -> None:
+    """Register `list` and `sweep` on the `companion` command line."""
+    p = subparsers.add_parser("list", help="experiments, grids, profiles, methods and stored/missing runs")
+    p.add_argument("--seeds", default="0-4", help="seeds to count (default 0-4)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="count runs with these overrides, as given to sweep (repeatable)")
+    p.add_argument("--store", default=None, help="run store folder (default $COMPANION_RUNS or <repo>/runs)")
+    p.set_defaults(func=_cmd_list)
+
+    p = subparsers.add_parser("sweep", help="run the missing runs of an experiment or a grid (resumable)")
+    p.add_argument("experiment", help="experiment or grid name (see `companion list`)")
+    p.add_argument("--profile", default="ci", help="ci (CPU minutes) or paper (default ci)")
+    p.add_argument("--seeds", default="0-4", help="e.g. 0-4 or 0,2,5 (default 0-4)")
+    p.add_argument("--methods", default=None, help="comma-separated subset of the methods (default all)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a setting, e.g. --set train.lr=1e-4 (repeatable)")
+    p.add_argument("--executor", choices=("local", "slurm"), default="local")
+    p.add_argument("--jobs", type=int, default=None, help="local worker processes (default: all cores)")
+    p.add_argument("--store", default=None, help="run store folder (default $COMPANION_RUNS or <repo>/runs)")
+    g = p.add_argument_group("slurm executor (submitit)")
+    g.add_argument("--cluster", default="slurm", choices=("slurm", "local", "debug"),
+                   help="submitit cluster; local/debug run the Slurm path on this machine")
+    g.add_argument("--timeout-min", type=int, default=60)
+    g.add_argument("--gpus-per-node", type=int, default=0)
+    g.add_argument("--cpus-per-task", type=int, default=1)
+    g.add_argument("--array-parallelism", type=int, default=32)
+    g.add_argument("--partition", default=None)
+    p.set_defaults(func=_cmd_sweep)

@@ -1,0 +1,57 @@
+"""The referees' grids (Chapter 6), all made of GOTU runs (`companion.experiments.gotu`) under overrides.
+
+- `referee`: the skeptic's mask placements (correct, misspecified, falsifier) × contrasts ±c, plus
+  the all-zero mask and the default (contrast 0), on 2Parity and on 3-bit Majority (its analogues
+  on Majority's support {0, 1, 2}).
+- `qk-norm`: Default and Structured (SVD) without and with QK normalisation, and Structured (Opt)
+  without.
+
+The correct mask at ±10, the all-zero mask and the structured initialisations are the very runs of
+Chapter 3 (same experiment, method and config), so the store holds them once.
+"""
+
+from __future__ import annotations
+
+from companion.experiments import Grid, Request, register_grid
+
+__all__ = ["PLACEMENTS", "CONTRASTS", "TASKS", "QK_CELLS", "mask_overrides", "placement_cells", "qk_norm_cells"]
+
+TASKS = ("2parity", "maj3")
+# The skeptic's placements on 2Parity, and their analogues on 3-bit Majority (support {0, 1, 2}).
+PLACEMENTS = {
+    "2parity": {"correct": "support", "misspecified": "pair:0-2", "falsifier": "pair:1-2"},
+    "maj3": {"correct": "support", "misspecified": "group:0-1-3", "falsifier": "group:3-4-5"},
+}
+CONTRASTS = (1.0, 2.0, 5.0, 10.0)
+QK_CELLS = (("default", False), ("structured-svd", False), ("structured-opt", False),
+            ("default", True), ("structured-svd", True))
+
+
+def mask_overrides(variant: str, contrast: float) -> tuple[str, ...]:
+    """Overrides turning the GOTU "mask" method into a mask at ±contrast on `variant`'s pattern."""
+    return (f"model.prior.variant={variant}", f"model.prior.open_value={contrast}",
+            f"model.prior.closed_value={-contrast}")
+
+
+def placement_cells(profile: str) -> dict[tuple[str, str, float], Request]:
+    """(task, placement, contrast) → Request; "all-zero" and "no mask" sit at contrast 0."""
+    cells = {}
+    for task in TASKS:
+        exp = f"gotu-{task}"
+        for placement, variant in PLACEMENTS[task].items():
+            for c in CONTRASTS:
+                cells[(task, placement, c)] = Request(exp, ("mask",), mask_overrides(variant, c))
+        cells[(task, "all-zero", 0.0)] = Request(exp, ("zero-mask",))
+        cells[(task, "no mask", 0.0)] = Request(exp, ("default",))
+    return cells
+
+
+def qk_norm_cells(profile: str) -> dict[tuple[str, str, bool], Request]:
+    """(task, method, qk_norm) → Request."""
+    return {(task, method, norm): Request(f"gotu-{task}", (method,), ("model.qk_norm=true",) if norm else ())
+            for task in TASKS for method, norm in QK_CELLS}
+
+
+register_grid(Grid("referee", "Chapter 6: mask placement × contrast on 2Parity and Majority", placement_cells))
+register_grid(Grid("qk-norm", "Chapter 6: query–key initialisations with and without QK normalisation",
+                   qk_norm_cells))
