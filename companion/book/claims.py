@@ -19,7 +19,7 @@ import yaml
 
 from companion.paths import repo_root
 
-__all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "record", "verdict_table", "VERDICTS"]
+__all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "record", "record_all", "verdict_table", "VERDICTS"]
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "not run at this scale")
 RULE_KINDS = ("holds", "at_most", "at_least", "close", "equals")
@@ -157,6 +157,13 @@ def record(claim_id: str, measure: Any, *, detail: str = "", ledger: dict[str, C
         return result
     glue(GLUE_PREFIX + claim_id, result, display=False)
     return result
+
+
+def record_all(measures: dict[str, Any], *, details: dict[str, str] | None = None,
+               ledger: dict[str, Claim] | None = None) -> list[ClaimResult]:
+    """`record` every {claim id: measure} a chapter module computed; returns the results in order."""
+    ledger = ledger if ledger is not None else load_ledger()
+    return [record(cid, m, detail=(details or {}).get(cid, ""), ledger=ledger) for cid, m in measures.items()]
 
 
 def verdict_table(results: list[ClaimResult], ledger: dict[str, Claim] | None = None):

@@ -210,7 +210,7 @@ def memory_in_subprocess(variant, L, mode, *, B, H, D, device, dtype, seed, rank
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=str(REPO_ROOT))
     except subprocess.TimeoutExpired:
-        return {"status": "error", "reason": f"memory probe timed out after {timeout} s"}
+        return {"status": "error", "reason": f"memory worker timed out after {timeout} s"}
     for line in reversed(p.stdout.splitlines()):
         if line.startswith(PROBE_TAG):
             r = json.loads(line[len(PROBE_TAG):])
