@@ -1,34 +1,82 @@
-"""Worked examples of Chapter 1 (masks and positions), built on `attend`.
+"""Chapter 1 (masks and positions): worked examples built on `attend`, the chapter's claim measures
+and the numbers its prose cites.
 
 - `causal_visibility`: the row-by-row causal rule as an Allowed/Blocked table.
-- `single_query_weights`: one query's weights over a few keys, with chosen keys blocked.
+- `random_qkv`, `causal_weights`, `attend_error`: random heads under the causal rule, and the error a
+  row with nothing to read raises.
+- `single_query_weights`, `blocking_cases`, `blocking_table`: one query's weights over a few keys with
+  the first key open, scored zero or blocked; `renormalisation`: the common factor blocking applies.
 - `Projections` / `self_attention`: one head of self-attention with fixed random projections.
 - `permutation_gap`: max |f(P x) − P f(x)|, the failure of permutation equivariance.
-- `equivariance_trials`: that gap over random inputs and permutations, in three settings.
+- `equivariance_trials`, `gap_summary`: that gap over random inputs and permutations, in three settings.
+- `claim_measures`, `prose_numbers`: the S1-… measures and the glued numbers of the text.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
+import numpy as np
+import pandas as pd
 import torch
 from torch import Tensor
 
 from companion.attention import attend, visible_keys
 
-__all__ = ["causal_visibility", "single_query_weights", "Projections", "self_attention", "permutation_gap", "equivariance_trials", "SETTINGS"]
+__all__ = [
+    "causal_visibility", "SOURCE_FIG_004", "source_comparison", "matches_source", "random_qkv", "causal_weights",
+    "attend_error", "single_query_weights", "Blocking", "blocking_cases", "blocking_weights", "blocking_table", "renormalisation",
+    "renormalisation_gap", "Projections", "self_attention", "permutation_gap", "equivariance_trials", "gap_summary",
+    "SETTINGS", "stated_pe2", "claim_measures", "prose_numbers",
+]
+
+# The source's table of the causal rule for a three-token sentence (its FIG-004), row by row.
+SOURCE_FIG_004 = [["Allowed", "Blocked", "Blocked"],
+                  ["Allowed", "Allowed", "Blocked"],
+                  ["Allowed", "Allowed", "Allowed"]]
 
 
-def causal_visibility(tokens: list[str]):
+def causal_visibility(tokens: list[str]) -> pd.DataFrame:
     """Table (query rows × key columns) of "Allowed"/"Blocked" under the causal rule j ≤ i."""
-    import pandas as pd
-
     allowed = visible_keys(None, len(tokens), len(tokens), causal=True)
     table = pd.DataFrame(
         [["Allowed" if a else "Blocked" for a in row] for row in allowed.tolist()], index=tokens, columns=tokens
     )
     table.index.name, table.columns.name = "query ↓", "key →"
     return table
+
+
+def source_comparison(table: pd.DataFrame) -> pd.DataFrame:
+    """Cell by cell, whether a three-token visibility table agrees with the source's FIG-004."""
+    return pd.DataFrame(SOURCE_FIG_004, index=table.index, columns=table.columns) == table
+
+
+def matches_source(table: pd.DataFrame) -> bool:
+    """Whether a three-token visibility table equals the source's FIG-004 cell by cell."""
+    return table.to_numpy().tolist() == SOURCE_FIG_004
+
+
+def random_qkv(n: int, d: int, seed: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Queries, keys and values of one head, each (1, 1, n, d) ~ N(0, 1) in float64, drawn in that order."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, 1, n, d, generator=g, dtype=torch.float64) for _ in range(3))
+    return q, k, v
+
+
+def causal_weights(q: Tensor, k: Tensor, v: Tensor) -> np.ndarray:
+    """The (n, n) attention weights `attend` gives one head under the causal rule."""
+    _, weights = attend(q, k, v, causal=True, return_weights=True)
+    return weights[0, 0].numpy()
+
+
+def attend_error(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor) -> str:
+    """What `attend` says about a boolean mask `allowed`: "ValueError: …", or "no error raised"."""
+    try:
+        attend(q, k, v, bias=allowed)
+    except ValueError as err:
+        return f"ValueError: {err}"
+    return "no error raised"
 
 
 def single_query_weights(scores: list[float], blocked: tuple[int, ...] = ()) -> Tensor:
@@ -45,6 +93,43 @@ def single_query_weights(scores: list[float], blocked: tuple[int, ...] = ()) -> 
     allowed[0, list(blocked)] = False
     _, w = attend(q, k, v, bias=allowed, scale=1.0, return_weights=True)
     return w[0, 0, 0]
+
+
+class Blocking(NamedTuple):
+    """One query's weights with its first key open (`open`), scored zero (`zero`) and blocked (`blocked`)."""
+
+    open: Tensor
+    zero: Tensor
+    blocked: Tensor
+
+
+def blocking_cases(scores: list[float]) -> Blocking:
+    """The three rows of the blocking example for one query with these key scores."""
+    return Blocking(single_query_weights(scores), single_query_weights([0.0] + list(scores[1:])),
+                    single_query_weights(scores, blocked=(0,)))
+
+
+def blocking_weights(cases: Blocking, tokens: list[str]) -> dict[str, list[float]]:
+    """{case: weights over the keys}, the cases named after the first key, e.g. "grid blocked"."""
+    names = ("all open", f"{tokens[0]}'s score set to 0", f"{tokens[0]} blocked")
+    return {name: w.tolist() for name, w in zip(names, cases)}
+
+
+def blocking_table(cases: Blocking, tokens: list[str]) -> pd.DataFrame:
+    """The three cases (rows) × keys (columns) of the blocking example."""
+    return pd.DataFrame(blocking_weights(cases, tokens), index=tokens).T
+
+
+def renormalisation(cases: Blocking) -> tuple[Tensor, Tensor]:
+    """(surviving weights blocked over open, 1 / (1 − w_b)): blocking the first key rescales the rest."""
+    factor = 1.0 / (1.0 - cases.open[0])
+    return cases.blocked[1:] / cases.open[1:], factor
+
+
+def renormalisation_gap(cases: Blocking) -> float:
+    """max_j |w'_j / w_j − 1/(1 − w_b)| over the surviving keys: float64 rounding if renormalisation holds."""
+    ratios, factor = renormalisation(cases)
+    return float((ratios - factor).abs().max())
 
 
 @dataclass(frozen=True)
@@ -108,3 +193,53 @@ def equivariance_trials(n: int, d: int, trials: int, *, generator: torch.Generat
         gaps[SETTINGS[1]].append(permutation_gap(x, perm, proj, causal=True))
         gaps[SETTINGS[2]].append(permutation_gap(x, perm, proj, positions=pe))
     return gaps
+
+
+def gap_summary(gaps: dict[str, list[float]]) -> pd.DataFrame:
+    """Largest and smallest gap per setting, as text: rounding-level gaps in e-notation, others to 3 places."""
+    summary = pd.DataFrame({s: {"largest gap": max(v), "smallest gap": min(v)} for s, v in gaps.items()}).T
+    return summary.map(lambda x: f"{x:.1e}" if x < 1e-6 else f"{x:.3f}")
+
+
+def stated_pe2() -> Tensor:
+    """The source's sinusoidal encoding in width two: [0, 1] at position 0, [sin 1, cos 1] at position 1."""
+    return torch.tensor([[0.0, 1.0], [np.sin(1.0), np.cos(1.0)]], dtype=torch.float64)
+
+
+def claim_measures(table: pd.DataFrame, cases: Blocking, error: str, gaps: dict[str, list[float]],
+                   pe2: Tensor) -> dict[str, object]:
+    """The S1-… measures: the causal table against FIG-004, the blocked and zero-scored weights, the
+    renormalisation gap, the refusal of an empty row (row 1), the three permutation gaps, and the
+    width-two sinusoidal encoding against the stated values."""
+    return {
+        "S1-01": matches_source(table),
+        "S1-02": float(cases.blocked[0]),
+        "S1-03": float(cases.zero[0]),
+        "S1-04": renormalisation_gap(cases),
+        "S1-05": error.startswith("ValueError") and "rows [1]" in error,
+        "S1-06": max(gaps[SETTINGS[0]]),
+        "S1-07": min(gaps[SETTINGS[1]]),
+        "S1-08": min(gaps[SETTINGS[2]]),
+        "S1-09": float((pe2 - stated_pe2()).abs().max()),
+    }
+
+
+def prose_numbers(table: pd.DataFrame, cases: Blocking, gaps: dict[str, list[float]], pe2: Tensor) -> dict[str, str]:
+    """Every number the chapter's text cites, by glue name, formatted as the text reads it."""
+    _, factor = renormalisation(cases)
+    return {
+        "ch1_n_allowed": str(int((table == "Allowed").to_numpy().sum())),
+        "ch1_n_cells": str(table.size),
+        "ch1_w_grid_zero": str(round(float(cases.zero[0]), 4)),
+        "ch1_w_grid_blocked": str(round(float(cases.blocked[0]), 4)),
+        "ch1_w_grid_open_pct": str(round(100 * float(cases.open[0]), 1)),
+        "ch1_renorm_factor": str(round(float(factor), 4)),
+        "ch1_load_before": str(round(float(cases.open[1]), 4)),
+        "ch1_load_after": str(round(float(cases.blocked[1]), 4)),
+        "ch1_trials": str(len(gaps[SETTINGS[0]])),
+        "ch1_gap_equivariant": f"{max(gaps[SETTINGS[0]]):.1e}",
+        "ch1_gap_causal_min": str(round(min(gaps[SETTINGS[1]]), 3)),
+        "ch1_gap_positions_min": str(round(min(gaps[SETTINGS[2]]), 3)),
+        "ch1_pe1_sin": str(round(float(pe2[1, 0]), 4)),
+        "ch1_pe1_cos": str(round(float(pe2[1, 1]), 4)),
+    }

@@ -11,6 +11,12 @@ and for content scores a_j = q·k_j / √d the query and key derivatives
 
 scale with the key and query norms. Everything here is float64 and checked against autograd and
 central finite differences in the tests and in Chapter 2.
+
+Chapter 2's checks: `log_sigmoid_values` (what an open and a closed entry do to a score),
+`theorem1_gaps` and `qk_gaps` (closed forms against autograd and finite differences),
+`corollary1_worst_ratio` (observed mask derivative over its bound), `norm_sweep` / `key_growth` /
+`peak_scale` (derivatives as the norms grow), `saturation` (the mask's own gradient at contrast ±c),
+then `claim_measures` (the S2-… measures) and `prose_numbers` (the numbers the text cites).
 """
 
 from __future__ import annotations
@@ -18,14 +24,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = [
     "mask_probs", "dp_dm", "dp_dq", "dp_dk", "autograd_jacobian", "central_difference",
-    "norm_sweep", "contrast_sweep",
+    "norm_sweep", "contrast_sweep", "log_sigmoid_values", "theorem1_gaps", "qk_gaps", "ROUNDING", "within_rounding",
+    "corollary1_worst_ratio", "key_growth", "peak_scale", "saturation", "grad_at", "claim_measures", "prose_numbers",
 ]
+
+# A closed-form derivative that differs from autograd or finite differences by less than this is
+# taken to agree up to rounding (finite differences at ε = 1e-6 are accurate to about 1e-10).
+ROUNDING = 1e-8
 
 
 def mask_probs(a: Tensor, m: Tensor) -> Tensor:
@@ -116,3 +129,100 @@ def contrast_sweep(contrasts: list[float], *, a: Tensor, open_: Tensor) -> dict:
             "sigma_open": 1 / (1 + math.exp(c)),
         })
     return {k: [r[k] for r in rows] for k in rows[0]}
+
+
+def log_sigmoid_values(entries: tuple[float, ...] = (10.0, 0.0, -10.0)) -> pd.Series:
+    """log σ(m) in float64 for each mask entry m: the shift an entry adds to its score."""
+    values = pd.Series({m: float(F.logsigmoid(torch.tensor(m, dtype=torch.float64))) for m in entries},
+                       name="log σ(m)")
+    values.index.name = "m"
+    return values
+
+
+def theorem1_gaps(draws: int, generator: torch.Generator) -> dict[str, float]:
+    """Largest |closed form − autograd| and |closed form − central differences| of ∂p/∂m over `draws`
+    draws of five scores a ~ N(0, 1) and five mask entries m ~ N(0, 3²), drawn from `generator`."""
+    gaps = {"autograd": 0.0, "finite differences": 0.0}
+    for _ in range(draws):
+        a = torch.randn(5, generator=generator, dtype=torch.float64)
+        m = 3 * torch.randn(5, generator=generator, dtype=torch.float64)
+        closed = dp_dm(a, m)
+        fn = lambda x: mask_probs(a, x)  # noqa: E731
+        gaps["autograd"] = max(gaps["autograd"], float((closed - autograd_jacobian(fn, m)).abs().max()))
+        gaps["finite differences"] = max(gaps["finite differences"],
+                                         float((closed - central_difference(fn, m)).abs().max()))
+    return gaps
+
+
+def qk_gaps(generator: torch.Generator, *, n: int = 6, d: int = 8) -> dict[str, float]:
+    """The query and key closed forms against autograd (and the key's against finite differences) for
+    one query (d,) and n keys (n, d) ~ N(0, 1), drawn from `generator` in that order."""
+    q = torch.randn(d, generator=generator, dtype=torch.float64)
+    k = torch.randn(n, d, generator=generator, dtype=torch.float64)
+    probs_q = lambda x: torch.softmax(k @ x / math.sqrt(d), dim=-1)  # noqa: E731
+    probs_k = lambda x: torch.softmax(x @ q / math.sqrt(d), dim=-1)  # noqa: E731
+    return {"∂p/∂q vs autograd": float((dp_dq(q, k) - autograd_jacobian(probs_q, q)).abs().max()),
+            "∂p/∂k vs autograd": float((dp_dk(q, k) - autograd_jacobian(probs_k, k)).abs().max()),
+            "∂p/∂k vs finite differences": float((dp_dk(q, k) - central_difference(probs_k, k)).abs().max())}
+
+
+def within_rounding(gaps: dict[str, float]) -> dict[str, bool]:
+    """Whether each gap is below ROUNDING."""
+    return {name: v < ROUNDING for name, v in gaps.items()}
+
+
+def corollary1_worst_ratio(draws: int, generator: torch.Generator) -> float:
+    """Largest |∂p_i/∂m_j| / (σ(−m_j)/4) over `draws` draws of five scores a ~ N(0, 5²) and five mask
+    entries m ~ N(0, 3²): at most 1 if Corollary 1 holds."""
+    worst = 0.0
+    for _ in range(draws):
+        a = 5 * torch.randn(5, generator=generator, dtype=torch.float64)
+        m = 3 * torch.randn(5, generator=generator, dtype=torch.float64)
+        worst = max(worst, float((dp_dm(a, m).abs() / (torch.sigmoid(-m) / 4)).max()))
+    return worst
+
+
+def key_growth(sweep: dict, *, low: float = 0.1, high: float = 3) -> float:
+    """How many times the largest key derivative grows from norm `low` to norm `high` in a `norm_sweep`."""
+    scales = sweep["scale"]
+    return sweep["key"][scales.index(high)] / sweep["key"][scales.index(low)]
+
+
+def peak_scale(sweep: dict) -> float:
+    """The norm at which the largest key derivative of a `norm_sweep` peaks."""
+    return sweep["scale"][int(np.argmax(sweep["key"]))]
+
+
+def saturation(contrasts: list[float], *, a: Tensor, open_: Tensor) -> pd.DataFrame:
+    """`contrast_sweep` as a table indexed by contrast."""
+    return pd.DataFrame(contrast_sweep(contrasts, a=a, open_=open_)).set_index("contrast")
+
+
+def grad_at(sat: pd.DataFrame, contrast: float) -> float:
+    """The largest mask derivative, over open and closed entries, at one contrast of `saturation`."""
+    return max(sat.loc[contrast, "grad_open"], sat.loc[contrast, "grad_closed"])
+
+
+def claim_measures(gaps: dict[str, float], worst: float, sweep: dict, sat: pd.DataFrame) -> dict[str, float]:
+    """The S2-… measures: Theorem 1 against finite differences, Corollary 1's worst ratio, the growth
+    of the key derivative up to norm 3, and the largest mask derivative at contrast 10."""
+    return {"S2-01": gaps["finite differences"], "S2-02": worst, "S2-03": key_growth(sweep), "S2-04": grad_at(sat, 10)}
+
+
+def prose_numbers(values: pd.Series, draws: int, gaps: dict[str, float], worst: float, sweep: dict,
+                  sat: pd.DataFrame) -> dict[str, str]:
+    """Every number the chapter's text cites, by glue name, formatted as the text reads it."""
+    return {
+        "ch2_open": f"{values[10.0]:.3g}",
+        "ch2_closed": f"{values[-10.0]:.7f}",
+        "ch2_ratio": f"{math.exp(values[-10.0] - values[10.0]):.3g}",
+        "ch2_draws": str(draws),
+        "ch2_gap_autograd": f"{gaps['autograd']:.1e}",
+        "ch2_gap_fd": f"{gaps['finite differences']:.1e}",
+        "ch2_worst_ratio": str(round(worst, 3)),
+        "ch2_key_growth": str(round(key_growth(sweep), 1)),
+        "ch2_peak_scale": str(peak_scale(sweep)),
+        "ch2_grad_at_10": f"{grad_at(sat, 10):.1e}",
+        "ch2_grad_at_1": f"{grad_at(sat, 1):.2f}",
+        "ch2_closed_mass_10": f"{sat.loc[10, 'closed_mass']:.1e}",
+    }

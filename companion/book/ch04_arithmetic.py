@@ -1,67 +1,104 @@
 """Chapter 4's analysis of the arithmetic runs: Table 8, Figure 2, learning curves, digit accuracies.
 
-Everything here reads stored run records (`companion.sweep.ensure_runs`); nothing trains.
-
-The chapter's runs (every profile, same seeds for every cell):
-- Table 8, addition: every method of `companion.experiments.arithmetic.METHODS` at 0.4 %.
+Everything here reads stored run records (the `arithmetic` grid of `companion.experiments.arithmetic`,
+through `companion.sweep.ensure_grid`); nothing trains. The grid's cells, keyed (op, fraction, budget):
+- Table 8, addition: every method of `METHODS` at 0.4 % (budget "base").
 - Table 8, multiplication: `MUL_METHODS` at 3 %.
 - Figure 2: `FIGURE2_METHODS` at each fraction of `FRACTIONS` (addition; 0.4 % shared with Table 8).
 - The budget check: `FIGURE2_METHODS` on addition at 0.4 % with `LONG_BUDGET` times the updates
-  (frame column `budget` = "long"; every other run has budget "base").
+  (budget "long").
+
+Accuracies in the tables and in the prose are in %; claim measures are fractions, rounded to 4 decimals.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from companion.book.frames import curves, records_frame
+from companion.book.labels import label, task_title
+from companion.book.stats import Paired, Summary, paired, paired_table, summarize, summary_table
 from companion.experiments import get_experiment
-from companion.experiments.arithmetic import METHODS, TABLE8_FRACTION
-from companion.book.ch03_boolean import curves as method_curves
-from companion.book.stats import paired, paired_table, summarize, summary_table
-from companion.sweep import Request, ensure_many, records_frame
+from companion.experiments.arithmetic import (FIGURE2_METHODS, FRACTIONS, LONG_BUDGET, METHODS, MUL_METHODS,
+                                              TABLE8_FRACTION)
+from companion.sweep import ensure_grid
+from companion.tasks.arithmetic import ArithmeticTask, decode
 
-__all__ = ["LABELS", "FRACTIONS", "FIGURE2_METHODS", "MUL_METHODS", "LONG_BUDGET", "load_runs", "table8",
-           "paired_against", "curves", "steps_to", "summary", "fraction_label"]
+__all__ = ["REACH", "fraction_label", "load_runs", "runs_frame", "examples", "mask_panel", "budget_table",
+           "table8", "paired_against", "paired_table8", "summary", "paired_gain", "claim_measures",
+           "claim_details", "verdict_numbers", "figure2_data", "figure2_seeds", "fraction_ticks", "figure2_table",
+           "steps_to", "budget_gap_table", "digit_frame", "digit_table", "prose_numbers"]
 
-LABELS = {"default": "Default", "structured-svd": "Structured (SVD)", "structured-opt": "Structured (Opt)",
-          "mimetic": "Mimetic", "mask": "Mask (learnable)", "fixed-mask": "Fixed mask"}
-FRACTIONS = {"ci": (0.002, 0.004, 0.01), "paper": (0.002, 0.004, 0.01, 0.03)}
-FIGURE2_METHODS = ("default", "mask")
-MUL_METHODS = {"ci": ("default", "mask"), "paper": METHODS}
-LONG_BUDGET = 2
+REACH = 0.5  # the test sequence accuracy whose first crossing "When each method gets there" counts
+_OTHERS = ("structured-svd", "structured-opt", "mimetic")  # the other initialisations of S2-15
+_STRUCTURED = ("structured-svd", "structured-opt")
+_OFFSET = 0.12  # horizontal spacing of Figure 2's methods around each fraction
+_DIGITS = 6  # answer digits of 3×3-digit multiplication
 
 
 def fraction_label(f: float) -> str:
+    """A training fraction as the text reads it: 0.004 → "0.4 %"."""
     return f"{100 * f:g} %"
 
 
-def _frame(records, op: str, fraction: float, budget: str) -> pd.DataFrame:
-    frame = records_frame(records)
-    frame.insert(0, "op", op)
-    frame.insert(1, "fraction", fraction)
-    frame.insert(2, "budget", budget)
-    frame.insert(3, "steps", [r.config.train.steps for r in records])
-    return frame
+def runs_frame(records: Mapping[tuple[str, float, str], Sequence]) -> pd.DataFrame:
+    """The long frame of the grid's records: columns op, fraction, budget, steps, then `records_frame`'s."""
+    parts = []
+    for (op, fraction, budget), recs in records.items():
+        frame = records_frame(recs)
+        frame.insert(0, "op", op)
+        frame.insert(1, "fraction", fraction)
+        frame.insert(2, "budget", budget)
+        frame.insert(3, "steps", [r.config.train.steps for r in recs])
+        parts.append(frame)
+    return pd.concat(parts, ignore_index=True)
 
 
 def load_runs(profile: str, seeds: Sequence[int], *, jobs: int | None = None):
-    """All runs of the chapter (run when missing): (records {(op, fraction, budget): [Record]}, long
-    frame with columns op, fraction, budget, steps, then `records_frame`'s)."""
-    add, mul = TABLE8_FRACTION["add"], TABLE8_FRACTION["mul"]
-    base = get_experiment("arith-add").config(profile, "default", 0)
-    long = [f"train.steps={base.train.steps * LONG_BUDGET}", f"train.eval_every={base.train.eval_every * LONG_BUDGET}"]
-    cells = [(("add", add, "base"), Request("arith-add"))]
-    cells += [(("add", f, "base"), Request("arith-add", FIGURE2_METHODS, [f"task.fraction={f}"]))
-              for f in FRACTIONS[profile] if f != add]
-    cells += [(("mul", mul, "base"), Request("arith-mul", MUL_METHODS[profile])),
-              (("add", add, "long"), Request("arith-add", FIGURE2_METHODS, long))]
-    blocks = ensure_many([r for _, r in cells], profile, seeds, jobs=jobs)
-    records = {key: recs for (key, _), recs in zip(cells, blocks)}
-    frame = pd.concat([_frame(r, op, f, b) for (op, f, b), r in records.items()], ignore_index=True)
-    return records, frame
+    """All runs of the chapter (run when missing): (records {(op, fraction, budget): [Record]}, `runs_frame`)."""
+    records = ensure_grid("arithmetic", profile, seeds, jobs=jobs)
+    return records, runs_frame(records)
+
+
+def examples(per_op: int = 2, n_test: int = 1000) -> pd.DataFrame:
+    """The first test pairs of each operation at Table 8's fraction, with their tokens as the model reads them."""
+    rows = []
+    for op in ("add", "mul"):
+        task = ArithmeticTask(op=op, fraction=TABLE8_FRACTION[op], n_test=n_test)
+        a, b = task.operands["test"]
+        for k in range(per_op):
+            rows.append({"operation": op, "a": int(a[k]), "b": int(b[k]),
+                         "tokens (as read)": decode(task.sequences["test"][k:k + 1])[0],
+                         "training pairs": task.n_train, "universe": task.universe})
+    return pd.DataFrame(rows).set_index("operation")
+
+
+def mask_panel(op: str) -> tuple[np.ndarray, list[str]]:
+    """The digit-aligned mask of an operation (query × key, 1 = open) and the name of each position
+    (a0…, the operator, b0…, "=", c0…)."""
+    task = ArithmeticTask(op=op, fraction=TABLE8_FRACTION[op], n_test=10)
+    a_pos, b_pos, c_pos = task.digit_positions()
+    names = {p: f"a{s}" for s, p in enumerate(a_pos)} | {p: f"b{s}" for s, p in enumerate(b_pos)} \
+        | {p: f"c{s}" for s, p in enumerate(c_pos)}
+    names |= {task.n_digits: "+" if op == "add" else "×", 2 * task.n_digits + 1: "="}
+    return task.mask_pattern("default", cls=False).numpy(), [names[p] for p in range(task.seq_len)]
+
+
+def _budget(op: str, profile: str, seeds: Sequence[int]) -> dict:
+    cfg = get_experiment(f"arith-{op}").configs(profile)["default"]
+    return {"d_model": cfg.model.d_model, "layers": cfg.model.n_layers, "heads": cfg.model.n_heads,
+            "FF": cfg.model.d_ff, "optimiser": cfg.train.optimizer, "lr": cfg.train.lr,
+            "weight decay": cfg.train.weight_decay, "batch": cfg.train.batch_size,
+            "schedule": cfg.train.schedule, "steps": cfg.train.steps,
+            "test pairs": dict(cfg.task.params)["n_test"], "seeds": len(seeds)}
+
+
+def budget_table(profile: str, seeds: Sequence[int]) -> pd.DataFrame:
+    """Model and training budget of each operation (columns addition, multiplication)."""
+    return pd.DataFrame({"addition": _budget("add", profile, seeds), "multiplication": _budget("mul", profile, seeds)})
 
 
 def _cell(frame: pd.DataFrame, op: str, fraction: float, budget: str = "base") -> pd.DataFrame:
@@ -73,10 +110,10 @@ def table8(frame: pd.DataFrame, metrics=("test.seq_acc", "test.digit_acc", "trai
     rows = []
     for op, f in TABLE8_FRACTION.items():
         sub = _cell(frame, op, f).copy()
-        sub["task"] = f"{'addition' if op == 'add' else 'multiplication'} at {fraction_label(f)}"
+        sub["task"] = f"{task_title(op)} at {fraction_label(f)}"
         rows.append(sub)
     sub = pd.concat(rows)
-    sub["method"] = sub["method"].map(LABELS)
+    sub["method"] = sub["method"].map(label)
     sub[list(metrics)] = 100 * sub[list(metrics)]
     return summary_table(sub, ["task", "method"], list(metrics), digits=1)
 
@@ -87,12 +124,18 @@ def paired_against(frame: pd.DataFrame, op: str, fraction: float, metric: str = 
     sub = _cell(frame, op, fraction, budget).copy()
     sub[metric] = 100 * sub[metric]
     out = paired_table(sub, "method", "seed", metric, baseline, digits=1)
-    out.index = out.index.map(lambda m: LABELS.get(m, m))
+    out.index = out.index.map(label)
     return out
 
 
+def paired_table8(frame: pd.DataFrame) -> pd.DataFrame:
+    """`paired_against` the default at both of Table 8's cells, one block per operation."""
+    return pd.concat({f"{task_title(op)} at {fraction_label(f)}": paired_against(frame, op, f)
+                      for op, f in TABLE8_FRACTION.items()})
+
+
 def summary(frame: pd.DataFrame, op: str, fraction: float, method: str, metric: str = "test.seq_acc",
-            budget: str = "base"):
+            budget: str = "base") -> Summary:
     """`companion.book.stats.Summary` of a metric (in %) over seeds for one cell."""
     sub = _cell(frame, op, fraction, budget)
     sub = sub[sub.method == method]
@@ -102,24 +145,215 @@ def summary(frame: pd.DataFrame, op: str, fraction: float, method: str, metric: 
 
 
 def paired_gain(frame: pd.DataFrame, op: str, fraction: float, method: str, baseline: str = "default",
-                metric: str = "test.seq_acc", budget: str = "base"):
+                metric: str = "test.seq_acc", budget: str = "base") -> Paired:
     """`companion.book.stats.Paired` of method − baseline (percentage points), paired by seed."""
     sub = _cell(frame, op, fraction, budget)
     by = {m: dict(zip(g.seed, 100 * g[metric])) for m, g in sub.groupby("method")}
     return paired(by[method], by[baseline])
 
 
-def curves(records: Sequence, split: str = "test", metric: str = "seq_acc") -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """{method: (steps, values (seeds, evaluations))}: `companion.book.ch03_boolean.curves` on the test split."""
-    return method_curves(records, split, metric)
+def _best_other(frame: pd.DataFrame) -> tuple[str, float]:
+    """The best of the other initialisations on addition at 0.4 %: (method, mean test accuracy in %)."""
+    others = {m: summary(frame, "add", TABLE8_FRACTION["add"], m).mean for m in _OTHERS}
+    best = max(others, key=others.get)
+    return best, others[best]
 
 
-def steps_to(records: Sequence, threshold: float, split: str = "test", metric: str = "seq_acc") -> pd.DataFrame:
+def _margins(frame: pd.DataFrame, profile: str) -> dict[float, float]:
+    """{fraction: mean test accuracy of the mask minus the default's (points)} over Figure 2's fractions."""
+    return {f: summary(frame, "add", f, "mask").mean - summary(frame, "add", f, "default").mean
+            for f in FRACTIONS[profile]}
+
+
+def _interval(g: Paired) -> str:
+    return f"{g.mean_diff:+.1f} [{g.lo:.1f}, {g.hi:.1f}]"
+
+
+def claim_measures(frame: pd.DataFrame, profile: str) -> dict[str, float]:
+    """The chapter's claim measures, as fractions rounded to 4 decimals: S2-13 (default on addition),
+    S2-14 and S2-16 (paired gain of the mask on addition and on multiplication), S2-15 (best other
+    initialisation on addition), S2-17 (best structured initialisation on multiplication; only where
+    the profile runs one) and S2-18 (smallest mask − default margin over Figure 2's fractions)."""
+    add, mul = TABLE8_FRACTION["add"], TABLE8_FRACTION["mul"]
+    out = {"S2-13": round(summary(frame, "add", add, "default").mean / 100, 4),
+           "S2-14": round(paired_gain(frame, "add", add, "mask").mean_diff / 100, 4),
+           "S2-15": round(_best_other(frame)[1] / 100, 4),
+           "S2-16": round(paired_gain(frame, "mul", mul, "mask").mean_diff / 100, 4)}
+    structured = [m for m in _STRUCTURED if m in MUL_METHODS[profile]]
+    if structured:
+        out["S2-17"] = round(max(summary(frame, "mul", mul, m).mean for m in structured) / 100, 4)
+    out["S2-18"] = round(min(_margins(frame, profile).values()) / 100, 4)
+    return out
+
+
+def claim_details(frame: pd.DataFrame, profile: str) -> dict[str, str]:
+    """What each claim's verdict table row adds to its measure: intervals, the best method, the fractions."""
+    add, mul = TABLE8_FRACTION["add"], TABLE8_FRACTION["mul"]
+    gain_add, gain_mul = paired_gain(frame, "add", add, "mask"), paired_gain(frame, "mul", mul, "mask")
+    return {"S2-14": f"95% interval [{gain_add.lo:.1f}, {gain_add.hi:.1f}] points",
+            "S2-15": f"best: {label(_best_other(frame)[0])}",
+            "S2-16": f"95% interval [{gain_mul.lo:.1f}, {gain_mul.hi:.1f}] points",
+            "S2-18": "smallest mean margin over fractions " + ", ".join(fraction_label(f) for f in FRACTIONS[profile])}
+
+
+def verdict_numbers(results: Sequence) -> dict[str, str]:
+    """{"ch4_verdict_<claim id>": verdict} of recorded claims (`companion.book.claims.ClaimResult`)."""
+    return {f"ch4_verdict_{r.id}": r.verdict for r in results}
+
+
+def figure2_data(frame: pd.DataFrame, profile: str) -> pd.DataFrame:
+    """Figure 2's points: per method of `FIGURE2_METHODS` and fraction, its x position (fraction index,
+    methods side by side), the mean test sequence accuracy (%) and how far its 95 % interval reaches
+    below and above the mean (the error bar)."""
+    rows = []
+    for k, m in enumerate(FIGURE2_METHODS):
+        for i, f in enumerate(FRACTIONS[profile]):
+            s = summary(frame, "add", f, m)
+            rows.append({"method": m, "fraction": f, "x": i + (k - 0.5) * _OFFSET, "mean": s.mean,
+                         "below": s.mean - s.lo, "above": s.hi - s.mean})
+    return pd.DataFrame(rows)
+
+
+def figure2_seeds(frame: pd.DataFrame, profile: str) -> pd.DataFrame:
+    """Figure 2's seeds: method, fraction, seed, x (as in `figure2_data`) and the test sequence accuracy (%)."""
+    rows = []
+    for k, m in enumerate(FIGURE2_METHODS):
+        for i, f in enumerate(FRACTIONS[profile]):
+            sub = _cell(frame, "add", f)
+            sub = sub[sub.method == m]
+            rows += [{"method": m, "fraction": f, "seed": s, "x": i + (k - 0.5) * _OFFSET, "value": 100 * v}
+                     for s, v in zip(sub.seed, sub["test.seq_acc"])]
+    return pd.DataFrame(rows)
+
+
+def fraction_ticks(profile: str) -> tuple[list[int], list[str]]:
+    """Figure 2's x ticks: positions and "fraction (pairs)" labels."""
+    fractions = FRACTIONS[profile]
+    return list(range(len(fractions))), [f"{fraction_label(f)}\n({round(f * 1e6):,} pairs)" for f in fractions]
+
+
+def figure2_table(frame: pd.DataFrame, profile: str) -> pd.DataFrame:
+    """Mean test sequence accuracy (%, one decimal) of Figure 2's methods (rows) at each fraction (columns)."""
+    return pd.DataFrame({fraction_label(f): {label(m): f"{summary(frame, 'add', f, m).mean:.1f}"
+                                             for m in FIGURE2_METHODS} for f in FRACTIONS[profile]})
+
+
+def steps_to(records: Sequence, threshold: float = REACH, split: str = "test", metric: str = "seq_acc") -> pd.DataFrame:
     """Per method: in how many of its runs, and at which evaluated step (median), the metric first
     reaches `threshold`; runs that never reach it within the budget are counted, not imputed."""
     rows = {}
     for m, (steps, vals) in curves(records, split, metric).items():
         first = [int(steps[np.argmax(v >= threshold)]) for v in vals if (v >= threshold).any()]
-        rows[LABELS.get(m, m)] = {"runs reaching it": f"{len(first)} of {len(vals)}",
-                                  "median step": float(np.median(first)) if first else float("nan")}
+        rows[label(m)] = {"runs reaching it": f"{len(first)} of {len(vals)}",
+                          "median step": float(np.median(first)) if first else float("nan")}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def budget_gap_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Addition at 0.4 %, base and long budget (rows "N updates"): mean test sequence accuracy (%) of
+    Figure 2's methods and the paired mask − default gap with its 95 % interval."""
+    add = TABLE8_FRACTION["add"]
+    rows = {}
+    for b in ("base", "long"):
+        row = {label(m): f"{summary(frame, 'add', add, m, budget=b).mean:.1f}" for m in FIGURE2_METHODS}
+        row["mask − default (points)"] = _interval(paired_gain(frame, "add", add, "mask", budget=b))
+        rows[f"{_steps(frame, b)} updates"] = row
+    return pd.DataFrame(rows).T
+
+
+def _steps(frame: pd.DataFrame, budget: str) -> int:
+    return int(frame[(frame.budget == budget) & (frame.op == "add")]["steps"].iloc[0])
+
+
+def _mul_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    return _cell(frame, "mul", TABLE8_FRACTION["mul"])
+
+
+def digit_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Multiplication at 3 %, long form: method, seed, digit ("c0" … "c5", least significant first) and
+    its final test accuracy under teacher forcing (%)."""
+    sub = _mul_frame(frame)
+    return pd.DataFrame([{"method": m, "seed": s, "digit": f"c{d}", "value": 100 * v}
+                         for d in range(_DIGITS)
+                         for m, s, v in zip(sub.method, sub.seed, sub[f"test.digit{d}_acc"])])
+
+
+def digit_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean per-digit test accuracy (%, one decimal) on multiplication at 3 %: method × c0 … c5
+    (methods labelled, in the order of their names)."""
+    cols = [f"test.digit{s}_acc" for s in range(_DIGITS)]
+    digits = (100 * _mul_frame(frame).groupby("method")[cols].mean()).round(1)
+    digits.columns = [f"c{s}" for s in range(_DIGITS)]
+    return digits.rename(index=label)
+
+
+def _budget_numbers(profile: str) -> dict[str, str]:
+    out = {}
+    for op in ("add", "mul"):
+        train = get_experiment(f"arith-{op}").configs(profile)["default"].train
+        n_train = ArithmeticTask(op=op, fraction=TABLE8_FRACTION[op], n_test=1).n_train
+        out[f"ch4_steps_{op}"] = str(train.steps)
+        out[f"ch4_epochs_{op}"] = f"{train.steps * train.batch_size / n_train:.1f}"
+    add = _budget("add", profile, ())
+    out.update({f"ch4_budget_{k}": str(add[k]) for k in ("d_model", "layers", "batch")})
+    return out
+
+
+def _table8_numbers(frame: pd.DataFrame, profile: str) -> dict[str, str]:
+    add, mul = TABLE8_FRACTION["add"], TABLE8_FRACTION["mul"]
+    out = {f"ch4_add_{m}": f"{summary(frame, 'add', add, m).mean:.1f} %" for m in METHODS}
+    best, value = _best_other(frame)
+    out |= {"ch4_best_other": label(best), "ch4_best_other_value": f"{value:.1f} %",
+            "ch4_gain_add": _interval(paired_gain(frame, "add", add, "mask")),
+            "ch4_gain_mul": _interval(paired_gain(frame, "mul", mul, "mask"))}
+    out |= {f"ch4_mul_{m}": f"{summary(frame, 'mul', mul, m).mean:.1f} %" for m in MUL_METHODS[profile]}
+    base = frame[frame.budget == "base"]
+    key = ["op", "fraction", "seed"]
+    fixed_vs_mask = (base[base.method == "mask"].set_index(key)["test.seq_acc"]
+                     - base[base.method == "fixed-mask"].set_index(key)["test.seq_acc"]).abs().max()
+    out["ch4_fixed_vs_mask"] = f"{100 * fixed_vs_mask:.2f}"
+    return out
+
+
+def _figure2_numbers(frame: pd.DataFrame, profile: str) -> dict[str, str]:
+    fractions = FRACTIONS[profile]
+    margins = _margins(frame, profile)
+    train = get_experiment("arith-add").configs(profile)["default"].train
+    seen = train.steps * train.batch_size  # training examples drawn in the budget
+    return {"ch4_fig2_min_margin": f"{min(margins.values()):.1f}",
+            "ch4_fig2_min_at": fraction_label(min(margins, key=margins.get)),
+            "ch4_fig2_fractions": ", ".join(fraction_label(f) for f in fractions),
+            "ch4_passes_hi": f"{seen / round(max(fractions) * 1e6):.1f}",
+            "ch4_passes_lo": f"{seen / round(min(fractions) * 1e6):.0f}",
+            "ch4_frac_hi": fraction_label(max(fractions)), "ch4_frac_lo": fraction_label(min(fractions))}
+
+
+def _reach_numbers(records: Sequence) -> dict[str, str]:
+    reach = steps_to(records, REACH)
+    return {"ch4_mask_reach": reach.loc[label("mask"), "runs reaching it"],
+            "ch4_mask_reach_step": f"{reach.loc[label('mask'), 'median step']:.0f}",
+            "ch4_default_reach": reach.loc[label("default"), "runs reaching it"]}
+
+
+def _budget_gap_numbers(frame: pd.DataFrame) -> dict[str, str]:
+    add = TABLE8_FRACTION["add"]
+    out = {"ch4_long_factor": str(LONG_BUDGET)}
+    for b in ("base", "long"):
+        out[f"ch4_{b}_default"] = f"{summary(frame, 'add', add, 'default', budget=b).mean:.1f} %"
+        out[f"ch4_{b}_gap"] = _interval(paired_gain(frame, "add", add, "mask", budget=b))
+        out[f"ch4_{b}_steps"] = str(_steps(frame, b))
+    return out
+
+
+def _digit_numbers(frame: pd.DataFrame) -> dict[str, str]:
+    digits = digit_table(frame)
+    return {"ch4_mul_units": f"{digits.loc[label('default'), 'c0']:.0f} %",
+            "ch4_mul_middle": f"{digits.loc[:, ['c2', 'c3']].to_numpy().max():.0f} %"}
+
+
+def prose_numbers(records: Mapping[tuple[str, float, str], Sequence], frame: pd.DataFrame,
+                  profile: str) -> dict[str, str]:
+    """Every number the chapter's text cites except the verdicts (`verdict_numbers`), by glue name."""
+    curves_at = records[("add", TABLE8_FRACTION["add"], "base")]
+    return (_budget_numbers(profile) | _table8_numbers(frame, profile) | _figure2_numbers(frame, profile)
+            | _reach_numbers(curves_at) | _budget_gap_numbers(frame) | _digit_numbers(frame))

@@ -1,98 +1,69 @@
-"""Chapter 6's tests of the referees' objection: mask placement × contrast, drift, QK normalisation.
+"""Chapter 6, what the referees asked: mask placement × contrast, drift, QK normalisation, seeds.
 
-Every run here is a GOTU run (`companion.experiments.gotu`) with overrides, so the runs Chapter 3
-already made (the correct mask at ±10, the all-zero mask, the structured initialisations) are shared
-through the run store. Nothing here trains by itself; `ensure_runs` does.
+The runs are the cells of two grids (`companion.experiments.referee`): `referee`, keyed by
+(task, placement, contrast), and `qk-norm`, keyed by (task, method, qk_norm). Every one is a GOTU run
+under overrides, so the runs Chapter 3 made are shared through the run store. Two frames hold what
+the chapter reads of them, one row per run: `placement_frame` (accuracy, final mask and attention
+drift, the initial mask's norm) and `qk_frame` (accuracy, final drifts, the CLS attention on the
+task's open keys at the start and at the end). Tables, claim measures, prose numbers and figure data
+are functions of those frames or of the records; nothing here trains by itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
-from companion.book.ch03_boolean import open_mass
-from companion.sweep import Request, ensure_many, records_frame
+from companion.book.frames import open_mass, records_frame
+from companion.book.labels import label, task_title
+from companion.book.prose import num, pct, signed
+from companion.book.stats import paired, summarize
+from companion.config import TaskConfig
+from companion.experiments.referee import CONTRASTS, PLACEMENTS, TASKS
+from companion.sweep import ensure_grid
+from companion.tasks import make_task
 
-__all__ = ["PLACEMENTS", "CONTRASTS", "QK_CELLS", "mask_overrides", "placement_runs", "qk_norm_runs", "drift_curve",
-           "final_drift", "summary_by", "select", "by_seed", "mask_init_norm"]
+__all__ = ["DRIFT_TITLES", "load", "load_qk", "placement_frame", "qk_frame", "drift_curve", "final_drift",
+           "mask_init_norm", "select", "by_seed", "placements_table", "accuracy_table", "accuracy_runs",
+           "baseline_accuracy", "drift_table", "placement_drift", "qk_table", "qk_drift_table", "qk_drift_curves",
+           "paired_gain_table", "claim_measures", "prose_numbers"]
 
-# The skeptic's placements on 2Parity, and their analogues on 3-bit Majority (support {0, 1, 2}).
-PLACEMENTS = {
-    "2parity": {"correct": "support", "misspecified": "pair:0-2", "falsifier": "pair:1-2"},
-    "maj3": {"correct": "support", "misspecified": "group:0-1-3", "falsifier": "group:3-4-5"},
-}
-CONTRASTS = (1.0, 2.0, 5.0, 10.0)
-
-
-def mask_overrides(variant: str, contrast: float) -> list[str]:
-    """Overrides turning the GOTU "mask" method into a mask at ±contrast on `variant`'s pattern."""
-    return [f"model.prior.variant={variant}", f"model.prior.open_value={contrast}",
-            f"model.prior.closed_value={-contrast}"]
-
-
-def _rows(records, **labels) -> pd.DataFrame:
-    frame = records_frame(records)
-    for k, v in labels.items():
-        frame[k] = v
-    frame["mask_drift"] = [final_drift(r, "mask") for r in records]
-    frame["attention_drift"] = [final_drift(r, "attention") for r in records]
-    return frame
+PLACEMENT_KEY = ("task", "placement", "contrast")
+QK_KEY = ("task", "method", "qk_norm")
+DRIFT_TITLES = {"mask": "mask drift ‖Δ log σ(M)‖_F", "attention": "attention-pattern drift",
+                "qk": "query–key drift ‖ΔA‖/‖A₀‖"}
+# The paired comparisons against the model without a mask: (placement, contrast).
+PAIRED_CELLS = (("correct", 10.0), ("correct", 1.0), ("misspecified", 10.0), ("falsifier", 10.0), ("all-zero", 0.0))
+# The Majority gains the verdict cites: glue suffix → (placement, contrast).
+GAINS = {"fals10": ("falsifier", 10.0), "fals1": ("falsifier", 1.0), "mis10": ("misspecified", 10.0),
+         "cor1": ("correct", 1.0), "cor2": ("correct", 2.0), "cor10": ("correct", 10.0)}
 
 
-def placement_runs(task: str, profile: str, seeds: Sequence[int], *, jobs: int | None = None):
-    """Runs of every placement × contrast, plus the all-zero mask and the default (contrast 0).
-
-    Returns (records by (placement, contrast), long DataFrame with `placement`, `contrast`,
-    `mask_drift` and `attention_drift` columns).
-    """
-    exp = f"gotu-{task}"
-    cells = [((placement, c), Request(exp, ["mask"], mask_overrides(variant, c)))
-             for placement, variant in PLACEMENTS[task].items() for c in CONTRASTS]
-    cells += [((placement, 0.0), Request(exp, [method])) for method, placement in
-              (("zero-mask", "all-zero"), ("default", "no mask"))]
-    blocks = ensure_many([r for _, r in cells], profile, seeds, jobs=jobs)
-    records, frames = {}, []
-    for ((placement, c), _), recs in zip(cells, blocks):
-        records[(placement, c)] = recs
-        frames.append(_rows(recs, placement=placement, contrast=c))
-    frame = pd.concat(frames, ignore_index=True)
-    frame.insert(0, "task", task)
-    return records, frame
+def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None) -> dict[tuple[str, str, float], list]:
+    """The `referee` grid: {(task, placement, contrast): [Record per seed]}; "all-zero" and
+    "no mask" sit at contrast 0."""
+    return ensure_grid("referee", profile, seeds, jobs=jobs)
 
 
-QK_CELLS = (("default", False), ("structured-svd", False), ("structured-opt", False),
-            ("default", True), ("structured-svd", True))
+def load_qk(profile: str, seeds: Sequence[int], *, jobs: int | None = None) -> dict[tuple[str, str, bool], list]:
+    """The `qk-norm` grid: {(task, method, qk_norm): [Record per seed]}."""
+    return ensure_grid("qk-norm", profile, seeds, jobs=jobs)
 
 
-def qk_norm_runs(task: str, profile: str, seeds: Sequence[int], pattern, *, jobs: int | None = None):
-    """The query–key runs: Default and Structured (SVD) without and with QK normalisation, and
-    Structured (Opt) without (`QK_CELLS`). Returns (records by (method, qk_norm), DataFrame with
-    accuracy, final drifts and the share of CLS attention on the task's open keys at the start and
-    at the end, mean over layers)."""
-    cells = [((method, norm), Request(f"gotu-{task}", [method], ["model.qk_norm=true"] if norm else []))
-             for method, norm in QK_CELLS]
-    records, frames = {}, []
-    for ((method, norm), _), recs in zip(cells, ensure_many([r for _, r in cells], profile, seeds, jobs=jobs)):
-        records[(method, norm)] = recs
-        f = _rows(recs, qk_norm=norm)
-        f["qk_drift"] = [final_drift(r, "qk") for r in recs]
-        f["open_start"] = [np.mean([open_mass(m, pattern, 0) for m in r.drift["maps"]["init"]]) for r in recs]
-        f["open_end"] = [np.mean([open_mass(m, pattern, 0) for m in r.drift["maps"]["final"]]) for r in recs]
-        frames.append(f)
-    frame = pd.concat(frames, ignore_index=True)
-    frame.insert(0, "task", task)
-    return records, frame
-
+# ---------------------------------------------------------------- per-run readings
 
 def drift_curve(record, kind: str) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, drift averaged over layers and heads) of one run; kind is mask, qk or attention."""
+    """(steps, drift averaged over layers and heads) of one run; kind is mask, qk or attention
+    (NaN throughout when the run does not track it)."""
     d = record.drift
     layers = sorted(d[kind], key=int)
     if not layers:
         return np.asarray(d["steps"]), np.full(len(d["steps"]), np.nan)
-    values = np.mean([np.mean(d[kind][l], axis=1) for l in layers], axis=0)
+    values = np.mean([np.mean(d[kind][layer], axis=1) for layer in layers], axis=0)
     return np.asarray(d["steps"]), values
 
 
@@ -101,16 +72,55 @@ def final_drift(record, kind: str) -> float:
     return float(drift_curve(record, kind)[1][-1])
 
 
-def summary_by(frame: pd.DataFrame, by: Sequence[str], value: str) -> pd.DataFrame:
-    """Mean, std, and 95% Student-t interval of `value` per group (numbers, for plots)."""
-    from companion.book.stats import summarize
+def mask_init_norm(pattern, contrast: float) -> float:
+    """‖log σ(M_0)‖_F of one layer's mask at ±contrast on a bool pattern: the scale for relative drift."""
+    n_open = int(pattern.sum())
+    n_closed = pattern.numel() - n_open
+    log_sig = lambda m: -math.log1p(math.exp(-m))  # noqa: E731
+    return math.sqrt(n_open * log_sig(contrast) ** 2 + n_closed * log_sig(-contrast) ** 2)
 
-    rows = []
-    for key, g in frame.groupby(list(by), sort=False):
-        s = summarize(g[value].to_numpy())
-        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "mean": s.mean, "std": s.std,
-                     "lo": s.lo, "hi": s.hi, "n": s.n})
-    return pd.DataFrame(rows)
+
+@lru_cache(maxsize=None)
+def _pattern(task: TaskConfig, variant: str):
+    """The (CLS-including) bool mask pattern `variant` of a Boolean task."""
+    return make_task(task).mask_pattern(variant, cls=True)
+
+
+def _frame(cells: Mapping[tuple, Sequence], key: Sequence[str]) -> pd.DataFrame:
+    """`records_frame` of every cell, the cell key as columns, and the final mask and attention drifts."""
+    frames = []
+    for cell, records in cells.items():
+        f = records_frame(records)
+        for name, value in zip(key, cell):
+            f[name] = value
+        f["mask_drift"] = [final_drift(r, "mask") for r in records]
+        f["attention_drift"] = [final_drift(r, "attention") for r in records]
+        frames.append(f)
+    frame = pd.concat(frames, ignore_index=True)
+    return frame[[*key, *(c for c in frame.columns if c not in key)]]
+
+
+def placement_frame(runs: Mapping[tuple[str, str, float], Sequence]) -> pd.DataFrame:
+    """One row per run of the `referee` grid: task, placement, contrast, the final metrics, `mask_drift`,
+    `attention_drift` and `mask_norm` (‖log σ(M_0)‖_F of one layer's initial mask; NaN at contrast 0)."""
+    frame = _frame(runs, PLACEMENT_KEY)
+    frame["mask_norm"] = [
+        mask_init_norm(_pattern(r.config.task, r.config.model.prior.variant), c) if c > 0 else math.nan
+        for (_, _, c), records in runs.items() for r in records]
+    return frame
+
+
+def qk_frame(qk_runs: Mapping[tuple[str, str, bool], Sequence]) -> pd.DataFrame:
+    """One row per run of the `qk-norm` grid: task, method, qk_norm, the final metrics, the final
+    drifts (`mask_drift`, `attention_drift`, `qk_drift`), and the share of CLS attention on the task's
+    open keys (its support pattern) at the start and at the end (`open_start`, `open_end`), mean over layers."""
+    frame = _frame(qk_runs, QK_KEY)
+    records = [r for recs in qk_runs.values() for r in recs]
+    frame["qk_drift"] = [final_drift(r, "qk") for r in records]
+    for column, maps in (("open_start", "init"), ("open_end", "final")):
+        frame[column] = [np.mean([open_mass(m, _pattern(r.config.task, "support"), 0) for m in r.drift["maps"][maps]])
+                         for r in records]
+    return frame
 
 
 def select(frame: pd.DataFrame, task: str, placement: str, contrast: float) -> pd.DataFrame:
@@ -124,11 +134,181 @@ def by_seed(frame: pd.DataFrame, task: str, placement: str, contrast: float, col
     return dict(zip(sub["seed"], sub[column]))
 
 
-def mask_init_norm(pattern, contrast: float) -> float:
-    """‖log σ(M_0)‖_F of one layer's mask at ±contrast on a bool pattern: the scale for relative drift."""
-    import math
+def _accuracy(frame: pd.DataFrame, task: str, placement: str, contrast: float) -> float:
+    """Mean full-cube accuracy of one cell, in [0, 1]."""
+    return float(select(frame, task, placement, contrast)["cube.acc"].mean())
 
-    n_open = int(pattern.sum())
-    n_closed = pattern.numel() - n_open
-    log_sig = lambda m: -math.log1p(math.exp(-m))  # noqa: E731
-    return math.sqrt(n_open * log_sig(contrast) ** 2 + n_closed * log_sig(-contrast) ** 2)
+
+def _mask_drift(frame: pd.DataFrame, task: str, placement: str, contrast: float) -> float:
+    """Mean final mask drift of one cell."""
+    return summarize(select(frame, task, placement, contrast)["mask_drift"].to_numpy()).mean
+
+
+def _summary_by(frame: pd.DataFrame, by: Sequence[str], value: str) -> pd.DataFrame:
+    """Mean, 95 % Student-t interval and n of `value` per group (first-appearance order)."""
+    rows = []
+    for key, g in frame.groupby(list(by), sort=False):
+        s = summarize(g[value].to_numpy())
+        rows.append({**dict(zip(by, key)), "mean": s.mean, "lo": s.lo, "hi": s.hi, "n": s.n})
+    return pd.DataFrame(rows)
+
+
+def _titled(table: pd.DataFrame) -> pd.DataFrame:
+    """Task names of the first index level (and method names of a `method` level) as the reader's."""
+    table = table.rename(index=task_title, level=0)
+    if "method" in table.index.names:
+        table = table.rename(index=label, level="method")
+    return table
+
+
+# ---------------------------------------------------------------- tables
+
+def placements_table() -> pd.DataFrame:
+    """The mask variant of each placement (rows) on each task (columns)."""
+    return pd.DataFrame(PLACEMENTS).rename(columns=task_title)
+
+
+def accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Full-cube accuracy (%) per task × placement (rows) and contrast (columns): "mean [lo, hi]"
+    (95 % t interval), the mean alone for one seed or an undefined interval."""
+    acc = _summary_by(frame.assign(acc=100 * frame["cube.acc"]), PLACEMENT_KEY, "acc")
+    acc["cell"] = [f"{m:.1f} [{lo:.1f}, {hi:.1f}]" if n > 1 and np.isfinite(lo) else f"{m:.1f}"
+                   for m, lo, hi, n in zip(acc["mean"], acc["lo"], acc["hi"], acc["n"])]
+    return _titled(acc.pivot(index=["task", "placement"], columns="contrast", values="cell")).fillna("")
+
+
+def drift_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean final mask drift per task × placement (rows) and contrast (columns), the placed masks only."""
+    placed = frame[frame.placement.isin(["correct", "misspecified", "falsifier"])]
+    drift = _summary_by(placed, PLACEMENT_KEY, "mask_drift")
+    return _titled(drift.pivot(index=["task", "placement"], columns="contrast", values="mean")).round(2)
+
+
+def qk_table(qk: pd.DataFrame) -> pd.DataFrame:
+    """Mean over seeds per task × method × qk_norm: full-cube accuracy (%), CLS attention on the open
+    keys at the start and at the end, final query–key drift."""
+    table = qk.assign(acc=100 * qk["cube.acc"]).groupby(list(QK_KEY))[["acc", "open_start", "open_end", "qk_drift"]]
+    return _titled(table.mean()).round(3)
+
+
+def qk_drift_table(qk: pd.DataFrame) -> pd.DataFrame:
+    """Mean and std over seeds of the final query–key and attention-pattern drifts per task × method × qk_norm."""
+    return _titled(qk.groupby(list(QK_KEY))[["qk_drift", "attention_drift"]].agg(["mean", "std"])).round(3)
+
+
+def paired_gain_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mask minus the model without a mask in full-cube accuracy (points), paired by seed, for the
+    cells of `PAIRED_CELLS` on each task: "diff [lo, hi]" (95 % t interval), paired t-test p, n."""
+    pct_frame = frame.assign(**{"cube.acc": 100 * frame["cube.acc"]})
+    rows = {}
+    for task in TASKS:
+        for p, c in PAIRED_CELLS:
+            r = paired(by_seed(pct_frame, task, p, c), by_seed(pct_frame, task, "no mask", 0.0))
+            rows[(task_title(task), f"{p} ±{c:g}" if c else p)] = {
+                "mask − default": f"{r.mean_diff:.1f} [{r.lo:.1f}, {r.hi:.1f}]",
+                "p": round(r.p_value, 3) if np.isfinite(r.p_value) else "—", "n": r.n}
+    return pd.DataFrame(rows).T
+
+
+# ---------------------------------------------------------------- figure data
+
+def accuracy_runs(frame: pd.DataFrame, task: str) -> pd.DataFrame:
+    """The placed masks' runs of one task, long form for `plots.mean_interval`: placement, contrast,
+    seed and `acc`, full-cube accuracy in %."""
+    rows = frame[(frame.task == task) & (frame.contrast > 0)]
+    return rows[["placement", "contrast", "seed"]].assign(acc=100 * rows["cube.acc"].to_numpy())
+
+
+def baseline_accuracy(frame: pd.DataFrame, task: str) -> dict[str, float]:
+    """Mean full-cube accuracy (%) of the model without a mask and of the all-zero mask on one task."""
+    return {p: 100 * _accuracy(frame, task, p, 0.0) for p in ("no mask", "all-zero")}
+
+
+def _drift_rows(records: Sequence, kind: str, **columns) -> list[dict]:
+    """One row per (record, step) of its `kind` drift curve, with `columns` added."""
+    rows = []
+    for r in records:
+        steps, values = drift_curve(r, kind)
+        rows += [{**columns, "seed": r.seed, "step": s, "drift": v} for s, v in zip(steps.tolist(), values.tolist())]
+    return rows
+
+
+def placement_drift(runs: Mapping[tuple[str, str, float], Sequence], task: str, kind: str,
+                    contrasts: Sequence[float] = (10.0, 1.0)) -> pd.DataFrame:
+    """Drift curves of the placed masks on one task at `contrasts`, long form: placement, contrast
+    (text "±c", in `contrasts` order), seed, step, drift (`kind`: mask or attention)."""
+    rows = [row for placement in PLACEMENTS[task] for c in contrasts
+            for row in _drift_rows(runs[(task, placement, c)], kind, placement=placement, contrast=f"±{c:g}")]
+    frame = pd.DataFrame(rows)
+    frame["contrast"] = pd.Categorical(frame["contrast"], [f"±{c:g}" for c in contrasts])
+    return frame
+
+
+def qk_drift_curves(qk_runs: Mapping[tuple[str, str, bool], Sequence], task: str, kind: str) -> pd.DataFrame:
+    """Drift curves of the `qk-norm` runs on one task, long form: method, QK (normalisation "none" or
+    "QK norm"), seed, step, drift (`kind`: qk or attention)."""
+    rows = [row for (t, method, norm), records in qk_runs.items() if t == task
+            for row in _drift_rows(records, kind, method=method, QK="QK norm" if norm else "none")]
+    frame = pd.DataFrame(rows)
+    frame["QK"] = pd.Categorical(frame["QK"], ["none", "QK norm"])
+    return frame
+
+
+# ---------------------------------------------------------------- claims and prose
+
+def _svd_open_end(qk: pd.DataFrame, norm: bool) -> float:
+    """Mean final CLS attention on the open keys of Structured (SVD), with or without QK norm, over both tasks."""
+    return float(qk[(qk.method == "structured-svd") & (qk.qk_norm == norm)]["open_end"].mean())
+
+
+def _relative_misspecified_drift(frame: pd.DataFrame) -> float:
+    """Mean final drift of the misspecified ±10 mask on 2Parity over the norm of its initial mask."""
+    cell = select(frame, "2parity", "misspecified", 10.0)
+    return _mask_drift(frame, "2parity", "misspecified", 10.0) / float(cell["mask_norm"].iloc[0])
+
+
+def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, float]:
+    """R-01 … R-06 from the placement and QK frames (thresholds live in book/claims.yml).
+
+    R-01: mean final mask drift of the misspecified ±10 2Parity mask / ‖log σ(M_0)‖_F (5 digits).
+    R-02, R-03: mean full-cube accuracy of the falsifier at ±10 and of the correct mask at ±1 on
+    Majority (4 digits). R-04: mean final mask drift of the correct Majority mask at ±1 over that at
+    ±10 (1 digit). R-05: lower end of the 95 % interval of the paired Majority difference correct ±10 −
+    no mask in full-cube accuracy (4 digits). R-06: mean final CLS attention on the open keys of
+    Structured (SVD) with QK normalisation over both tasks (4 digits).
+    """
+    drift_ratio = (_mask_drift(frame, "maj3", "correct", 1.0)
+                   / max(_mask_drift(frame, "maj3", "correct", 10.0), 1e-12))
+    gain = paired(by_seed(frame, "maj3", "correct", 10.0), by_seed(frame, "maj3", "no mask", 0.0))
+    return {"R-01": round(_relative_misspecified_drift(frame), 5),
+            "R-02": round(_accuracy(frame, "maj3", "falsifier", 10.0), 4),
+            "R-03": round(_accuracy(frame, "maj3", "correct", 1.0), 4),
+            "R-04": round(drift_ratio, 1),
+            "R-05": round(gain.lo, 4),
+            "R-06": round(_svd_open_end(qk, True), 4)}
+
+
+def prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence) -> dict[str, str]:
+    """Every number the chapter's text cites, formatted as it reads, by glue name; `results` are the
+    recorded claims (their verdicts are glued as ch6_R01 …)."""
+    out = {f"ch6_acc_{t}_{p}_{c:g}": pct(_accuracy(frame, t, p, c)) for t in TASKS for p in PLACEMENTS[t]
+           for c in CONTRASTS}
+    out.update({f"ch6_acc_{t}_default": pct(_accuracy(frame, t, "no mask", 0.0)) for t in TASKS})
+    out["ch6_drift_mis10"] = num(_mask_drift(frame, "2parity", "misspecified", 10.0))
+    out["ch6_drift_mis10_rel"] = pct(_relative_misspecified_drift(frame), 2)
+    out["ch6_drift_maj_correct10"] = num(_mask_drift(frame, "maj3", "correct", 10.0))
+    out["ch6_drift_maj_correct1"] = num(_mask_drift(frame, "maj3", "correct", 1.0))
+    out["ch6_svd_norm_end"] = num(_svd_open_end(qk, True))
+    out["ch6_svd_plain_end"] = num(_svd_open_end(qk, False))
+    means = qk.groupby(["method", "qk_norm"])[["qk_drift", "attention_drift"]].mean()
+    out["ch6_svd_qk_drift"] = num(means.loc[("structured-svd", False), "qk_drift"])
+    out["ch6_default_qk_drift"] = num(means.loc[("default", False), "qk_drift"])
+    out["ch6_svd_attn_drift"] = num(means.loc[("structured-svd", False), "attention_drift"])
+    out["ch6_default_attn_drift"] = num(means.loc[("default", False), "attention_drift"])
+    out["ch6_svd_norm_attn_drift"] = num(means.loc[("structured-svd", True), "attention_drift"])
+    out["ch6_n_seeds"] = str(frame["seed"].nunique())
+    out.update({f"ch6_{r.id.replace('-', '')}": r.verdict for r in results})
+    default = _accuracy(frame, "maj3", "no mask", 0.0)
+    out.update({f"ch6_gain_{k}": signed(100 * (_accuracy(frame, "maj3", p, c) - default)) for k, (p, c) in GAINS.items()})
+    out["ch6_r04"] = f"{claim_measures(frame, qk)['R-04']:g}"
+    return out

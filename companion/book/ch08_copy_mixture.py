@@ -1,87 +1,148 @@
-"""Chapters 7 and 8: the copy-mixture models (GOAT, RoPE, ALiBi) and what their priors learned.
+"""Chapter 8, learning a prior: the copy-mixture models (GOAT, RoPE, ALiBi) and what GOAT's prior learned.
 
-Everything here reads stored runs and their weights (`ensure_many(..., weights=True)`); nothing trains.
+- the task and the budget: `goat_config`, `budget_table`;
+- the runs: `load` (the `copymix` runs with their weights), `frame_of`, `run_summary`, `gap_curves`,
+  `final_table`;
+- Figure 1: `figure1_panels` (one GOAT model's prior, per head);
+- what every head became: `head_structure`, `structure`, `per_seed`;
+- the verdicts and the prose: `claim_measures`, `claim_details`, `prose_numbers`.
+
+Everything reads stored runs and their weights; nothing trains.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 
+from companion.book.frames import by_method, long_curves, records_frame
+from companion.book.labels import label
+from companion.book.stats import summarize
+from companion.book.transport import prior_panels
+from companion.config import RunConfig
+from companion.experiments import get_experiment
 from companion.experiments.copy_mixture import METHODS
-from companion.book.ch03_boolean import curves as method_curves
-from companion.store import RunStore
-from companion.sweep import Request, ensure_many, records_frame
-from companion.tasks import make_task
-from companion.book.transport import attention_internals, prior_panels, sink_vs_signal
+from companion.sweep import ensure_runs
 
-__all__ = ["LABELS", "load_runs", "load_models", "probe", "head_structure", "sink_curve", "curves"]
+__all__ = ["SINK_MARGIN", "WINDOW", "LOCAL", "goat_config", "budget_table", "load", "frame_of", "run_summary",
+           "gap_curves", "final_table", "figure1_panels", "head_structure", "structure", "per_seed", "claim_measures",
+           "claim_details", "prose_numbers"]
 
-LABELS = {"goat": "GOAT", "rope": "RoPE", "alibi": "ALiBi"}
-
-
-def load_runs(profile: str, seeds: Sequence[int], *, jobs: int | None = None):
-    """Copy-mixture runs of every method with their weights: ({method: [Record]}, frame)."""
-    [records] = ensure_many([Request("copymix")], profile, seeds, jobs=jobs, weights=True)
-    by_method: dict[str, list] = {m: [] for m in METHODS}
-    for rec in records:
-        by_method[rec.config.method].append(rec)
-    return by_method, records_frame(records)
+SINK_MARGIN = 2.0  # nats by which u(0) must stand above the median u(j) for a head to count as a sink (S3-05)
+WINDOW = 8  # κ's peak is sought among the offsets Δ = 0 … WINDOW (S3-06)
+LOCAL = "local (peak at Δ = lag − 1)"
 
 
-def load_models(records: Sequence) -> list:
-    """The trained models of `records`, in order (float32, eval mode, CPU)."""
-    store = RunStore()
-    return [store.load_model(r) for r in records]
+# ---------------------------------------------------------------- the task and the runs
+
+def goat_config(profile: str) -> RunConfig:
+    """The GOAT run of `copymix` at `profile` (seed 0): every method shares its task, heads and budget."""
+    return get_experiment("copymix").configs(profile)["goat"]
 
 
-def probe(record, n: int = 64) -> torch.Tensor:
-    """The first n test inputs of the run's task (the same for every run of the experiment)."""
-    task = make_task(record.config.task)
-    return task.sequences["test"][:n, :-1]
+def budget_table(cfg: RunConfig, seeds: Sequence[int]) -> pd.DataFrame:
+    """The model and training budget of `cfg` (one column, named after the profile)."""
+    model, train = cfg.model, cfg.train
+    budget = {"layers": model.n_layers, "d_model": model.d_model, "heads": model.n_heads, "d_head": model.head_dim,
+              "GOAT frequencies R": model.prior.goat_rank, "GOAT lanes (of d_head)": 2 * model.prior.goat_rank + 1,
+              "optimiser": train.optimizer, "lr": train.lr, "schedule": train.schedule, "batch": train.batch_size,
+              "steps": train.steps, "seeds": len(seeds)}
+    return pd.Series(budget, name=cfg.profile).to_frame()
 
 
-def head_structure(model, *, lag: int, window: int = 8) -> pd.DataFrame:
+def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None) -> dict[str, list]:
+    """The `copymix` runs with their weights: {method: [Record in seed order]}, methods in
+    `companion.experiments.copy_mixture.METHODS` order."""
+    return by_method(ensure_runs("copymix", profile, seeds, jobs=jobs, weights=True), METHODS)
+
+
+def frame_of(runs: Mapping[str, Sequence]) -> pd.DataFrame:
+    """`records_frame` of every run, methods in order."""
+    return records_frame([r for records in runs.values() for r in records])
+
+
+def run_summary(frame: pd.DataFrame) -> str:
+    """How many runs, and their mean wall time (`frame`: `frame_of` the runs)."""
+    return f"{len(frame)} runs; mean wall time per run {frame['wall_time'].mean():.1f} s"
+
+
+def gap_curves(runs: Mapping[str, Sequence]) -> pd.DataFrame:
+    """The test gap to the Bayes-optimal cross-entropy of every run, long form (method, seed, step, value)."""
+    return long_curves([r for records in runs.values() for r in records], "test", "gap")
+
+
+def final_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Final test cross-entropy, gap to Bayes and accuracy per method: "mean ± std" over seeds."""
+    final = frame.assign(method=frame["method"].map(label)).groupby("method", sort=False)
+    return final[["test.ce", "test.gap", "test.acc"]].agg(lambda v: f"{v.mean():.3f} ± {v.std():.3f}")
+
+
+# ---------------------------------------------------------------- Figure 1 and the heads
+
+def figure1_panels(model) -> dict[str, np.ndarray]:
+    """`prior_panels` of the first layer's prior over the model's positions, plus "limit" (h,): the
+    largest |row-centred K| of each head (a symmetric colour range)."""
+    panels = prior_panels(model.blocks[0].attn.scores_prior, model.n_positions)
+    return {**panels, "limit": np.nanmax(np.abs(panels["centred"]), axis=(1, 2))}
+
+
+def head_structure(model, *, lag: int, window: int = WINDOW) -> pd.DataFrame:
     """Per head of the first layer's GOAT prior: sink strength u(0) − median_j>0 u(j), the offset in
-    0…window where κ peaks, and κ's peak height above its median over that window."""
-    prior = model.blocks[0].attn.prior
-    n = model.n_positions
-    panels = prior_panels(prior, n)
-    rows = []
-    for h in range(prior.n_heads):
+    0…window where κ peaks, κ's peak height above its median over that window, and whether the peak
+    sits at Δ = lag − 1 (the local copy's key). Index "head"."""
+    prior = model.blocks[0].attn.scores_prior
+    panels = prior_panels(prior, model.n_positions)
+    out = []
+    for h in range(len(panels["sink"])):
         u, kappa = panels["sink"][h], panels["kappa"][h][: window + 1]
-        rows.append({"head": h, "sink strength": float(u[0] - np.median(u[1:])),
-                     "κ peak at Δ": int(np.argmax(kappa)), "κ peak height": float(kappa.max() - np.median(kappa)),
-                     "local (peak at Δ = lag − 1)": bool(np.argmax(kappa) == lag - 1)})
-    return pd.DataFrame(rows).set_index("head")
+        out.append({"head": h, "sink strength": float(u[0] - np.median(u[1:])),
+                    "κ peak at Δ": int(np.argmax(kappa)), "κ peak height": float(kappa.max() - np.median(kappa)),
+                    LOCAL: bool(np.argmax(kappa) == lag - 1)})
+    return pd.DataFrame(out).set_index("head")
 
 
-def sink_curve(models: Sequence, x: torch.Tensor, *, bins: int = 8, layer: int = -1) -> pd.DataFrame:
-    """Attention on key 0 against the content signal ω (Figure 2c), pooled over models (seeds),
-    heads and queries of `layer`: ω is cut at its quantiles; per bin the mean ω, mean and quartiles
-    of p0, and the count."""
-    omega, p0 = [], []
-    for model in models:
-        lay = layer % len(model.blocks)
-        d = sink_vs_signal(attention_internals(model, x, lay))
-        omega.append(d["omega"])
-        p0.append(d["p0"])
-    omega, p0 = np.concatenate(omega), np.concatenate(p0)
-    edges = np.quantile(omega, np.linspace(0, 1, bins + 1))
-    idx = np.clip(np.searchsorted(edges, omega, side="right") - 1, 0, bins - 1)
-    rows = []
-    for b in range(bins):
-        sel = idx == b
-        rows.append({"bin": b, "omega": float(omega[sel].mean()), "p0": float(p0[sel].mean()),
-                     "p0_q1": float(np.quantile(p0[sel], 0.25)), "p0_q3": float(np.quantile(p0[sel], 0.75)),
-                     "n": int(sel.sum())})
-    return pd.DataFrame(rows).set_index("bin")
+def structure(records: Sequence, models: Sequence, *, lag: int) -> pd.DataFrame:
+    """`head_structure` of the GOAT model of every record (its trained model in `models`), index (seed, head)."""
+    return pd.concat({r.seed: head_structure(m, lag=lag) for r, m in zip(records, models)}, names=["seed"])
 
 
-def curves(records: Sequence, metric: str = "gap") -> tuple[np.ndarray, np.ndarray]:
-    """(steps, values (runs, evaluations)) of a test metric of one method's copy-mixture runs."""
-    [(steps, values)] = method_curves(records, "test", metric).values()
-    return steps, values
+def per_seed(heads: pd.DataFrame) -> pd.DataFrame:
+    """Per seed: the largest sink strength of its heads ("sink") and whether some head is local ("local")."""
+    return heads.groupby("seed").agg(sink=("sink strength", "max"), local=(LOCAL, "any"))
+
+
+# ---------------------------------------------------------------- verdicts and prose
+
+def _counts(heads: pd.DataFrame) -> tuple[int, int, int]:
+    """(seeds with a sink head, seeds with a local head, seeds)."""
+    s = per_seed(heads)
+    return int((s["sink"] >= SINK_MARGIN).sum()), int(s["local"].sum()), len(s)
+
+
+def claim_measures(frame: pd.DataFrame, heads: pd.DataFrame) -> dict[str, float]:
+    """S3-07: GOAT's mean test gap to the Bayes-optimal cross-entropy (4 decimals); S3-05 and S3-06:
+    the share of seeds with a sink head (u(0) ≥ `SINK_MARGIN` nats above the median u) and with a
+    local head (κ peaking at Δ = lag − 1), 3 decimals."""
+    sink, local, n = _counts(heads)
+    gap = summarize(frame[frame.method == "goat"]["test.gap"].to_numpy())
+    return {"S3-07": round(gap.mean, 4), "S3-05": round(sink / n, 3), "S3-06": round(local / n, 3)}
+
+
+def claim_details(frame: pd.DataFrame, heads: pd.DataFrame) -> dict[str, str]:
+    """S3-07's spread over seeds and S3-05's largest sink strength per seed."""
+    gap = summarize(frame[frame.method == "goat"]["test.gap"].to_numpy())
+    sinks = ", ".join(f"{v:.1f}" for v in per_seed(heads)["sink"])
+    return {"S3-07": f"±{gap.std:.4f} over {gap.n} seeds", "S3-05": f"largest u(0) − median u per seed: {sinks}"}
+
+
+def prose_numbers(task, cfg: RunConfig, frame: pd.DataFrame, heads: pd.DataFrame) -> dict[str, object]:
+    """Every number the chapter's text cites, by glue name (`task`: the copy-mixture task of `cfg`)."""
+    sink, local, n = _counts(heads)
+    out = {"ch8_bayes": f"{task.bayes_ce():.3f}", "ch8_uniform": f"{task.uniform_ce:.3f}",
+           "ch8_steps": cfg.train.steps, "ch8_heads": cfg.model.n_heads, "ch8_d_head": cfg.model.head_dim}
+    out |= {f"ch8_gap_{m}": f"{g['test.gap'].mean():.3f}" for m, g in frame.groupby("method", sort=False)}
+    out |= {"ch8_sink_seeds": f"{sink} of {n}", "ch8_local_seeds": f"{local} of {n}",
+            "ch8_sink_max": f"{per_seed(heads)['sink'].max():.1f}"}
+    return out

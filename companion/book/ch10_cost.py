@@ -1,8 +1,11 @@
 """Chapter 10: what a prior costs, read from the attention benchmark's JSON (`benchmarks/attention.py`).
 
-Nothing here times anything; the chapter's small live sweep goes through `companion.cost.run_benchmark`
-and comes back as the same JSON. `frame(result)` flattens a result into one row per
-(variant, L, mode) with time, ratio to plain SDPA (same run) and peak memory.
+Nothing here times anything: the machine's peak rates come in from
+`companion.cost.roofline.measure_peak`, and the chapter's small live sweep goes through
+`companion.cost.run_benchmark` and comes back as the same JSON. `frame(result)` flattens a result into
+one row per (variant, L, mode) with time, ratio to plain SDPA (same run) and peak memory; the tables,
+figure data, claim measures and glued numbers of the chapter are read from such frames. Variant
+labels and colours come from `companion.book.labels`.
 """
 
 from __future__ import annotations
@@ -13,19 +16,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from companion.book.claims import load_ledger
+from companion.book.labels import VARIANTS
+from companion.cost.roofline import attention_bytes, attention_flops, bound_s
 from companion.paths import repo_root
 
-__all__ = ["RESULTS", "LABELS", "COLOURS", "load", "committed", "frame", "wide", "growth_exponent", "goal_table", "load_steps",
-           "step_frame"]
+__all__ = ["RESULTS", "CPU_RESULT", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "load",
+           "committed", "gpu_results", "frame", "wide", "settings_table", "variant_curves", "length_axes",
+           "ratio_table", "flex_backward_note", "quadratic_reference", "growth_exponent", "growth_table",
+           "roofline", "floor_shares", "goal_table", "goals_table", "gpu_mask_ratio", "load_steps", "step_frame",
+           "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers"]
 
 RESULTS = Path("benchmarks") / "results"
-LABELS = {"sdpa": "SDPA, no prior", "goat-lanes": "GOAT lanes (SDPA)", "mask-sdpa": "learnable mask (SDPA)",
-          "mask-attend": "learnable mask (attend)", "mask-sdpa-math": "learnable mask (MATH)",
-          "eager-bias": "eager + bias", "flex": "FlexAttention + tables", "eager-goat": "eager GOAT (Toeplitz)",
-          "alibi-sdpa": "frozen ALiBi mask (SDPA)"}
-# one colour per variant (tab10), the same in every figure of the chapter
-COLOURS = dict(zip(LABELS, ("#1f77b4", "#ff7f0e", "#2ca02c", "#17becf", "#bcbd22", "#7f7f7f", "#9467bd", "#d62728",
-                            "#8c564b")))
+CPU_RESULT = "attention-cpu-vm-2core"  # the committed CPU sweep the chapter reads
+MODES = ("fwd", "fwd+bwd")
+GOAL_L = 4096  # the length at which the goals are judged, forward + backward
+LIVE_VARIANTS = "sdpa,goat-lanes,mask-sdpa,mask-attend,eager-bias"
+# A goal is {variant: (column, the claim whose threshold it is)}; the limits live in book/claims.yml.
+TIME_GOALS = {"goat-lanes": ("paired_ratio", "S3-15"), "mask-sdpa": ("paired_ratio", "C-02")}
+MEMORY_GOALS = {"goat-lanes": ("memory_ratio", "C-01")}
 _MiB = 2**20
 
 
@@ -49,6 +58,11 @@ def committed(pattern: str = "attention-*.json") -> dict[str, dict]:
     return {p.stem: load(p) for p in sorted((repo_root() / RESULTS).glob(pattern))}
 
 
+def gpu_results(results: dict[str, dict]) -> dict[str, dict]:
+    """The results among `results` measured on a CUDA device."""
+    return {k: v for k, v in results.items() if v["settings"]["device"].startswith("cuda")}
+
+
 def frame(result: dict) -> pd.DataFrame:
     """One row per (variant, L, mode): status, backend, median time (ms) and IQR, ratio to SDPA
     (median over median, and the median of per-repeat ratios), peak memory (MiB) and its ratio."""
@@ -69,9 +83,51 @@ def frame(result: dict) -> pd.DataFrame:
 
 
 def wide(df: pd.DataFrame, value: str, mode: str) -> pd.DataFrame:
-    """variant × L table of one column for one mode (variants in LABELS order)."""
+    """variant × L table of one column for one mode (variants in `labels.VARIANTS` order)."""
     t = df[df["mode"] == mode].pivot_table(index="variant", columns="L", values=value)
-    return t.reindex([v for v in LABELS if v in t.index])
+    return t.reindex([v for v in VARIANTS if v in t.index])
+
+
+def settings_table(result: dict, gpu: dict[str, dict]) -> pd.DataFrame:
+    """What a committed sweep measured and where: machine, torch, threads, shapes, lengths, repeats,
+    memory method, GOAT's rank and lanes, and how many GPU results are committed beside it."""
+    s, m = result["settings"], result["machine"]
+    facts = {"machine": f"{m['cpu_model']}, {m['cpu_affinity']} cores", "torch": result["versions"]["torch"],
+             "threads": s["threads"], "dtype": s["dtype"],
+             "batch × heads × head dim": f"{s['batch']} × {s['heads']} × {s['head_dim']}",
+             "lengths L": ", ".join(map(str, s["lengths"])), "repeats": s["repeats"], "memory": s["memory"],
+             "GOAT rank R (lanes)": f"{s['goat_rank']} ({2 * s['goat_rank'] + 1})", "GPU results committed": len(gpu)}
+    return pd.Series(facts, name="committed CPU sweep").to_frame()
+
+
+def variant_curves(df: pd.DataFrame, mode: str) -> dict[str, pd.DataFrame]:
+    """{variant: its measured rows of one mode, by L}, variants in `labels.VARIANTS` order."""
+    d = df[(df["mode"] == mode) & (df.status == "ok")]
+    curves = {v: d[d.variant == v].sort_values("L") for v in VARIANTS}
+    return {v: rows for v, rows in curves.items() if len(rows)}
+
+
+def length_axes(ax, lengths: list[int], **kwargs) -> None:
+    """Log–log axes against sequence length, one tick per measured length; `kwargs` go to `ax.set`."""
+    ax.set(xscale="log", yscale="log", xlabel="sequence length L", **kwargs)
+    ax.set_xticks(lengths, [str(n) for n in lengths])
+    ax.minorticks_off()
+
+
+def ratio_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Median per-repeat time ratio to SDPA, variant × (mode, L)."""
+    return pd.concat({mode: wide(df, "paired_ratio", mode) for mode in MODES}, axis=1)
+
+
+def flex_backward_note(df: pd.DataFrame) -> str:
+    """What became of FlexAttention's forward + backward: its status and the first sentence of its reason."""
+    flex = df[(df.variant == "flex") & (df["mode"] == "fwd+bwd")]
+    return f"flex, fwd+bwd: {flex.status.iloc[0]} - " + flex.reason.iloc[0].split(". ")[0] + "."
+
+
+def quadratic_reference(mem: pd.DataFrame, variant: str = "mask-sdpa", at: int = 1024) -> np.ndarray:
+    """A curve ∝ L² through `variant`'s value at L = `at`, over the columns (lengths) of `mem`."""
+    return mem.loc[variant, at] * (np.array(mem.columns) / at) ** 2
 
 
 def growth_exponent(df: pd.DataFrame, variant: str, mode: str, value: str = "peak_mib", *, min_L: int = 1024) -> float:
@@ -82,15 +138,81 @@ def growth_exponent(df: pd.DataFrame, variant: str, mode: str, value: str = "pea
     return float(np.polyfit(np.log(d.L), np.log(d[value]), 1)[0])
 
 
+def growth_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per variant, forward + backward: the peak-memory and time exponents over L ≥ 1024, and the peak
+    MiB at every L."""
+    mem = wide(df, "peak_mib", "fwd+bwd")
+    exponents = pd.DataFrame({"peak-memory exponent": {v: growth_exponent(df, v, "fwd+bwd") for v in mem.index},
+                              "time exponent": {v: growth_exponent(df, v, "fwd+bwd", "time_ms") for v in mem.index}})
+    return pd.concat([exponents, mem.rename(columns=lambda L: f"MiB at {L}")], axis=1)
+
+
+def _bias_heads(variant: str, heads: int) -> int:
+    """How many (L, L) bias planes a variant moves: one shared mask, a per-head Toeplitz bias, or none."""
+    if variant in ("mask-sdpa", "eager-bias", "mask-attend"):
+        return 1
+    return heads if variant == "eager-goat" else 0
+
+
+def roofline(df: pd.DataFrame, settings: dict, peak: dict) -> pd.DataFrame:
+    """Per measured forward + backward call: the roofline floor (ms) on a machine of `peak`
+    (`measure_peak`), the measured time, the achieved GFLOP/s, and the floor's share of the time."""
+    shape = {"B": settings["batch"], "H": settings["heads"], "D": settings["head_dim"], "mode": "fwd+bwd"}
+    rows = []
+    for r in df[(df["mode"] == "fwd+bwd") & (df.status == "ok")].itertuples():
+        flops = attention_flops(r.L, **shape)
+        nbytes = attention_bytes(r.L, **shape, bias_heads=_bias_heads(r.variant, settings["heads"]))
+        rows.append({"variant": r.variant, "L": r.L, "floor_ms": 1e3 * bound_s(flops, nbytes, peak),
+                     "measured_ms": r.time_ms, "achieved GFLOP/s": flops / r.time_ms / 1e6})
+    roof = pd.DataFrame(rows)
+    roof["share of the floor"] = roof.floor_ms / roof.measured_ms
+    return roof
+
+
+def floor_shares(roof: pd.DataFrame) -> pd.DataFrame:
+    """The floor's share of the measured time, variant × L (1 would be the speed of light)."""
+    t = roof.pivot_table(index="variant", columns="L", values="share of the floor")
+    return t.reindex([v for v in VARIANTS if v in set(roof.variant)])
+
+
+def _at(df: pd.DataFrame, variant: str, column: str, L: int = GOAL_L, mode: str = "fwd+bwd") -> float:
+    """One variant's value of `column` at (L, mode); NaN if it was not measured."""
+    sel = df[(df.variant == variant) & (df.L == L) & (df["mode"] == mode)]
+    return float(sel[column].iloc[0]) if len(sel) else float("nan")
+
+
 def goal_table(df: pd.DataFrame, L: int, goals: dict[str, tuple[str, float]], mode: str = "fwd+bwd") -> pd.DataFrame:
     """For each variant: its measured ratio at L against the goal {variant: (column, at most)}."""
     rows = []
     for variant, (column, limit) in goals.items():
-        sel = df[(df.variant == variant) & (df.L == L) & (df["mode"] == mode)]
-        value = float(sel[column].iloc[0]) if len(sel) else float("nan")
+        value = _at(df, variant, column, L, mode)
         rows.append({"variant": variant, "measure": column, "at L": L, "ours": value, "goal ≤": limit,
                      "met": bool(value <= limit) if value == value else None})
     return pd.DataFrame(rows).set_index("variant")
+
+
+def _limits(goals: dict[str, tuple[str, str]]) -> dict[str, tuple[str, float]]:
+    """{variant: (column, claim)} → {variant: (column, the claim's threshold in the ledger)}."""
+    ledger = load_ledger()
+    return {v: (column, float(ledger[cid].rule["threshold"])) for v, (column, cid) in goals.items()}
+
+
+def goals_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The time goals, then the memory goals, at GOAL_L on the CPU, each against its claim's threshold."""
+    goals = goal_table(df, GOAL_L, _limits(TIME_GOALS)).assign(device="CPU")
+    return pd.concat([goals, goal_table(df, GOAL_L, _limits(MEMORY_GOALS)).assign(device="CPU")])
+
+
+def gpu_mask_ratio(gpu: dict[str, dict]) -> float | None:
+    """The learnable mask through `attend` over plain SDPA, forward + backward at GOAL_L, in the last
+    committed GPU result that measured it (rounded to 3 places); None without one."""
+    ratio = None
+    for result in gpu.values():
+        g = frame(result)
+        sel = g[(g.variant == "mask-attend") & (g.L == GOAL_L) & (g["mode"] == "fwd+bwd") & (g.status == "ok")]
+        if len(sel):
+            ratio = round(float(sel.paired_ratio.iloc[0]), 3)
+    return ratio
 
 
 def load_steps(stem: str = "step-memory-cpu") -> dict:
@@ -116,3 +238,61 @@ def step_frame(result: dict) -> pd.DataFrame:
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "method"
     return out if out["reason"].astype(bool).any() else out.drop(columns=["status", "reason"])
+
+
+def side_by_side(committed_frame: pd.DataFrame, live: pd.DataFrame, lengths: list[int]) -> pd.DataFrame:
+    """Forward + backward time ratios to SDPA at `lengths`: the committed sweep beside a live one."""
+    return pd.concat({"committed": wide(committed_frame, "paired_ratio", "fwd+bwd")[lengths],
+                      "here": wide(live, "paired_ratio", "fwd+bwd")[lengths]}, axis=1)
+
+
+def step_comparison(live_steps: pd.DataFrame, steps: pd.DataFrame) -> str:
+    """One line: GOAT over RoPE whole-step peak memory, here and in the committed result."""
+    return (f"whole step, GOAT over RoPE peak memory: here {live_steps.loc['goat', 'memory vs RoPE']:.3f}, "
+            f"committed {steps.loc['goat', 'memory vs RoPE']:.3f}")
+
+
+def claim_measures(cpu: pd.DataFrame, gpu: dict[str, dict], steps: pd.DataFrame) -> dict[str, float | None]:
+    """C-03 (the mask's peak-memory exponent), S3-15 and C-01 (GOAT's time and memory over SDPA at
+    GOAL_L), C-02 (the mask on a GPU; None without a GPU result), S3-16 (GOAT over RoPE, whole step)."""
+    return {
+        "C-03": round(growth_exponent(cpu, "mask-sdpa", "fwd+bwd"), 3),
+        "S3-15": round(_at(cpu, "goat-lanes", "paired_ratio"), 3),
+        "C-01": round(_at(cpu, "goat-lanes", "memory_ratio"), 3),
+        "C-02": gpu_mask_ratio(gpu),
+        "S3-16": round(float(steps.loc["goat", "memory vs RoPE"]), 3),
+    }
+
+
+def claim_details(gpu: dict[str, dict]) -> dict[str, str]:
+    """Why a claim has no measure: C-02 when no GPU result is committed."""
+    return {"C-02": "no GPU result is committed"} if gpu_mask_ratio(gpu) is None else {}
+
+
+def prose_numbers(result: dict, peak: dict, steps: pd.DataFrame, live_lengths: list[int]) -> dict[str, str]:
+    """Every number the chapter's text cites, by glue name, formatted as the text reads it: the committed
+    CPU sweep (`result`), the machine's peak rates (`peak`), the whole-step result and the live lengths."""
+    s, cpu = result["settings"], frame(result)
+    t, t_fwd = wide(cpu, "paired_ratio", "fwd+bwd"), wide(cpu, "paired_ratio", "fwd")
+    mem = wide(cpu, "peak_mib", "fwd+bwd")
+    shares = floor_shares(roofline(cpu, s, peak))
+    out = {"ch10_live_lengths": ", ".join(map(str, live_lengths)), "ch10_threads": str(s["threads"]),
+           "ch10_heads": str(s["heads"]), "ch10_head_dim": str(s["head_dim"]),
+           "ch10_cpu": result["machine"]["cpu_model"]}
+    for variant, L in (("goat-lanes", 1024), ("goat-lanes", 4096), ("mask-sdpa", 4096), ("mask-sdpa", 8192),
+                       ("eager-bias", 4096), ("eager-goat", 4096)):
+        out[f"ch10_t_{variant}_{L}"] = f"{t.loc[variant, L]:.2f}"
+    out["ch10_mask_fwd_4096"] = f"{t_fwd.loc['mask-sdpa', 4096]:.2f}"
+    out["ch10_flex_fwd_4096"] = f"{t_fwd.loc['flex', 4096]:.2f}"
+    for v in ("sdpa", "goat-lanes", "mask-sdpa"):
+        out[f"ch10_exp_{v}"] = f"{growth_exponent(cpu, v, 'fwd+bwd'):.2f}"
+        out[f"ch10_mib_{v}"] = f"{mem.loc[v, 4096]:,.1f}"
+    out["ch10_mib_mask_8192"] = f"{mem.loc['mask-sdpa', 8192] / 1024:.1f}"
+    out["ch10_peak_gflops"] = f"{peak['peak_flops'] / 1e9:.0f}"
+    out["ch10_bandwidth"] = f"{peak['bandwidth_bytes_s'] / 1e9:.1f}"
+    out["ch10_sdpa_share"] = f"{shares.loc['sdpa', 4096]:.0%}"
+    out["ch10_goat_mem_ratio"] = f"{_at(cpu, 'goat-lanes', 'memory_ratio'):.2f}"
+    out["ch10_step_goat"] = f"{steps.loc['goat', 'memory vs RoPE']:.2f}"
+    out["ch10_step_rope_mib"] = f"{steps.loc['rope', 'peak MiB']:.0f}"
+    out["ch10_step_goat_mib"] = f"{steps.loc['goat', 'peak MiB']:.0f}"
+    return out

@@ -5,7 +5,8 @@
   (uniform π: softmax(s/τ)) and Proposition 3.1 (any π: softmax(s/τ + log π)) are checked against it.
 - `objective`: the transport objective, to confirm that a solution is optimal among simplex points.
 - `attention_internals(model, x, layer)`: a layer's content scores, prior and attention weights,
-  recomputed from the model's parameters (the same attention the forward pass computes).
+  recomputed from the model's parameters through the prior protocol (`Attention.project`,
+  `Attention.scores_prior`: `content`, `bias`), the same attention the forward pass computes.
 - `collapse_bounds`: Theorem 5.1, e^{−ω_i} ≤ p_ij / π_ij ≤ e^{ω_i} with ω_i the range of row i's
   content scores over its visible keys, measured on a trained model.
 - `sink_vs_signal`: per (head, query), the content signal ω and the attention on key 0 (Figure 2c).
@@ -59,11 +60,14 @@ def solve_entropic(s: Tensor, log_prior: Tensor | None = None, tau: float = 1.0,
 
 @torch.no_grad()
 def attention_internals(model, x: Tensor, layer: int = 0) -> dict[str, Tensor]:
-    """Recompute layer `layer`'s attention on inputs x (b, n) from the model's parameters.
+    """Recompute layer `layer`'s attention on inputs x from the model's parameters, through the public
+    attention API: `attn.project` gives q, k as attended (projected, QK-normed, rotated) and the layer's
+    scores prior (`attn.scores_prior`) gives the content channels (`content`) and the log-prior (`bias`).
 
-    Returns float64 tensors: "content" (b, h, n, n) content scores (GOAT: q_c·k_c/√d_c over its content
-    channels; RoPE: rotated q·k/√d; otherwise q·k/√d), "prior" (h, n, n) the additive log-prior (zeros
-    without one), "weights" (b, h, n, n) the model's own attention weights, and "visible" (n, n) bool.
+    Returns float64 tensors over the n positions the layer sees: "content" (b, h, n, n) content scores
+    q_c·k_c/√d_c (GOAT: its content channels; RoPE: the rotated q·k; otherwise q·k, with d_c the
+    width of the content channels), "prior" (h, n, n) the additive log-prior (zeros without one),
+    "weights" (b, h, n, n) the model's own attention weights, and "visible" (n, n) bool.
     Works on a float64 copy; the model itself is left as it is.
     """
     model = copy.deepcopy(model).double().eval()
@@ -72,20 +76,16 @@ def attention_internals(model, x: Tensor, layer: int = 0) -> dict[str, Tensor]:
         h = block(h)
     block = model.blocks[layer]
     attn = block.attn
-    xin = block.ln1(h)
-    q, k = attn._heads(attn.q_proj(xin)), attn._heads(attn.k_proj(xin))
-    if attn.q_norm is not None:
-        q, k = attn.q_norm(q), attn.k_norm(k)
-    if attn.rope is not None:
-        q, k = attn.rope(q, k)
-    n = x.shape[1]
-    prior = attn.prior
-    if isinstance(prior, GoatPrior):
-        dc = prior.content_dim
-        q, k = q[..., :dc], k[..., :dc]
-    content = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    bias = prior(n, n).double() if prior is not None else torch.zeros(1, n, n, dtype=torch.float64)
-    visible = torch.ones(n, n, dtype=torch.bool).tril() if attn.causal else torch.ones(n, n, dtype=torch.bool)
+    q, k, _ = attn.project(block.ln1(h))
+    prior = attn.scores_prior
+    qc, kc = prior.content(q, k)
+    content = qc @ kc.transpose(-1, -2) / math.sqrt(qc.shape[-1])
+    n = h.shape[1]
+    bias = prior.bias(n, n)
+    bias = torch.zeros(1, n, n, dtype=torch.float64) if bias is None else bias.double()
+    visible = torch.ones(n, n, dtype=torch.bool)
+    if attn.causal:
+        visible = visible.tril()
     _, maps = model(x, return_attention=True)
     return {"content": content, "prior": bias.expand(attn.n_heads, n, n), "weights": maps[layer].double(),
             "visible": visible}
@@ -129,7 +129,7 @@ def prior_panels(prior: GoatPrior, n: int) -> dict[str, np.ndarray]:
     (h, n); "centred" the total log-prior K with each row centred over its visible keys (h, n, n; NaN
     above the diagonal when causal); "causal" the induced prior, row-softmax of K over j ≤ i (h, n, n)."""
     pos = torch.arange(n, device=prior.alpha.device)
-    k = prior(n, n).double().cpu()
+    k = prior.bias(n, n).double().cpu()
     visible = torch.ones(n, n, dtype=torch.bool).tril() if prior.causal else torch.ones(n, n, dtype=torch.bool)
     masked = k.masked_fill(~visible, math.nan)
     centred = masked - torch.nanmean(masked, dim=-1, keepdim=True)

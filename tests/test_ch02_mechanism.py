@@ -1,0 +1,116 @@
+"""Theorem 1 / Corollary 1 closed forms against autograd and finite differences (float64), and
+Chapter 2's claim measures and prose numbers."""
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from companion.book.ch02_mechanism import (
+    autograd_jacobian, central_difference, claim_measures, contrast_sweep, corollary1_worst_ratio, dp_dk, dp_dm,
+    dp_dq, grad_at, key_growth, log_sigmoid_values, mask_probs, norm_sweep, peak_scale, prose_numbers, qk_gaps,
+    saturation, theorem1_gaps, within_rounding,
+)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_theorem1_matches_autograd_and_finite_differences(seed):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(6, generator=g, dtype=torch.float64)
+    m = 4 * torch.randn(6, generator=g, dtype=torch.float64)
+    closed = dp_dm(a, m)
+    fn = lambda x: mask_probs(a, x)  # noqa: E731
+    torch.testing.assert_close(closed, autograd_jacobian(fn, m), rtol=0, atol=1e-14)
+    torch.testing.assert_close(closed, central_difference(fn, m), rtol=0, atol=1e-8)
+
+
+def test_qk_derivatives_match_autograd():
+    g = torch.Generator().manual_seed(7)
+    q = torch.randn(5, generator=g, dtype=torch.float64)
+    k = torch.randn(4, 5, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(dp_dq(q, k), autograd_jacobian(lambda x: torch.softmax(k @ x / math.sqrt(5), -1), q))
+    torch.testing.assert_close(dp_dk(q, k), autograd_jacobian(lambda x: torch.softmax(x @ q / math.sqrt(5), -1), k))
+
+
+def test_corollary1_bound_and_its_tightness():
+    # Two equal dominant scores give p_i = p_j = 1/2, where |p_i p_j| = 1/4 attains the bound.
+    a = torch.tensor([50.0, 50.0, 0.0], dtype=torch.float64)
+    m = torch.zeros(3, dtype=torch.float64)
+    ratio = dp_dm(a, m).abs() / (torch.sigmoid(-m) / 4)
+    assert ratio.max().item() == pytest.approx(1.0, abs=1e-12)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(100):
+        a, m = 5 * torch.randn(5, generator=g, dtype=torch.float64), 3 * torch.randn(5, generator=g, dtype=torch.float64)
+        assert (dp_dm(a, m).abs() <= torch.sigmoid(-m) / 4 + 1e-15).all()
+
+
+def test_sweeps_show_saturation_and_growth():
+    sat = contrast_sweep([1.0, 10.0], a=torch.zeros(4, dtype=torch.float64), open_=torch.tensor([True, False, False, False]))
+    assert sat["grad_open"][1] < 1e-4 < sat["grad_open"][0]
+    assert sat["sigma_open"][1] == pytest.approx(1 / (1 + math.exp(10)))
+    sweep = norm_sweep([0.1, 3.0], n=8, d=16, draws=10, m=0.0, generator=torch.Generator().manual_seed(0))
+    assert sweep["key"][1] > 10 * sweep["key"][0]
+    assert max(sweep["mask"]) <= sweep["bound_mask"][0]
+
+
+SWEEP = {"scale": [0.1, 3, 5, 10], "key": [0.01, 0.5, 0.8, 0.2]}
+SAT = pd.DataFrame({"contrast": [1, 10], "closed_mass": [0.3, 5.3e-5], "grad_open": [0.07, 1e-5],
+                    "grad_closed": [0.05, 1.94e-5], "sigma_open": [0.27, 4.5e-5]}).set_index("contrast")
+
+
+def test_open_and_closed_entries_shift_a_score_by_log_sigmoid():
+    values = log_sigmoid_values((10.0, 0.0, -10.0))
+    assert values[0.0] == pytest.approx(-math.log(2), rel=1e-15)
+    assert values[10.0] == pytest.approx(-math.log1p(math.exp(-10)), rel=1e-15)
+    assert values[-10.0] == pytest.approx(-10 - math.log1p(math.exp(-10)), rel=1e-15)
+    text = prose_numbers(values, 200, {"autograd": 0.0, "finite differences": 0.0}, 1.0, SWEEP, SAT)
+    assert (text["ch2_open"], text["ch2_closed"], text["ch2_ratio"]) == ("-4.54e-05", "-10.0000454", "4.54e-05")
+
+
+def test_the_chapter_checks_draw_one_stream_in_order():
+    g = torch.Generator().manual_seed(0)
+    gaps = theorem1_gaps(20, g)
+    worst = corollary1_worst_ratio(20, g)
+    # the same draws by hand: 20 pairs (a, 3 m), then 20 pairs (5 a, 3 m)
+    h = torch.Generator().manual_seed(0)
+    fd = 0.0
+    for _ in range(20):
+        a = torch.randn(5, generator=h, dtype=torch.float64)
+        m = 3 * torch.randn(5, generator=h, dtype=torch.float64)
+        fd = max(fd, float((dp_dm(a, m) - central_difference(lambda x: mask_probs(a, x), m)).abs().max()))
+    ratio = 0.0
+    for _ in range(20):
+        a = 5 * torch.randn(5, generator=h, dtype=torch.float64)
+        m = 3 * torch.randn(5, generator=h, dtype=torch.float64)
+        ratio = max(ratio, float((dp_dm(a, m).abs() / (torch.sigmoid(-m) / 4)).max()))
+    assert gaps["finite differences"] == fd and worst == ratio
+    assert gaps["autograd"] < 1e-15 and 1e-13 < fd < 1e-8 and 0.5 < worst <= 1.0
+
+
+def test_query_and_key_closed_forms_agree_within_rounding():
+    gaps = qk_gaps(torch.Generator().manual_seed(0))
+    assert list(gaps) == ["∂p/∂q vs autograd", "∂p/∂k vs autograd", "∂p/∂k vs finite differences"]
+    assert within_rounding(gaps) == dict.fromkeys(gaps, True)
+    assert within_rounding({"off": 1e-7, "on": 9e-9}) == {"off": False, "on": True}
+
+
+def test_growth_peak_and_saturation_readouts():
+    assert key_growth(SWEEP) == 50.0 and peak_scale(SWEEP) == 5
+    assert grad_at(SAT, 10) == 1.94e-5 and grad_at(SAT, 1) == 0.07
+    open_ = torch.tensor([True, False, False, False])
+    sat = saturation([1.0, 10.0], a=torch.zeros(4, dtype=torch.float64), open_=open_)
+    assert sat.index.tolist() == [1.0, 10.0]
+    assert sat.loc[10.0, "closed_mass"] == pytest.approx(3 * math.exp(-10) / (1 + 3 * math.exp(-10)), rel=1e-6)
+
+
+def test_claim_measures_and_prose_numbers():
+    gaps = {"autograd": 5.6e-17, "finite differences": 1.7e-10}
+    assert claim_measures(gaps, 0.999995, SWEEP, SAT) == {"S2-01": 1.7e-10, "S2-02": 0.999995, "S2-03": 50.0,
+                                                          "S2-04": 1.94e-5}
+    text = prose_numbers(log_sigmoid_values(), 200, gaps, 0.999995, SWEEP, SAT)
+    assert {k: v for k, v in text.items() if k not in ("ch2_open", "ch2_closed", "ch2_ratio")} == {
+        "ch2_draws": "200", "ch2_gap_autograd": "5.6e-17", "ch2_gap_fd": "1.7e-10", "ch2_worst_ratio": "1.0",
+        "ch2_key_growth": "50.0", "ch2_peak_scale": "5", "ch2_grad_at_10": "1.9e-05", "ch2_grad_at_1": "0.07",
+        "ch2_closed_mass_10": "5.3e-05",
+    }

@@ -1,0 +1,219 @@
+"""Chapter 4's module: claim measures, tables, figure data and prose numbers on synthetic grid records."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from companion.book import ch04_arithmetic as ch
+from companion.experiments import load_experiments
+from companion.experiments.arithmetic import METHODS, arithmetic_cells
+from companion.tasks.arithmetic import ArithmeticTask
+
+load_experiments()
+SEEDS = (0, 1, 2)
+STEPS = {("add", "base"): 250, ("add", "long"): 500, ("mul", "base"): 200}
+# Final test sequence accuracy per (op, fraction, budget, method), one value per seed.
+SEQ = {
+    ("add", 0.004, "base", "default"): (0.00, 0.01, 0.02),
+    ("add", 0.004, "base", "structured-svd"): (0.02, 0.02, 0.02),
+    ("add", 0.004, "base", "structured-opt"): (0.03, 0.05, 0.04),
+    ("add", 0.004, "base", "mimetic"): (0.01, 0.01, 0.01),
+    ("add", 0.004, "base", "mask"): (0.60, 0.70, 0.80),
+    ("add", 0.004, "base", "fixed-mask"): (0.60, 0.70, 0.79),
+    ("add", 0.002, "base", "default"): (0.10, 0.10, 0.10),
+    ("add", 0.002, "base", "mask"): (0.50, 0.50, 0.50),
+    ("add", 0.01, "base", "default"): (0.20, 0.20, 0.20),
+    ("add", 0.01, "base", "mask"): (0.90, 0.90, 0.90),
+    ("add", 0.03, "base", "default"): (0.30, 0.30, 0.30),
+    ("add", 0.03, "base", "mask"): (0.95, 0.95, 0.95),
+    ("add", 0.004, "long", "default"): (0.50, 0.60, 0.70),
+    ("add", 0.004, "long", "mask"): (0.99, 1.00, 1.00),
+    ("mul", 0.03, "base", "default"): (0.01, 0.02, 0.03),
+    ("mul", 0.03, "base", "mask"): (0.02, 0.02, 0.02),
+    ("mul", 0.03, "base", "structured-svd"): (0.10, 0.20, 0.30),
+    ("mul", 0.03, "base", "structured-opt"): (0.05, 0.05, 0.05),
+    ("mul", 0.03, "base", "mimetic"): (0.01, 0.01, 0.01),
+    ("mul", 0.03, "base", "fixed-mask"): (0.02, 0.02, 0.02),
+}
+# Per-digit accuracy on multiplication: c0 … c5 of each seed (the rest of the methods: 0.1 everywhere).
+DIGITS = {"default": [(0.88, 0.17, 0.11, 0.10, 0.16, 0.88), (0.89, 0.18, 0.11, 0.12, 0.16, 0.88),
+                      (0.90, 0.19, 0.11, 0.11, 0.16, 0.88)],
+          "mask": [(1.00, 0.20, 0.10, 0.13, 0.18, 0.93)] * 3}
+# Test-accuracy curves of addition at 0.4 % (base budget), evaluated at these steps.
+CURVE_STEPS = [0, 50, 100, 150, 200, 250]
+MASK_CURVES = [[0, 0.1, 0.5, 0.6, 0.6, 0.6], [0, 0.1, 0.2, 0.7, 0.7, 0.7], [0, 0.1, 0.2, 0.3, 0.4, 0.4]]
+
+
+def _curve(op, budget, method, seed, final):
+    if (op, budget) == ("add", "base") and method in ("mask", "fixed-mask"):
+        return MASK_CURVES[seed]
+    return [final * k / (len(CURVE_STEPS) - 1) for k in range(len(CURVE_STEPS))]
+
+
+def _record(key, method, seed):
+    op, fraction, budget = key
+    seq = SEQ[(*key, method)][seed]
+    digits = DIGITS.get(method, [(0.1,) * 6] * 3)[seed] if op == "mul" else (0.5,) * 4
+    test = {"seq_acc": seq, "digit_acc": float(np.mean(digits)), **{f"digit{d}_acc": v for d, v in enumerate(digits)}}
+    config = SimpleNamespace(experiment=f"arith-{op}", profile="ci", method=method, seed=seed,
+                             train=SimpleNamespace(steps=STEPS[(op, budget)]))
+    return SimpleNamespace(config=config, seed=seed, run_id=f"{op}-{fraction}-{budget}-{method}-{seed}", wall_time=1.0,
+                           metrics={"test": test, "train": {"seq_acc": min(1.0, seq + 0.01)}},
+                           curves={"steps": CURVE_STEPS,
+                                   "eval": {"test": {"seq_acc": _curve(op, budget, method, seed, seq)}}})
+
+
+def _grid(profile: str) -> dict:
+    """Fake records of every cell of the chapter's grid at `profile`, method-major like `ensure_grid`."""
+    out = {}
+    for key, request in arithmetic_cells(profile).items():
+        methods = request.methods or METHODS
+        out[key] = [_record(key, m, s) for m in methods for s in SEEDS]
+    return out
+
+
+@pytest.fixture(scope="module")
+def ci():
+    records = _grid("ci")
+    return records, ch.runs_frame(records)
+
+
+def test_load_runs_reads_the_arithmetic_grid(monkeypatch):
+    calls = []
+    grid = _grid("ci")
+    monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: calls.append((a, k)) or grid)
+    records, frame = ch.load_runs("ci", [0, 1], jobs=3)
+    assert calls == [(("arithmetic", "ci", [0, 1]), {"jobs": 3})] and records is grid
+    assert list(frame.columns[:5]) == ["op", "fraction", "budget", "steps", "experiment"]
+    assert len(frame) == 3 * (6 + 2 + 2 + 2 + 2)
+    long = frame[frame.budget == "long"]
+    assert set(long.steps) == {500} and set(long.method) == {"default", "mask"}
+
+
+def test_claim_measures_at_ci(ci):
+    _, frame = ci
+    assert ch.claim_measures(frame, "ci") == {"S2-13": 0.01, "S2-14": 0.69, "S2-15": 0.04, "S2-16": 0.0, "S2-18": 0.4}
+
+
+def test_claim_measures_at_paper_add_the_structured_multiplication():
+    frame = ch.runs_frame(_grid("paper"))
+    measures = ch.claim_measures(frame, "paper")
+    assert measures["S2-17"] == 0.2 and measures["S2-18"] == 0.4  # Figure 2 adds 3 % (margin 65 points)
+    assert list(measures) == ["S2-13", "S2-14", "S2-15", "S2-16", "S2-17", "S2-18"]
+
+
+def test_claim_details_give_the_intervals_and_the_best_other(ci):
+    _, frame = ci
+    details = ch.claim_details(frame, "ci")
+    assert details["S2-15"] == "best: Structured (Opt)"
+    assert details["S2-14"] == "95% interval [46.6, 91.4] points"  # 69 ± t(2) · 9/√3
+    assert details["S2-16"] == "95% interval [-2.5, 2.5] points"
+    assert details["S2-18"] == "smallest mean margin over fractions 0.2 %, 0.4 %, 1 %"
+
+
+def test_verdict_numbers_name_each_claim():
+    results = [SimpleNamespace(id="S2-13", verdict="reproduced"), SimpleNamespace(id="S2-16", verdict="partly")]
+    assert ch.verdict_numbers(results) == {"ch4_verdict_S2-13": "reproduced", "ch4_verdict_S2-16": "partly"}
+
+
+def test_prose_numbers_at_ci(ci):
+    records, frame = ci
+    assert ch.prose_numbers(records, frame, "ci") == {
+        "ch4_steps_add": "250", "ch4_epochs_add": "8.0", "ch4_steps_mul": "200", "ch4_epochs_mul": "0.9",
+        "ch4_budget_d_model": "64", "ch4_budget_layers": "2", "ch4_budget_batch": "128",
+        "ch4_add_default": "1.0 %", "ch4_add_structured-svd": "2.0 %", "ch4_add_structured-opt": "4.0 %",
+        "ch4_add_mimetic": "1.0 %", "ch4_add_mask": "70.0 %", "ch4_add_fixed-mask": "69.7 %",
+        "ch4_best_other": "Structured (Opt)", "ch4_best_other_value": "4.0 %",
+        "ch4_gain_add": "+69.0 [46.6, 91.4]", "ch4_gain_mul": "+0.0 [-2.5, 2.5]",
+        "ch4_mul_default": "2.0 %", "ch4_mul_mask": "2.0 %", "ch4_fixed_vs_mask": "1.00",
+        "ch4_fig2_min_margin": "40.0", "ch4_fig2_min_at": "0.2 %", "ch4_fig2_fractions": "0.2 %, 0.4 %, 1 %",
+        "ch4_passes_hi": "3.2", "ch4_passes_lo": "16", "ch4_frac_hi": "1 %", "ch4_frac_lo": "0.2 %",
+        "ch4_mask_reach": "2 of 3", "ch4_mask_reach_step": "125", "ch4_default_reach": "0 of 3",
+        "ch4_long_factor": "2", "ch4_base_default": "1.0 %", "ch4_base_gap": "+69.0 [46.6, 91.4]",
+        "ch4_base_steps": "250", "ch4_long_default": "60.0 %", "ch4_long_gap": "+39.7 [16.1, 63.3]",
+        "ch4_long_steps": "500", "ch4_mul_units": "89 %", "ch4_mul_middle": "13 %",
+    }
+
+
+def test_table8_and_paired_table8(ci):
+    _, frame = ci
+    t8 = ch.table8(frame)
+    assert t8.loc[("addition at 0.4 %", "Mask (learnable)"), "test.seq_acc"] == "70.0 ± 10.0 [45.2, 94.8]"
+    assert t8.loc[("multiplication at 3 %", "Default"), "n"] == 3
+    assert len(t8) == 6 + 2
+    paired = ch.paired_table8(frame)
+    assert paired.loc[("addition at 0.4 %", "Mask (learnable)"), "test.seq_acc − default"] == "69.0 [46.6, 91.4]"
+    assert list(paired.loc["multiplication at 3 %"].index) == ["Mask (learnable)"]
+
+
+def test_figure2_data_and_seeds_agree(ci):
+    _, frame = ci
+    points, dots = ch.figure2_data(frame, "ci"), ch.figure2_seeds(frame, "ci")
+    assert list(points.method) == ["default"] * 3 + ["mask"] * 3
+    assert points.x.tolist() == pytest.approx([-0.06, 0.94, 1.94, 0.06, 1.06, 2.06])
+    means = dots.groupby(["method", "fraction"]).value.mean()
+    for row in points.itertuples():
+        assert means[(row.method, row.fraction)] == pytest.approx(row.mean)
+        assert set(dots[(dots.method == row.method) & (dots.fraction == row.fraction)].x) == {row.x}
+    mask = points[(points.method == "mask") & (points.fraction == 0.004)].iloc[0]
+    assert mask["mean"] == pytest.approx(70.0) and mask.below == pytest.approx(mask.above)
+    assert mask.below == pytest.approx(10 * 4.302653 / np.sqrt(3), rel=1e-6)
+    assert ch.fraction_ticks("ci") == ([0, 1, 2],
+                                       ["0.2 %\n(2,000 pairs)", "0.4 %\n(4,000 pairs)", "1 %\n(10,000 pairs)"])
+    assert ch.figure2_table(frame, "ci").to_dict() == {
+        "0.2 %": {"Default": "10.0", "Mask (learnable)": "50.0"},
+        "0.4 %": {"Default": "1.0", "Mask (learnable)": "70.0"},
+        "1 %": {"Default": "20.0", "Mask (learnable)": "90.0"}}
+
+
+def test_steps_to_counts_runs_and_takes_the_median_first_step(ci):
+    records, _ = ci
+    reach = ch.steps_to(records[("add", 0.004, "base")])
+    assert reach.loc["Mask (learnable)"].tolist() == ["2 of 3", 125.0]
+    assert reach.loc["Default", "runs reaching it"] == "0 of 3" and np.isnan(reach.loc["Default", "median step"])
+    assert ch.steps_to(records[("add", 0.004, "base")], 0.4).loc["Fixed mask", "runs reaching it"] == "3 of 3"
+
+
+def test_budget_gap_table(ci):
+    _, frame = ci
+    gap = "mask − default (points)"
+    assert ch.budget_gap_table(frame).to_dict(orient="index") == {
+        "250 updates": {"Default": "1.0", "Mask (learnable)": "70.0", gap: "+69.0 [46.6, 91.4]"},
+        "500 updates": {"Default": "60.0", "Mask (learnable)": "99.7", gap: "+39.7 [16.1, 63.3]"}}
+
+
+def test_digit_table_is_the_mean_of_digit_frame(ci):
+    _, frame = ci
+    table, long = ch.digit_table(frame), ch.digit_frame(frame)
+    assert list(table.index) == ["Default", "Mask (learnable)"] and list(table.columns) == [f"c{d}" for d in range(6)]
+    assert table.loc["Default"].tolist() == [89.0, 18.0, 11.0, 11.0, 16.0, 88.0]
+    means = long.groupby(["method", "digit"]).value.mean().round(1).unstack()
+    assert means.rename(index={"default": "Default", "mask": "Mask (learnable)"}).equals(table)
+    assert len(long) == 2 * 3 * 6
+
+
+def test_examples_and_mask_panel_read_the_task():
+    ex = ch.examples()
+    assert list(ex.index) == ["add", "add", "mul", "mul"] and set(ex["training pairs"]) == {4000, 30000}
+    for op, a, b, tokens in zip(ex.index, ex.a, ex.b, ex["tokens (as read)"]):
+        c = a + b if op == "add" else a * b
+        width = 4 if op == "add" else 6
+        reverse = lambda n, w: str(n).zfill(w)[::-1]  # noqa: E731
+        assert tokens == f"{reverse(a, 3)}{'+' if op == 'add' else '*'}{reverse(b, 3)}={reverse(c, width)}<eos>"
+    pattern, names = ch.mask_panel("add")
+    assert names == ["a0", "a1", "a2", "+", "b0", "b1", "b2", "=", "c0", "c1", "c2", "c3"]
+    task = ArithmeticTask(fraction=0.004, n_test=10)
+    assert np.array_equal(pattern, task.mask_pattern("default", cls=False).numpy())
+    assert ch.mask_panel("mul")[1][3] == "×" and len(ch.mask_panel("mul")[1]) == 14
+
+
+def test_budget_table_reads_the_configs():
+    table = ch.budget_table("ci", [0, 1, 2, 3, 4])
+    assert list(table.columns) == ["addition", "multiplication"]
+    assert table.loc["steps"].tolist() == [250, 200] and table.loc["seeds"].tolist() == [5, 5]
+    assert table.loc["d_model", "addition"] == 64 and table.loc["test pairs", "multiplication"] == 1000
+    assert isinstance(table, pd.DataFrame)

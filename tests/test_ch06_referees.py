@@ -1,0 +1,265 @@
+"""Chapter 6's module: per-run readings, frames, tables, claim measures and prose numbers on synthetic
+records of both grids (exact values), and the frames of real tiny runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from companion.book import ch06_referees as ch
+from companion.config import TaskConfig
+from companion.experiments import get_experiment
+from companion.experiments.referee import PLACEMENTS, mask_overrides, placement_cells, qk_norm_cells
+from companion.priors import LearnableMask
+from companion.tasks.boolean import BooleanTask
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_what_the_referees_asked.ipynb"
+SEEDS = (0, 1, 2)
+N_BITS = 6  # a 7 × 7 mask with the CLS token; Majority's falsifier opens bits 3-5
+UNIFORM = [[1 / 7] * 7 for _ in range(7)]
+ON_CLS = [[1.0] + [0.0] * 6 for _ in range(7)]  # every query on key 0 (the CLS token, open in every pattern)
+
+# Per-seed full-cube accuracy and final mask drift of the placement cells; any other cell: 0.75 and 0.2.
+ACC = {("maj3", "falsifier", 10.0): (0.5, 0.5, 0.5), ("maj3", "correct", 1.0): (0.9, 0.95, 1.0),
+       ("maj3", "correct", 10.0): (1.0, 1.0, 1.0), ("maj3", "no mask", 0.0): (0.9, 0.85, 0.95)}
+MASK_DRIFT = {("2parity", "misspecified", 10.0): (0.4, 0.5, 0.6), ("maj3", "correct", 1.0): (0.3, 0.3, 0.3),
+              ("maj3", "correct", 10.0): (0.1, 0.1, 0.1)}
+# QK cells: (final qk drift, final attention drift) by (method, qk_norm); 2Parity's SVD forms move less.
+QK_DRIFT = {("default", False): (0.9, 0.5), ("structured-svd", False): (0.7, 3.5),
+            ("structured-opt", False): (0.8, 0.7), ("default", True): (0.6, 1.1), ("structured-svd", True): (0.75, 1.2)}
+
+
+def _drift(kind_values: dict[str, float | None], maps_final=UNIFORM) -> dict:
+    """Two steps, two layers, two heads: drift 0 at step 0 and `value` at the end (None: not tracked)."""
+    out = {"steps": [0, 10], "maps": {"init": [UNIFORM, UNIFORM], "final": [maps_final, maps_final]}}
+    for kind, v in kind_values.items():
+        out[kind] = {} if v is None else {layer: [[0.0, 0.0], [v, v]] for layer in ("0", "1")}
+    return out
+
+
+def _record(task: str, method: str, seed: int, acc: float, drift: dict, variant: str = "support"):
+    cfg = SimpleNamespace(experiment=f"gotu-{task}", profile="ci", method=method, seed=seed,
+                          task=TaskConfig.of("boolean", function=task, n_bits=N_BITS),
+                          model=SimpleNamespace(prior=SimpleNamespace(variant=variant)))
+    return SimpleNamespace(config=cfg, seed=seed, run_id=f"{task}-{method}-{seed}", wall_time=1.0,
+                           metrics={"cube": {"acc": acc}}, drift=drift)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    out = {}
+    for (task, placement, c), request in placement_cells("ci").items():
+        variant = PLACEMENTS[task].get(placement, "support")
+        accs, drifts = ACC.get((task, placement, c), (0.75,) * 3), MASK_DRIFT.get((task, placement, c), (0.2,) * 3)
+        out[(task, placement, c)] = [
+            _record(task, request.methods[0], s, a, _drift({"mask": d if c > 0 else None, "attention": 0.4, "qk": None}),
+                    variant) for s, a, d in zip(SEEDS, accs, drifts)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def qk_runs():
+    out = {}
+    for (task, method, norm) in qk_norm_cells("ci"):
+        qk, attention = QK_DRIFT[(method, norm)]
+        if (method, norm) == ("structured-svd", False):
+            qk += -0.1 if task == "2parity" else 0.1
+        final = ON_CLS if (method, norm) == ("structured-svd", True) else UNIFORM
+        out[(task, method, norm)] = [_record(task, method, s, 0.8, _drift({"mask": None, "attention": attention,
+                                                                            "qk": qk}, final)) for s in SEEDS]
+    return out
+
+
+@pytest.fixture(scope="module")
+def frame(runs):
+    return ch.placement_frame(runs)
+
+
+@pytest.fixture(scope="module")
+def qk(qk_runs):
+    return ch.qk_frame(qk_runs)
+
+
+# ---------------------------------------------------------------- per-run readings
+
+def test_correct_mask_at_ten_is_exactly_chapter_3s_mask_run():
+    exp = get_experiment("gotu-2parity")
+    shared = exp.config("ci", "mask", 3, mask_overrides("support", 10.0))
+    assert shared == exp.config("ci", "mask", 3)  # same config, so the same stored run
+    moved = exp.config("ci", "mask", 3, mask_overrides("pair:0-2", 2.0))
+    assert (moved.model.prior.variant, moved.model.prior.open_value, moved.model.prior.closed_value) == ("pair:0-2", 2.0, -2.0)
+
+
+def test_drift_curve_averages_layers_and_heads():
+    rec = SimpleNamespace(drift={"steps": [0, 5, 10], "mask": {"0": [[0.0], [1.0], [2.0]], "1": [[0.0], [3.0], [4.0]]},
+                                 "attention": {"0": [[0.0, 0.0], [1.0, 3.0], [2.0, 2.0]]}, "qk": {}})
+    steps, vals = ch.drift_curve(rec, "mask")
+    assert steps.tolist() == [0, 5, 10] and vals.tolist() == [0.0, 2.0, 3.0]
+    assert ch.final_drift(rec, "attention") == pytest.approx(2.0)
+    assert np.isnan(ch.final_drift(rec, "qk"))
+
+
+def test_mask_init_norm_matches_the_mask_module():
+    pattern = torch.eye(5, dtype=torch.bool)
+    pattern[0, 1] = True
+    for c in (1.0, 10.0):
+        bias = LearnableMask.from_pattern(pattern, open_value=c, closed_value=-c)(5).double()
+        assert ch.mask_init_norm(pattern, c) == pytest.approx(float(bias.detach().norm()), rel=1e-6)
+
+
+def test_select_and_by_seed():
+    frame = pd.DataFrame({"task": ["maj3"] * 4, "placement": ["correct", "correct", "no mask", "correct"],
+                          "contrast": [10.0, 10.0, 0.0, 1.0], "seed": [0, 1, 0, 0], "cube.acc": [1.0, 0.9, 0.8, 0.7]})
+    assert len(ch.select(frame, "maj3", "correct", 10.0)) == 2
+    assert ch.by_seed(frame, "maj3", "correct", 10.0) == {0: 1.0, 1: 0.9}
+
+
+def test_load_reads_the_two_grids(monkeypatch):
+    calls = []
+    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, jobs: calls.append((name, profile, seeds, jobs)))
+    ch.load("ci", [0, 1], jobs=2)
+    ch.load_qk("paper", [3])
+    assert calls == [("referee", "ci", [0, 1], 2), ("qk-norm", "paper", [3], None)]
+
+
+# ---------------------------------------------------------------- frames
+
+def test_placement_frame_one_row_per_run_with_the_initial_mask_norm(frame):
+    assert len(frame) == 28 * len(SEEDS) and list(frame.columns[:3]) == ["task", "placement", "contrast"]
+    mis = ch.select(frame, "2parity", "misspecified", 2.0)
+    assert mis["method"].tolist() == ["mask"] * 3 and mis["mask_drift"].tolist() == pytest.approx([0.2] * 3)
+    pattern = BooleanTask("2parity", n_bits=N_BITS).mask_pattern("pair:0-2", cls=True)
+    bias = LearnableMask.from_pattern(pattern, open_value=2.0, closed_value=-2.0)(7).double()
+    assert mis["mask_norm"].tolist() == pytest.approx([float(bias.detach().norm())] * 3, rel=1e-6)
+    baseline = ch.select(frame, "maj3", "no mask", 0.0)
+    assert baseline["method"].tolist() == ["default"] * 3
+    assert baseline["mask_norm"].isna().all() and baseline["mask_drift"].isna().all()
+
+
+def test_qk_frame_reads_the_cls_attention_on_the_support(qk):
+    assert len(qk) == 10 * len(SEEDS) and list(qk.columns[:3]) == ["task", "method", "qk_norm"]
+    start = qk.groupby("task")["open_start"].unique()
+    # uniform maps: CLS's share on the open keys = open keys of row 0 / 7 (3 for 2Parity, 4 for Majority)
+    assert start["2parity"].tolist() == pytest.approx([3 / 7]) and start["maj3"].tolist() == pytest.approx([4 / 7])
+    svd_norm = qk[(qk.method == "structured-svd") & qk.qk_norm]
+    assert svd_norm["open_end"].tolist() == pytest.approx([1.0] * 6)
+    assert qk[qk.method == "default"]["qk_drift"].tolist() == pytest.approx([0.9] * 3 + [0.6] * 3 + [0.9] * 3 + [0.6] * 3)
+
+
+# ---------------------------------------------------------------- claims and prose
+
+def test_claim_measures_exact(frame, qk):
+    norm = ch.mask_init_norm(BooleanTask("2parity", n_bits=N_BITS).mask_pattern("pair:0-2", cls=True), 10.0)
+    assert norm == pytest.approx(math.sqrt(11 * math.log1p(math.exp(-10)) ** 2 + 38 * (10 + math.log1p(math.exp(-10))) ** 2))
+    assert ch.claim_measures(frame, qk) == {
+        "R-01": round(0.5 / norm, 5),  # 0.00811
+        "R-02": 0.5,
+        "R-03": 0.95,
+        "R-04": 3.0,  # 0.3 / 0.1
+        "R-05": -0.0242,  # paired (1, 1, 1) − (0.9, 0.85, 0.95): 0.1 − t(0.975, 2) · 0.05 / √3
+        "R-06": 1.0,
+    }
+    assert round(0.5 / norm, 5) == 0.00811
+
+
+def test_prose_numbers_exact(frame, qk):
+    results = [SimpleNamespace(id=f"R-0{i}", verdict="reproduced" if i % 2 else "partly") for i in range(1, 7)]
+    p = ch.prose_numbers(frame, qk, results)
+    assert {k: p[k] for k in ("ch6_acc_maj3_falsifier_10", "ch6_acc_maj3_correct_1", "ch6_acc_maj3_default",
+                              "ch6_acc_2parity_misspecified_5", "ch6_acc_2parity_default")} == {
+        "ch6_acc_maj3_falsifier_10": "50.0 %", "ch6_acc_maj3_correct_1": "95.0 %", "ch6_acc_maj3_default": "90.0 %",
+        "ch6_acc_2parity_misspecified_5": "75.0 %", "ch6_acc_2parity_default": "75.0 %"}
+    assert (p["ch6_drift_mis10"], p["ch6_drift_mis10_rel"], p["ch6_drift_maj_correct10"], p["ch6_drift_maj_correct1"]) \
+        == ("0.50", "0.81 %", "0.10", "0.30")
+    # Structured (SVD) pooled over both tasks: CLS on the pattern at the end 1.0 with QK norm, (3/7 + 4/7)/2 without
+    assert (p["ch6_svd_norm_end"], p["ch6_svd_plain_end"]) == ("1.00", "0.50")
+    assert (p["ch6_svd_qk_drift"], p["ch6_default_qk_drift"]) == ("0.70", "0.90")
+    assert (p["ch6_svd_attn_drift"], p["ch6_default_attn_drift"], p["ch6_svd_norm_attn_drift"]) == ("3.50", "0.50", "1.20")
+    assert p["ch6_n_seeds"] == "3" and p["ch6_r04"] == "3"
+    assert (p["ch6_R01"], p["ch6_R02"]) == ("reproduced", "partly")
+    assert {k: p[f"ch6_gain_{k}"] for k in ("cor10", "cor2", "cor1", "fals10", "fals1", "mis10")} == {
+        "cor10": "+10.0", "cor2": "-15.0", "cor1": "+5.0", "fals10": "-40.0", "fals1": "-15.0", "mis10": "-15.0"}
+
+
+def test_prose_numbers_cover_every_glue_the_text_cites(frame, qk):
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    cited = {name for c in cells if c["cell_type"] == "markdown"
+             for name in re.findall(r"\{glue:text\}`([^`]+)`", "".join(c["source"]))}
+    results = [SimpleNamespace(id=f"R-0{i}", verdict="reproduced") for i in range(1, 7)]
+    assert cited and cited <= set(ch.prose_numbers(frame, qk, results))
+
+
+# ---------------------------------------------------------------- tables and figure data
+
+def test_accuracy_and_drift_tables(frame):
+    acc = ch.accuracy_table(frame)
+    assert acc.loc[("3-bit Majority", "correct"), 1.0] == "95.0 [82.6, 107.4]"
+    assert acc.loc[("3-bit Majority", "correct"), 10.0] == "100.0 [100.0, 100.0]"
+    assert acc.loc[("3-bit Majority", "no mask"), 0.0] == "90.0 [77.6, 102.4]"
+    assert acc.loc[("2Parity", "no mask"), 1.0] == ""
+    drift = ch.drift_table(frame)
+    assert set(drift.index.get_level_values(1)) == {"correct", "misspecified", "falsifier"}
+    assert drift.loc[("2Parity", "misspecified"), 10.0] == 0.5 and drift.loc[("3-bit Majority", "correct"), 1.0] == 0.3
+    assert ch.placements_table().loc["falsifier", "3-bit Majority"] == "group:3-4-5"
+
+
+def test_paired_gain_table(frame):
+    table = ch.paired_gain_table(frame)
+    assert table.loc[("3-bit Majority", "correct ±10")].tolist() == ["10.0 [-2.4, 22.4]", 0.074, 3]
+    assert table.loc[("3-bit Majority", "falsifier ±10")].tolist() == ["-40.0 [-52.4, -27.6]", 0.005, 3]
+    # identical values: zero difference, p = 1 by the zero-variance rule
+    assert table.loc[("2Parity", "all-zero")].tolist() == ["0.0 [0.0, 0.0]", 1.0, 3]
+
+
+def test_qk_tables_use_the_readers_names(qk):
+    table = ch.qk_table(qk)
+    assert table.loc[("3-bit Majority", "Structured (SVD)", True)].tolist() == [80.0, 0.571, 1.0, 0.75]
+    assert table.loc[("2Parity", "Structured (SVD)", False), "qk_drift"] == 0.6
+    drift = ch.qk_drift_table(qk)
+    assert drift.loc[("3-bit Majority", "Default", False), ("attention_drift", "mean")] == 0.5
+    assert drift.loc[("3-bit Majority", "Default", False), ("qk_drift", "std")] == 0.0
+
+
+def test_figure_data(frame, runs, qk_runs):
+    acc = ch.accuracy_runs(frame, "maj3")
+    assert set(acc.placement) == {"correct", "misspecified", "falsifier"} and len(acc) == 3 * 4 * len(SEEDS)
+    assert acc[(acc.placement == "correct") & (acc.contrast == 1.0)]["acc"].tolist() == pytest.approx([90, 95, 100])
+    assert ch.baseline_accuracy(frame, "maj3") == pytest.approx({"no mask": 90.0, "all-zero": 75.0})
+    curves = ch.placement_drift(runs, "maj3", "mask")
+    assert list(curves["contrast"].cat.categories) == ["±10", "±1"] and len(curves) == 3 * 2 * len(SEEDS) * 2
+    last = curves[curves.step == 10].groupby(["placement", "contrast"], observed=True)["drift"].mean()
+    assert last[("correct", "±1")] == pytest.approx(0.3) and last[("falsifier", "±10")] == pytest.approx(0.2)
+    qk_curves = ch.qk_drift_curves(qk_runs, "2parity", "qk")
+    assert list(qk_curves["QK"].cat.categories) == ["none", "QK norm"] and set(qk_curves.method) == {
+        "default", "structured-svd", "structured-opt"}
+    end = qk_curves[qk_curves.step == 10].groupby(["method", "QK"], observed=True)["drift"].mean()
+    assert end[("structured-svd", "none")] == pytest.approx(0.6) and end[("default", "QK norm")] == pytest.approx(0.6)
+
+
+# ---------------------------------------------------------------- real runs
+
+TINY = ["task.n_bits=6", "task.n_train=32", "task.eval_points=0", "train.steps=4", "train.eval_every=2",
+        "train.batch_size=16", "model.d_model=16", "model.d_ff=16", "model.n_heads=2"]
+
+
+def test_frames_of_real_tiny_runs():
+    from companion.runs import run
+
+    exp = get_experiment("gotu-maj3")
+    mask = [run(exp.config("ci", "mask", 0, [*mask_overrides("group:3-4-5", 2.0), *TINY]))]
+    svd = [run(exp.config("ci", "structured-svd", 0, ["model.qk_norm=true", *TINY]))]
+    frame = ch.placement_frame({("maj3", "falsifier", 2.0): mask})
+    pattern = BooleanTask("maj3", n_bits=6).mask_pattern("group:3-4-5", cls=True)
+    assert frame["mask_norm"].iloc[0] == pytest.approx(ch.mask_init_norm(pattern, 2.0))
+    assert frame["mask_drift"].iloc[0] > 0 and frame["attention_drift"].iloc[0] > 0
+    qk = ch.qk_frame({("maj3", "structured-svd", True): svd})
+    assert 0.0 < qk["open_start"].iloc[0] <= 1.0 and 0.0 < qk["open_end"].iloc[0] <= 1.0
+    assert qk["qk_drift"].iloc[0] > 0

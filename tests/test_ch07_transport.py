@@ -1,0 +1,226 @@
+"""Attention as entropic transport (Chapter 7): the optimiser's solution equals softmax (Props 2.2, 3.1);
+measured attention respects Theorem 5.1's bounds; internals recomputed through the prior protocol
+equal the forward pass for every kind of prior; the chapter's tables, claim measures and prose numbers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from companion.book import ch07_transport as ch
+from companion.book.transport import attention_internals, collapse_bounds, objective, sink_vs_signal, solve_entropic
+from companion.config import ModelConfig, PriorConfig, TaskConfig
+from companion.model import Transformer, init_weights_
+from companion.tasks import TaskSpec, make_task
+
+G = torch.Generator().manual_seed(0)
+SPEC = TaskSpec(inputs="tokens", output="lm", vocab_size=9, seq_len=10)
+
+
+def test_uniform_prior_gives_softmax_and_a_prior_shifts_it():
+    for tau in (0.3, 1.0, 2.5):
+        s = torch.randn(7, 33, generator=G, dtype=torch.float64) * 3
+        log_pi = torch.randn(7, 33, generator=G, dtype=torch.float64) * 2
+        torch.testing.assert_close(solve_entropic(s, tau=tau), torch.softmax(s / tau, -1), rtol=0, atol=1e-12)
+        p = solve_entropic(s, log_pi, tau)
+        torch.testing.assert_close(p, torch.softmax(s / tau + log_pi, -1), rtol=0, atol=1e-12)
+        # optimal among simplex points: no random point does better
+        other = torch.distributions.Dirichlet(torch.ones(33, dtype=torch.float64)).sample((7, 200)).transpose(0, 1)
+        assert (objective(other, s, log_pi, tau) >= objective(p, s, log_pi, tau) - 1e-12).all()
+        assert not torch.allclose(p, torch.softmax(s / tau, -1), atol=1e-3)  # the prior matters
+
+
+def _model(cfg, spec=SPEC):
+    g = torch.Generator().manual_seed(1)
+    return init_weights_(Transformer(cfg, spec, generator=g), g)
+
+
+BASE = ModelConfig(arch="decoder", d_model=32, n_layers=2, n_heads=2, d_head=16, d_ff=32, positions="none")
+GOAT = replace(BASE, prior=PriorConfig(kind="goat", goat_rank=3, goat_init="seeded"))
+ALIBI = replace(BASE, prior=PriorConfig(kind="alibi"))
+ROPE = replace(BASE, positions="rope")
+
+
+def _check_internals(model, x):
+    for layer in range(len(model.blocks)):
+        d = attention_internals(model, x, layer)
+        z = (d["content"] + d["prior"]).masked_fill(~d["visible"], float("-inf"))
+        torch.testing.assert_close(torch.softmax(z, -1), d["weights"], rtol=0, atol=1e-12)
+        b = collapse_bounds(d)
+        assert b["max_violation"] <= 1e-9 and 0 < b["max_tightness"] <= 1 + 1e-9
+    assert next(model.parameters()).dtype == torch.float32  # analysis left the model alone
+
+
+def test_internals_reproduce_the_forward_pass_and_theorem_5_1_holds():
+    x = torch.randint(0, 9, (4, 10), generator=G)
+    for cfg in (GOAT, ALIBI, ROPE, replace(GOAT, qk_norm=True), replace(ROPE, qk_norm=True)):
+        _check_internals(_model(cfg), x)
+
+
+def test_internals_of_an_encoder_with_cls_and_a_mask_prior_cover_every_position():
+    spec = TaskSpec(inputs="tokens", output="regression", vocab_size=9, seq_len=10, n_outputs=1)
+    pattern = torch.rand(11, 11, generator=G) < 0.5
+    pattern |= torch.eye(11, dtype=torch.bool)
+    cfg = replace(BASE, arch="encoder", pool="cls", positions="learned", prior=PriorConfig(kind="mask", init="pattern"))
+    g = torch.Generator().manual_seed(1)
+    model = init_weights_(Transformer(cfg, spec, pattern=pattern, generator=g), g)
+    x = torch.randint(0, 9, (3, 10), generator=G)
+    _check_internals(model, x)
+    d = attention_internals(model, x)
+    assert d["content"].shape == (3, 2, 11, 11) and bool(d["visible"].all())  # CLS included, nothing hidden
+    torch.testing.assert_close(d["prior"], model.blocks[0].attn.prior.bias(11).double().expand(2, 11, 11))
+
+
+def test_content_is_the_scaled_dot_product_of_the_content_channels_and_no_prior_is_zero():
+    x = torch.randint(0, 9, (2, 10), generator=G)
+    for cfg, width in ((GOAT, 16 - 7), (replace(BASE, positions="learned"), 16)):
+        model = _model(cfg).double()
+        d = attention_internals(model, x, 1)
+        attn = model.blocks[1].attn
+        with torch.no_grad():
+            q, k, _ = attn.project(model.blocks[1].ln1(model.blocks[0](model.embed(x))))
+        torch.testing.assert_close(d["content"], q[..., :width] @ k[..., :width].transpose(-1, -2) / math.sqrt(width),
+                                   rtol=0, atol=1e-12)
+    assert not d["prior"].any()  # the model without a prior has a zero log-prior
+
+
+def test_a_wrong_prior_breaks_the_bound():
+    model = _model(replace(BASE, prior=PriorConfig(kind="goat", goat_rank=3)))
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.prior.sink_bump.fill_(6.0)  # a strong sink on key 0
+    d = attention_internals(model, torch.randint(0, 9, (2, 10), generator=G))
+    assert collapse_bounds(d)["max_violation"] <= 1e-9
+    d["prior"] = torch.zeros_like(d["prior"])  # pretend there was no prior
+    assert collapse_bounds(d)["max_violation"] > 1.0
+
+
+def test_sink_vs_signal_skips_the_first_query():
+    model = _model(ALIBI)
+    out = sink_vs_signal(attention_internals(model, torch.randint(0, 9, (3, 10), generator=G)))
+    assert out["omega"].shape == out["p0"].shape == (3 * 2 * 9,) and (out["p0"] <= 1).all()
+
+
+# ---------------------------------------------------------------- the chapter module
+
+def test_propositions_meet_the_closed_forms_and_are_reproducible():
+    eot = ch.propositions((4, 16), (0.5, 2.0), rows=8, points=16)
+    assert list(eot.index) == [(4, 0.5), (4, 2.0), (16, 0.5), (16, 2.0)]
+    assert eot[[ch.PROP22, ch.PROP31, ch.EQ3]].to_numpy().max() < 1e-12 and (eot[ch.BETTER] == 0).all()
+    pd.testing.assert_frame_equal(eot, ch.propositions((4, 16), (0.5, 2.0), rows=8, points=16))
+    assert ch.proposition_checks(eot) == {"closed forms met to 1e-12": True, "random points better": 0}
+    shown = ch.propositions_table(eot)
+    assert shown.iloc[0, 0] == f"{eot.iloc[0, 0]:.1e}" and shown[ch.BETTER].tolist() == [0, 0, 0, 0]
+
+
+def _runs_and_models():
+    runs = {m: [SimpleNamespace(seed=s) for s in (3, 5)] for m in ("goat", "alibi")}
+    models = {"goat": [_model(GOAT), _model(replace(GOAT, d_ff=16))], "alibi": [_model(ALIBI), _model(ALIBI)]}
+    return runs, models
+
+
+def test_theorem_labels_models_by_record_seed_and_counts_every_visible_entry():
+    runs, models = _runs_and_models()
+    x = torch.randint(0, 9, (4, 10), generator=G)
+    thm = ch.theorem(runs, models, x)
+    assert list(thm.index) == [("GOAT", 3), ("GOAT", 5), ("ALiBi", 3), ("ALiBi", 5)]
+    assert (thm["checked"] == 4 * 2 * 55).all()  # batch × heads × visible (i, j ≤ i) of 10 positions
+    assert thm["max violation"].max() <= 1e-9 and thm["recomputed vs forward"].max() <= 1e-12
+    assert ch.theorem_checks(thm) == {"bound holds everywhere (violation ≤ 1e-9)": True,
+                                      "recomputation equals the forward pass (≤ 1e-12)": True,
+                                      "entries checked": 4 * 440}
+    shown = ch.theorem_table(thm)
+    assert shown["max violation"].iloc[0] == f"{thm['max violation'].iloc[0]:.0e}"
+
+
+def test_sink_curve_bins_every_head_and_query_and_keeps_the_mean():
+    _, models = _runs_and_models()
+    x = torch.randint(0, 9, (3, 10), generator=G)
+    curve = ch.sink_curve(models["goat"], x, bins=4)
+    pooled = [sink_vs_signal(attention_internals(m, x, 1)) for m in models["goat"]]
+    p0, omega = np.concatenate([d["p0"] for d in pooled]), np.concatenate([d["omega"] for d in pooled])
+    assert curve["n"].sum() == 2 * 3 * 2 * 9 and len(curve) == 4
+    assert np.isclose((curve["n"] * curve["p0"]).sum() / curve["n"].sum(), p0.mean(), rtol=0, atol=1e-12)
+    assert curve["omega"].is_monotonic_increasing and curve["omega"].iloc[0] >= omega.min()
+    assert (curve["p0_q1"] <= curve["p0_q3"]).all()
+    assert set(ch.sink_curves(models, x, bins=4)) == {"goat", "alibi"}
+
+
+def _synthetic():
+    eot = pd.DataFrame({ch.PROP22: [1e-15, 3e-15], ch.PROP31: [2e-15, 1e-16], ch.EQ3: [0.0, 0.0], ch.BETTER: [0, 2]},
+                       index=pd.MultiIndex.from_tuples([(4, 0.25), (4, 1.0)], names=["L", "τ"]))
+    thm = pd.DataFrame({"recomputed vs forward": [2e-15, 3e-16], "max violation": [-0.5, 4.4e-15],
+                        "tightness": [0.9913, 0.5], "checked": [1000, 2345]},
+                       index=pd.MultiIndex.from_tuples([("GOAT", 0), ("RoPE", 0)], names=["model", "seed"]))
+    curve = lambda lo, hi: pd.DataFrame({"omega": [0.5, 2.0, 4.0], "p0": [lo, 0.3, hi]})  # noqa: E731
+    return eot, thm, {"goat": curve(0.8634, 0.0031), "rope": curve(0.146, 0.427)}
+
+
+def test_claim_measures_details_and_prose_numbers():
+    eot, thm, curves = _synthetic()
+    assert ch.claim_measures(eot, thm, curves) == {"S3-01": 3e-15, "S3-02": 2e-15, "S3-03": 4.4e-15, "S3-04": 0.86}
+    assert ch.claim_details(eot, thm, curves) == {"S3-02": "random simplex points better: 2",
+                                                  "S3-03": "3,345 (query, key, head) triples",
+                                                  "S3-04": "GOAT +0.86; RoPE -0.28"}
+    assert ch.prose_numbers(eot, thm, curves) == {
+        "ch7_prop22": "3.0e-15", "ch7_prop31": "2.0e-15", "ch7_thm_worst": "4.4e-15", "ch7_thm_checked": "3,345",
+        "ch7_thm_recompute": "2e-15", "ch7_thm_tight": "0.99", "ch7_p0_low_goat": "0.86", "ch7_p0_high_goat": "0.00",
+        "ch7_p0_low_rope": "0.15", "ch7_p0_high_rope": "0.43"}
+    table = ch.sink_table(curves)
+    assert list(table.index) == ["GOAT", "RoPE"] and table.loc["GOAT", "p0, lowest ω bin"] == 0.863
+
+
+def test_fixed_batch_is_the_first_test_inputs_of_the_task():
+    task_cfg = TaskConfig.of("copy-mixture", n_train=8, n_test=16, seq_len=12)
+    record = SimpleNamespace(config=SimpleNamespace(task=task_cfg))
+    x = ch.fixed_batch(record, n=5)
+    assert torch.equal(x, make_task(task_cfg).sequences["test"][:5, :-1]) and x.shape == (5, 11)
+
+
+def test_run_summary_counts_every_run():
+    cfg = lambda m, s: SimpleNamespace(experiment="copymix", profile="ci", method=m, seed=s)  # noqa: E731
+    runs = {m: [SimpleNamespace(config=cfg(m, s), run_id=f"{m}{s}", wall_time=t, metrics={}) for s, t in ((0, 1.0), (1, 2.0))]
+            for m in ("goat", "rope")}
+    assert ch.run_summary(runs) == "4 runs; mean wall time per run 1.5 s"
+
+
+def test_load_reads_copymix_with_weights_by_method(monkeypatch):
+    calls = []
+
+    def fake(experiment, profile, seeds, *, jobs=None, weights=False):
+        calls.append((experiment, profile, tuple(seeds), jobs, weights))
+        return [SimpleNamespace(config=SimpleNamespace(method=m), seed=s) for s in (1, 0) for m in ("alibi", "goat", "rope")]
+
+    monkeypatch.setattr(ch, "ensure_runs", fake)
+    runs = ch.load("ci", [1, 0], jobs=2)
+    assert calls == [("copymix", "ci", (1, 0), 2, True)]
+    assert list(runs) == ["goat", "rope", "alibi"] and [r.seed for r in runs["goat"]] == [0, 1]
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_attention_internals_needs_no_prior_type(layer):
+    """The recomputation reads only the protocol: a prior class unknown to the book still works."""
+    from companion.priors import Prior
+
+    class Local(Prior):
+        def bias(self, i, j=None):
+            j = i if j is None else j
+            return -0.5 * (torch.arange(i)[:, None] - torch.arange(j)[None]).abs().float()[None]
+
+        def content(self, q, k):
+            return q[..., :5], k[..., :5]
+
+    model = _model(BASE)
+    for block in model.blocks:
+        block.attn.prior = Local()
+    x = torch.randint(0, 9, (2, 10), generator=G)
+    d = attention_internals(model, x, layer)
+    z = (d["content"] + d["prior"]).masked_fill(~d["visible"], float("-inf"))
+    torch.testing.assert_close(torch.softmax(z, -1), d["weights"], rtol=0, atol=1e-12)
+    assert d["prior"][0, 3, 1] == -1.0

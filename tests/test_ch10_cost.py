@@ -1,0 +1,207 @@
+"""Chapter 10's readers of benchmark JSON, its tables, claim measures and prose numbers, and the
+roofline arithmetic."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from companion.book import ch10_cost as cr
+from companion.book.claims import load_ledger
+from companion.book.labels import VARIANTS
+from companion.cost.roofline import attention_bytes, attention_flops, bound_s
+
+
+def _result(rows, **extra):
+    return {"machine": {}, "settings": {}, "ratios": {}, "finished": "now", "results": rows, **extra}
+
+
+def _rec(variant, L, mode="fwd+bwd", t=1.0, peak=100, ratio=1.0, status="ok"):
+    return {"variant": variant, "L": L, "mode": mode, "status": status, "time_s": {"median": t, "iqr": 0.1 * t},
+            "ratio_vs_sdpa": {"median_ratio": ratio, "paired_median": ratio}, "memory": {"peak_bytes": peak},
+            "backend": {"kind": "fused"}}
+
+
+def test_a_damaged_or_partial_result_is_refused_with_its_name(tmp_path):
+    bad = tmp_path / "attention-x.json"
+    bad.write_text('{"results": [')
+    with pytest.raises(ValueError, match="attention-x.json is not a readable benchmark result"):
+        cr.load(bad)
+    bad.write_text(json.dumps({"results": []}))
+    with pytest.raises(ValueError, match="lacks \\['machine', 'settings', 'ratios', 'finished'\\]"):
+        cr.load(bad)
+
+
+def test_frame_divides_memory_by_sdpa_at_the_same_length_and_mode():
+    rows = [_rec("sdpa", 1024, peak=2**20), _rec("mask-sdpa", 1024, peak=8 * 2**20, ratio=3.0),
+            _rec("sdpa", 1024, "fwd", peak=2**19), _rec("mask-sdpa", 1024, "fwd", peak=2**20)]
+    df = cr.frame(_result(rows))
+    got = df.set_index(["variant", "mode"])
+    assert got.loc[("mask-sdpa", "fwd+bwd"), "memory_ratio"] == 8.0
+    assert got.loc[("mask-sdpa", "fwd"), "memory_ratio"] == 2.0
+    assert got.loc[("mask-sdpa", "fwd+bwd"), "time_ms"] == 1000.0
+    assert cr.wide(df, "paired_ratio", "fwd+bwd").loc["mask-sdpa", 1024] == 3.0
+
+
+def test_growth_exponent_recovers_a_power_law():
+    Ls = [512, 1024, 2048, 4096]
+    rows = [_rec("mask-sdpa", L, peak=3 * L**2) for L in Ls] + [_rec("sdpa", L, peak=7 * L) for L in Ls]
+    df = cr.frame(_result(rows))
+    assert cr.growth_exponent(df, "mask-sdpa", "fwd+bwd") == pytest.approx(2.0)
+    assert cr.growth_exponent(df, "sdpa", "fwd+bwd") == pytest.approx(1.0)
+    assert np.isnan(cr.growth_exponent(df, "sdpa", "fwd+bwd", min_L=4096))  # one point is no slope
+
+
+def test_goal_table_says_met_or_not():
+    df = cr.frame(_result([_rec("sdpa", 4096), _rec("goat-lanes", 4096, ratio=1.05), _rec("mask-sdpa", 4096, ratio=4.0)]))
+    t = cr.goal_table(df, 4096, {"goat-lanes": ("paired_ratio", 1.15), "mask-sdpa": ("paired_ratio", 2.0)})
+    assert t["met"].tolist() == [True, False]
+
+
+def test_the_committed_results_load():
+    results = cr.committed()
+    assert "attention-cpu-vm-2core" in results
+    steps = cr.step_frame(cr.load_steps("step-memory-cpu"))
+    assert steps.loc["rope", "memory vs RoPE"] == 1.0 and {"goat", "rope"} <= set(steps.index)
+
+
+def test_roofline_counts_match_a_hand_count():
+    # L = 2, causal: 3 visible entries; each costs 2·D for q·k and 2·D for p·v
+    assert attention_flops(2, B=1, H=1, D=4, mode="fwd") == 3 * 4 * 4
+    assert attention_flops(2, B=1, H=1, D=4, mode="fwd+bwd") == 3.5 * 48
+    assert attention_flops(2, B=1, H=1, D=4, mode="fwd", causal=False) == 4 * 4 * 4
+    assert attention_bytes(8, B=1, H=2, D=4, mode="fwd") == 4 * 4 * 2 * 8 * 4
+    assert attention_bytes(8, B=1, H=2, D=4, mode="fwd+bwd", bias_heads=1) == 4 * (8 * 2 * 8 * 4 + 2 * 64)
+    peak = {"peak_flops": 100.0, "bandwidth_bytes_s": 10.0}
+    assert bound_s(1000, 50, peak) == 10.0 and bound_s(100, 500, peak) == 50.0
+
+
+def test_native_output_is_silenced_only_inside_the_block(capfd):
+    import os
+
+    from companion.cost import native_output_silenced
+
+    with native_output_silenced():
+        os.write(2, b"profiler noise\n")
+        os.write(1, b"more noise\n")
+    os.write(2, b"after\n")
+    out, err = capfd.readouterr()
+    assert "noise" not in out + err and err == "after\n"
+
+
+# A synthetic sweep: SDPA's peak grows as L, GOAT's lanes take twice SDPA's, the mask's grows as L²;
+# each (variant, mode) has one time ratio to SDPA; FlexAttention has no backward.
+SETTINGS = {"device": "cpu", "dtype": "float32", "batch": 1, "heads": 2, "head_dim": 4, "threads": 2,
+            "lengths": [1024, 4096, 8192], "repeats": 5, "memory": "subprocess", "goat_rank": 4}
+RATIOS = {("sdpa", "fwd"): 1.0, ("sdpa", "fwd+bwd"): 1.0, ("goat-lanes", "fwd"): 1.02, ("goat-lanes", "fwd+bwd"): 1.05,
+          ("mask-sdpa", "fwd"): 3.16, ("mask-sdpa", "fwd+bwd"): 4.17, ("eager-bias", "fwd"): 4.0,
+          ("eager-bias", "fwd+bwd"): 4.86, ("eager-goat", "fwd"): 9.0, ("eager-goat", "fwd+bwd"): 10.25,
+          ("flex", "fwd"): 1.92}
+PEAKS = {"sdpa": lambda L: L * 2**10, "goat-lanes": lambda L: 2 * L * 2**10, "mask-sdpa": lambda L: L**2 * 2**7,
+         "eager-bias": lambda L: L**2 * 2**7, "eager-goat": lambda L: 2 * L**2 * 2**7, "flex": lambda L: 3 * L * 2**10}
+FLEX_REASON = "gate at L=256: NotImplementedError: FlexAttention does not support backward on CPU. More detail."
+
+
+def _sweep(device="cpu"):
+    rows = [_rec(v, L, mode, t=ratio, peak=PEAKS[v](L), ratio=ratio) for (v, mode), ratio in RATIOS.items()
+            for L in SETTINGS["lengths"]]
+    rows += [{"variant": "flex", "L": L, "mode": "fwd+bwd", "status": "error", "reason": FLEX_REASON}
+             for L in SETTINGS["lengths"]]
+    return _result(rows, settings={**SETTINGS, "device": device}, versions={"torch": "2.x"},
+                   machine={"cpu_model": "AMD EPYC", "cpu_affinity": 2})
+
+
+def _steps(goat_memory=0.991):
+    return {"results": [{"method": "rope", "status": "ok", "peak_bytes": 136 * 2**20, "time_s": 1.0, "params": 10},
+                        {"method": "goat", "status": "ok", "peak_bytes": 135 * 2**20, "time_s": 1.0, "params": 12}],
+            "ratios_vs_rope": {"rope": {"memory": 1.0, "time": 1.0}, "goat": {"memory": goat_memory, "time": 1.0}}}
+
+
+def test_tables_list_variants_in_the_shared_label_order_and_skip_failed_calls():
+    cpu = cr.frame(_sweep())
+    order = [v for v in VARIANTS if v in PEAKS]
+    assert cr.wide(cpu, "paired_ratio", "fwd").index.tolist() == order
+    assert list(cr.variant_curves(cpu, "fwd")) == order
+    assert "flex" not in cr.variant_curves(cpu, "fwd+bwd")
+    assert cr.variant_curves(cpu, "fwd")["mask-sdpa"].L.tolist() == [1024, 4096, 8192]
+    assert cr.ratio_table(cpu).loc["goat-lanes", ("fwd+bwd", 4096)] == 1.05
+    assert cr.flex_backward_note(cpu) == ("flex, fwd+bwd: error - gate at L=256: NotImplementedError: "
+                                          "FlexAttention does not support backward on CPU.")
+
+
+def test_growth_table_and_the_quadratic_reference():
+    cpu = cr.frame(_sweep())
+    g = cr.growth_table(cpu)
+    assert g.loc["mask-sdpa", "peak-memory exponent"] == pytest.approx(2.0)
+    assert g.loc["sdpa", "peak-memory exponent"] == pytest.approx(1.0)
+    assert g.loc["mask-sdpa", "MiB at 4096"] == 2048.0
+    mem = cr.wide(cpu, "peak_mib", "fwd+bwd")
+    np.testing.assert_array_equal(cr.quadratic_reference(mem), [128.0, 2048.0, 8192.0])
+
+
+def test_roofline_moves_a_bias_plane_for_the_mask_and_one_per_head_for_eager_goat():
+    cpu = cr.frame(_sweep())
+    peak = {"peak_flops": 1e30, "bandwidth_bytes_s": 1e9}  # bandwidth-bound: the floor is bytes / W
+    roof = cr.roofline(cpu, SETTINGS, peak).set_index(["variant", "L"])
+    shape = {"B": 1, "H": 2, "D": 4, "mode": "fwd+bwd"}
+    for variant, planes in (("sdpa", 0), ("goat-lanes", 0), ("mask-sdpa", 1), ("eager-bias", 1), ("eager-goat", 2)):
+        assert roof.loc[(variant, 4096), "floor_ms"] == 1e3 * (attention_bytes(4096, **shape, bias_heads=planes) / 1e9)
+    assert ("flex", 4096) not in roof.index
+    shares = cr.floor_shares(roof.reset_index())
+    assert shares.loc["mask-sdpa", 4096] == roof.loc[("mask-sdpa", 4096), "floor_ms"] / (4.17 * 1e3)
+
+
+def test_goals_take_their_limits_from_the_ledger():
+    ledger = load_ledger()
+    goals = cr.goals_table(cr.frame(_sweep()))
+    assert goals["goal ≤"].tolist() == [ledger[c].rule["threshold"] for c in ("S3-15", "C-02", "C-01")]
+    assert goals["ours"].tolist() == [1.05, 4.17, 2.0] and goals["met"].tolist() == [True, False, False]
+
+
+def test_claim_measures_and_details():
+    cpu, steps = cr.frame(_sweep()), cr.step_frame(_steps())
+    m = cr.claim_measures(cpu, {}, steps)
+    assert m == {"C-03": 2.0, "S3-15": 1.05, "C-01": 2.0, "C-02": None, "S3-16": 0.991}
+    assert cr.claim_details({}) == {"C-02": "no GPU result is committed"}
+    gpu = {"gpu": _result([_rec("sdpa", 4096), _rec("mask-attend", 4096, ratio=1.8123)], settings={"device": "cuda:0"})}
+    assert cr.gpu_results({**gpu, "cpu": _sweep()}) == gpu
+    assert cr.claim_measures(cpu, gpu, steps)["C-02"] == 1.812 and cr.claim_details(gpu) == {}
+
+
+def test_prose_numbers_of_a_synthetic_sweep():
+    result, steps = _sweep(), cr.step_frame(_steps())
+    F = attention_flops(4096, B=1, H=2, D=4, mode="fwd+bwd")
+    peak = {"peak_flops": 4 * F, "bandwidth_bytes_s": 22.4e9}  # SDPA at 4096 takes 1 s, its floor 0.25 s
+    text = cr.prose_numbers(result, peak, steps, [256, 512])
+    assert text == {
+        "ch10_live_lengths": "256, 512", "ch10_threads": "2", "ch10_heads": "2", "ch10_head_dim": "4",
+        "ch10_cpu": "AMD EPYC", "ch10_t_goat-lanes_1024": "1.05", "ch10_t_goat-lanes_4096": "1.05",
+        "ch10_t_mask-sdpa_4096": "4.17", "ch10_t_mask-sdpa_8192": "4.17", "ch10_t_eager-bias_4096": "4.86",
+        "ch10_t_eager-goat_4096": "10.25", "ch10_mask_fwd_4096": "3.16", "ch10_flex_fwd_4096": "1.92",
+        "ch10_exp_sdpa": "1.00", "ch10_mib_sdpa": "4.0", "ch10_exp_goat-lanes": "1.00", "ch10_mib_goat-lanes": "8.0",
+        "ch10_exp_mask-sdpa": "2.00", "ch10_mib_mask-sdpa": "2,048.0", "ch10_mib_mask_8192": "8.0",
+        "ch10_peak_gflops": f"{4 * F / 1e9:.0f}", "ch10_bandwidth": "22.4", "ch10_sdpa_share": "25%",
+        "ch10_goat_mem_ratio": "2.00", "ch10_step_goat": "0.99", "ch10_step_rope_mib": "136",
+        "ch10_step_goat_mib": "135",
+    }
+
+
+def test_the_live_rerun_sits_beside_the_committed_sweep():
+    cpu = cr.frame(_sweep())
+    live = cr.frame(_result([_rec("sdpa", 1024), _rec("goat-lanes", 1024, ratio=1.2)]))
+    side = cr.side_by_side(cpu, live, [1024])
+    assert side.loc["goat-lanes"].tolist() == [1.05, 1.2]
+    steps = cr.step_frame(_steps())
+    assert cr.step_comparison(cr.step_frame(_steps(0.98)), steps) == (
+        "whole step, GOAT over RoPE peak memory: here 0.980, committed 0.991")
+
+
+def test_the_settings_table_of_a_sweep():
+    table = cr.settings_table(_sweep(), {})
+    col = table["committed CPU sweep"]
+    assert col["machine"] == "AMD EPYC, 2 cores" and col["batch × heads × head dim"] == "1 × 2 × 4"
+    assert col["lengths L"] == "1024, 4096, 8192" and col["GOAT rank R (lanes)"] == "4 (9)"
+    assert col["GPU results committed"] == 0
