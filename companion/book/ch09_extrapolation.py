@@ -1,63 +1,165 @@
 """Chapter 9: models trained at one length, read at longer ones (character LM and passkey retrieval).
 
-Everything here reads stored runs and their weights (`ensure_many(..., weights=True)`); nothing trains.
-RoPE is read twice: as trained, and with position interpolation ("rope-pi": positions squeezed into
-the training range, an evaluation-time switch that changes no weight).
+The runs are the two cells of the `extrapolation` grid ("charlm", "passkey"), read with their weights;
+nothing here trains. RoPE is read twice: as trained, and with position interpolation ("rope-pi":
+positions squeezed into the training range, an evaluation-time switch that changes no weight). A
+prior takes part in that switch through the prior protocol (`Prior.interpolates`).
+
+Per section of the chapter:
+- setup: `setup`, `budget`, `passkey_example`, `setup_numbers`;
+- Figure 2a: `lm_lengths`, `length_curves`, `length_axis`, `ppl_table`, `lm_claims`, `lm_claim_details`,
+  `lm_numbers`, `position_curves`;
+- Figure 2b: `goat_profiles`, `key_prior_lines`, `sink_structure`, `structure_table`, `sink_claims`,
+  `sink_claim_details`, `sink_numbers`;
+- Figures 3a and 3c: `passkey_lengths`, `passkey_table`, `depth_panel`, `passkey_claims`,
+  `passkey_claim_details`, `passkey_numbers`;
+- Figure 3b: `head_prior`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
-from companion.experiments.extrapolation import METHODS
-from companion.goat import GoatPrior
-from companion.book.ch08_copy_mixture import load_models
-from companion.positions import RotaryEmbedding
-from companion.sweep import Request, ensure_many, records_frame
+from companion.book.frames import by_method, records_frame, trained_models
+from companion.book.labels import label
+from companion.book.transport import prior_panels
+from companion.experiments import get_experiment
+from companion.experiments.extrapolation import EXPERIMENTS, METHODS
+from companion.goat import sink_profiles as goat_sink_profiles
+from companion.positions import alibi_slopes
+from companion.priors import Prior
+from companion.sweep import ensure_grid
 from companion.tasks import make_task
 
-__all__ = ["LABELS", "load_runs", "load_models", "interpolated", "readings", "lm_lengths", "per_position",
-           "passkey_lengths", "depth_grid", "sink_profiles", "ratio_summary"]
+__all__ = ["READINGS", "GOAT_READINGS", "DEPTH_SHOWN", "BASELINES", "Setup", "reading_lengths", "setup", "budget", "passkey_example",
+           "setup_numbers", "load", "models", "run_summary", "interpolated", "readings", "lm_lengths",
+           "length_curves", "length_axis", "ratio_summary", "ppl_table", "lm_claims", "lm_claim_details", "lm_numbers",
+           "per_position", "position_curves", "sink_profiles", "goat_profiles", "key_prior_lines",
+           "sink_structure", "structure_table", "sink_claims", "sink_claim_details", "sink_numbers",
+           "passkey_lengths", "passkey_table", "depth_panel", "passkey_claims", "passkey_claim_details",
+           "passkey_numbers", "head_prior"]
 
-LABELS = {"goat": "GOAT", "goat-uniform": "GOAT (uniform start)", "rope": "RoPE", "rope-pi": "RoPE + PI", "alibi": "ALiBi", "sinusoidal": "sinusoidal"}
+# Every reading of the runs, in the order of the chapter's tables and legends ("rope-pi" reads the rope runs).
+READINGS = ("goat", "goat-uniform", "rope", "rope-pi", "alibi", "sinusoidal")
+GOAT_READINGS = ("goat", "goat-uniform")
+# The readings of the depth × length grid (Figure 3c), and the baselines of Figure 3a GOAT is scored against.
+DEPTH_SHOWN = ("goat", "goat-uniform", "rope", "alibi")
+BASELINES = ("rope", "rope-pi", "sinusoidal")
+SPIKE_NATS, RISE_NATS = 2.0, 0.5  # what counts as a first-token spike and as a learned rise (claims S3-11, S3-12)
 
 
-def load_runs(profile: str, seeds: Sequence[int], *, jobs: int | None = None,
-              experiments: Sequence[str] = ("charlm", "passkey")) -> dict[str, tuple[dict, pd.DataFrame]]:
-    """Runs of every method of each experiment with weights, trained in one worker pool:
-    {experiment: ({method: [Record]}, frame)}."""
-    blocks = ensure_many([Request(e) for e in experiments], profile, seeds, jobs=jobs, weights=True)
-    out = {}
-    for experiment, records in zip(experiments, blocks):
-        by_method: dict[str, list] = {m: [] for m in METHODS}
-        for rec in records:
-            by_method[rec.config.method].append(rec)
-        out[experiment] = (by_method, records_frame(records))
-    return out
+# ---------------------------------------------------------------- what is trained
+
+@dataclass(frozen=True)
+class Setup:
+    """Both experiments at one profile: configs by method, their tasks, and the lengths each is read at
+    (its training length L times 1, 2, 4, … up to `far`)."""
+
+    profile: str
+    lm_configs: dict
+    pk_configs: dict
+    lm_task: object
+    pk_task: object
+    far: int
+
+    @property
+    def L(self) -> int:
+        """The character model's training length."""
+        return self.lm_task.seq_len
+
+    @property
+    def lengths(self) -> list[int]:
+        """The character model's reading lengths L, 2L, … far·L."""
+        return reading_lengths(self.lm_task.seq_len, self.far)
+
+    @property
+    def pk_lengths(self) -> list[int]:
+        """The passkey model's reading lengths (its own L, 2L, … far·L)."""
+        return reading_lengths(self.pk_task.seq_len, self.far)
+
+
+def reading_lengths(train_len: int, far: int) -> list[int]:
+    """L · 2^k for k = 0 … log2(far)."""
+    return [train_len * 2**k for k in range(int(np.log2(far)) + 1)]
+
+
+def setup(profile: str, far: int) -> Setup:
+    """The configs and tasks of both experiments at `profile`, read up to `far` × their training length."""
+    lm_cfg, pk_cfg = get_experiment("charlm").configs(profile), get_experiment("passkey").configs(profile)
+    return Setup(profile, lm_cfg, pk_cfg, make_task(lm_cfg["goat"].task), make_task(pk_cfg["goat"].task), far)
+
+
+def budget(s: Setup, seeds: Sequence[int]) -> pd.DataFrame:
+    """The shared model and training budget, one column named after the profile."""
+    c = s.lm_configs["goat"]
+    values = {"layers": c.model.n_layers, "d_model": c.model.d_model, "heads": c.model.n_heads,
+              "d_head": c.model.head_dim, "GOAT frequencies R": c.model.prior.goat_rank,
+              "optimiser": c.train.optimizer, "lr": c.train.lr, "batch": c.train.batch_size,
+              "steps (char LM)": c.train.steps, "steps (passkey)": s.pk_configs["goat"].train.steps,
+              "training length L": s.L, "seeds": len(seeds)}
+    return pd.Series(values, name=s.profile).to_frame()
+
+
+def passkey_example(s: Setup) -> str:
+    """The first test sequence of the passkey at its training length, as text."""
+    return s.pk_task.decode(s.pk_task.test_set(s.pk_task.seq_len)[0][0])
+
+
+def setup_numbers(s: Setup, eval_tokens: int) -> dict[str, str]:
+    """The setup's numbers the text cites: lengths, corpus sizes, key digits, training steps."""
+    return {"ch9_L": str(s.L), "ch9_far_len": str(s.lengths[-1]),
+            "ch9_train_chars": f"{len(s.lm_task.streams['train']):,}",
+            "ch9_test_chars": f"{len(s.lm_task.streams['test']):,}",
+            "ch9_vocab": str(s.lm_task.spec.vocab_size), "ch9_digits": str(s.pk_task.digits),
+            "ch9_eval_tokens": f"{eval_tokens:,}", "ch9_steps_lm": str(s.lm_configs["goat"].train.steps),
+            "ch9_steps_pk": str(s.pk_configs["goat"].train.steps)}
+
+
+# ---------------------------------------------------------------- runs and models
+
+def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None) -> dict[str, dict[str, list]]:
+    """The `extrapolation` grid with weights: {experiment: {method: [Record in seed order]}}."""
+    cells = ensure_grid("extrapolation", profile, seeds, jobs=jobs, weights=True)
+    return {e: by_method(cells[e], METHODS) for e in EXPERIMENTS}
+
+
+def models(runs: Mapping[str, Sequence]) -> dict[str, list]:
+    """{method: [trained model per record]} of one experiment's runs."""
+    return {m: trained_models(recs) for m, recs in runs.items()}
+
+
+def run_summary(loaded: Mapping[str, Mapping[str, Sequence]]) -> str:
+    """How many runs were read and their mean wall time."""
+    frame = records_frame([r for runs in loaded.values() for recs in runs.values() for r in recs])
+    return f"{len(frame)} runs; mean wall time per run {frame['wall_time'].mean():.1f} s"
 
 
 @contextmanager
 def interpolated(model: torch.nn.Module, train_len: int):
-    """Within the block, every RoPE of `model` reads long inputs with position interpolation to `train_len`."""
-    ropes = [m for m in model.modules() if isinstance(m, RotaryEmbedding)]
-    if not ropes:
-        raise ValueError("the model has no rotary embedding; position interpolation applies to RoPE models only.")
-    before = [r.interpolate for r in ropes]
+    """Within the block, every prior of `model` that can interpolate (`Prior.interpolates`, RoPE) reads
+    long inputs with position interpolation to `train_len`."""
+    priors = [m for m in model.modules() if isinstance(m, Prior) and m.interpolates]
+    if not priors:
+        raise ValueError("the model has no prior that interpolates positions; position interpolation "
+                         "applies to RoPE models only.")
+    before = [p.interpolate for p in priors]
     try:
-        for r in ropes:
-            r.interpolate = train_len
+        for p in priors:
+            p.interpolate = train_len
         yield model
     finally:
-        for r, b in zip(ropes, before):
-            r.interpolate = b
+        for p, b in zip(priors, before):
+            p.interpolate = b
 
 
-def readings(runs: dict, models: dict) -> Iterator[tuple[str, int, torch.nn.Module, bool]]:
+def readings(runs: Mapping[str, Sequence],
+             models: Mapping[str, Sequence]) -> Iterator[tuple[str, int, torch.nn.Module, bool]]:
     """(reading, seed, model, interpolate) for every model, RoPE twice (as trained, then "rope-pi")."""
     for method, recs in runs.items():
         for rec, model in zip(recs, models[method]):
@@ -67,13 +169,30 @@ def readings(runs: dict, models: dict) -> Iterator[tuple[str, int, torch.nn.Modu
 
 
 def _read(model, interpolate: bool, train_len: int, fn):
+    """fn(model), with position interpolation to `train_len` if `interpolate`."""
     if not interpolate:
         return fn(model)
     with interpolated(model, train_len):
         return fn(model)
 
 
-def lm_lengths(runs: dict, models: dict, lengths: Sequence[int], *, tokens: int | None = None) -> pd.DataFrame:
+def length_curves(table: pd.DataFrame, value: str) -> pd.DataFrame:
+    """`value` of every reading, seed and length, long form with the reading as "method" (the hue of
+    `plots.mean_interval`, so every reading gets its colour and label from `labels`)."""
+    return table.rename(columns={"reading": "method"})[["method", "seed", "length", value]]
+
+
+def length_axis(ax, lengths: Sequence[int], train_len: int) -> None:
+    """Make the x axis of `ax` a log axis of context lengths ticked at `lengths`, the training length dotted."""
+    ax.axvline(train_len, ls=":", color="k", lw=0.8)
+    ax.set(xscale="log", xticks=list(lengths), xticklabels=[str(n) for n in lengths])
+    ax.minorticks_off()
+
+
+# ---------------------------------------------------------------- Figure 2a: perplexity by length
+
+def lm_lengths(runs: Mapping[str, Sequence], models: Mapping[str, Sequence], lengths: Sequence[int], *,
+               tokens: int | None = None) -> pd.DataFrame:
     """Test cross-entropy of every character LM at every length: columns reading, seed, length, ce, ppl, bpc.
     With `tokens`, every length reads the same first `tokens` characters of the test split (as
     tokens // length windows); otherwise the whole split."""
@@ -88,6 +207,72 @@ def lm_lengths(runs: dict, models: dict, lengths: Sequence[int], *, tokens: int 
     return pd.DataFrame(rows)
 
 
+def _wide(table: pd.DataFrame, value: str) -> pd.DataFrame:
+    """`value` with index (reading, seed) and one column per length."""
+    return table.pivot_table(index=["reading", "seed"], columns="length", values=value)
+
+
+def _labelled(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with its reading index shown by the readings' labels."""
+    return table.rename(index=label).rename_axis("reading")
+
+
+def ratio_summary(table: pd.DataFrame, value: str, train_len: int, far: int) -> pd.DataFrame:
+    """Per reading: mean and spread over seeds of `value` at the training length and at `far`, and
+    of the per-seed ratio far / train."""
+    wide = _wide(table, value)
+    ratio = wide[far] / wide[train_len]
+    out = pd.DataFrame({f"{value} at L": wide[train_len], f"{value} at {far // train_len}L": wide[far],
+                        "ratio": ratio}).groupby("reading", sort=False).agg(["mean", "std"])
+    return out.reindex([r for r in READINGS if r in out.index])
+
+
+def ppl_table(lm: pd.DataFrame, train_len: int, far: int) -> pd.DataFrame:
+    """Perplexity at L and at the farthest length, and their ratio (mean, std over seeds), 3 digits."""
+    return _labelled(ratio_summary(lm, "ppl", train_len, far).round(3))
+
+
+def _lm_ratios(lm: pd.DataFrame, train_len: int, far: int) -> dict[str, pd.Series]:
+    """Per seed: RoPE's and GOAT's perplexity far / at L, and ALiBi minus GOAT perplexity at L."""
+    wide = _wide(lm, "ppl")
+    return {"rope": wide.loc["rope"][far] / wide.loc["rope"][train_len],
+            "goat": wide.loc["goat"][far] / wide.loc["goat"][train_len],
+            "in_window": wide.loc["alibi"][train_len] - wide.loc["goat"][train_len]}
+
+
+def lm_claims(lm: pd.DataFrame, train_len: int, far: int) -> dict[str, float]:
+    """S3-08: RoPE's perplexity at `far` over at L; S3-09: ALiBi minus GOAT perplexity at L; S3-10:
+    GOAT's perplexity at `far` over at L; each the mean over seeds, 3 digits."""
+    r = _lm_ratios(lm, train_len, far)
+    return {"S3-08": round(float(r["rope"].mean()), 3), "S3-09": round(float(r["in_window"].mean()), 3),
+            "S3-10": round(float(r["goat"].mean()), 3)}
+
+
+def lm_claim_details(lm: pd.DataFrame, train_len: int, far: int) -> dict[str, str]:
+    """The per-seed values behind S3-08 … S3-10."""
+    r = _lm_ratios(lm, train_len, far)
+    return {"S3-08": f"per seed {', '.join(f'{v:.2f}' for v in r['rope'])}",
+            "S3-09": f"per seed {', '.join(f'{v:.2f}' for v in r['in_window'])}",
+            "S3-10": f"per seed {', '.join(f'{v:.3f}' for v in r['goat'])}"}
+
+
+def lm_numbers(lm: pd.DataFrame, train_len: int, far: int) -> dict[str, str]:
+    """The Figure 2a numbers the text cites: mean perplexity of every reading at L and at `far`, ALiBi's
+    in-window gap, whether PI is higher or lower than RoPE at `far`, and GOAT's far / L ratios."""
+    wide = _wide(lm, "ppl")
+    out = {}
+    for reading in READINGS:
+        out[f"ch9_ppl_L_{reading}"] = f"{wide.loc[reading][train_len].mean():.2f}"
+        out[f"ch9_ppl_far_{reading}"] = f"{wide.loc[reading][far].mean():.2f}"
+    out["ch9_alibi_gap"] = f"{_lm_ratios(lm, train_len, far)['in_window'].mean():.2f}"
+    far_ppl = wide.xs(far, axis=1).groupby("reading").mean()
+    out["ch9_pi_word"] = "higher" if far_ppl["rope-pi"] > far_ppl["rope"] else "lower"
+    ratio_by = (wide[far] / wide[train_len]).groupby("reading").mean()
+    out["ch9_ratio_goat"] = f"{ratio_by['goat']:.3f}"
+    out["ch9_ratio_goat-uniform"] = f"{ratio_by['goat-uniform']:.3f}"
+    return out
+
+
 def per_position(task, model, length: int, *, interpolate: bool = False, window: int = 16,
                  tokens: int | None = None) -> np.ndarray:
     """CE per position of the test windows of `length` (the first `tokens` characters, or all),
@@ -98,7 +283,104 @@ def per_position(task, model, length: int, *, interpolate: bool = False, window:
     return np.convolve(pos, kernel, mode="valid")
 
 
-def passkey_lengths(runs: dict, models: dict, lengths: Sequence[int], *, depth_bins: int = 5):
+def position_curves(task, models: Mapping[str, Sequence], length: int, *, window: int = 16,
+                    tokens: int | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{reading: (characters read, smoothed CE)} of the first seed's model of every reading at `length`
+    (`per_position`; x is the window's position offset by half the window)."""
+    out = {}
+    for reading in READINGS:
+        method = "rope" if reading == "rope-pi" else reading
+        ce = per_position(task, models[method][0], length, interpolate=reading == "rope-pi", window=window,
+                          tokens=tokens)
+        out[reading] = (np.arange(len(ce)) + window // 2, ce)
+    return out
+
+
+# ---------------------------------------------------------------- Figure 2b: the key prior u(j)
+
+def sink_profiles(model: torch.nn.Module, n: int) -> np.ndarray:
+    """u_h(j) of every GOAT prior of `model` for keys j = 0 … n − 1, shape (priors, heads, n), recency
+    included (`companion.goat.sink_profiles`, as an array)."""
+    with torch.no_grad():
+        return goat_sink_profiles(model, n).numpy()
+
+
+def goat_profiles(runs: Mapping[str, Sequence], models: Mapping[str, Sequence],
+                  n: int) -> dict[str, dict[int, np.ndarray]]:
+    """{GOAT reading: {seed: u of every layer and head for keys 0 … n − 1}}."""
+    return {m: {rec.seed: sink_profiles(model, n) for rec, model in zip(runs[m], models[m])} for m in GOAT_READINGS}
+
+
+def key_prior_lines(profiles: Mapping[str, Mapping[int, np.ndarray]]) -> pd.DataFrame:
+    """Figure 2b's lines, long form, for the first seed of every GOAT reading: reading (its label),
+    layer, head ("head h"), j, u and line: "trained", and for the seeded GOAT the "seeded start"
+    (ALiBi's slope of the head times j)."""
+    frames = []
+    for method, by_seed in profiles.items():
+        p = by_seed[min(by_seed)]
+        layers, heads, n = p.shape
+        slopes = alibi_slopes(heads).double().numpy()
+        for layer in range(layers):
+            for h in range(heads):
+                lines = [("trained", p[layer, h])]
+                if method == "goat":
+                    lines.append(("seeded start", slopes[h] * np.arange(n)))
+                frames += [pd.DataFrame({"reading": label(method), "layer": layer, "head": f"head {h}",
+                                         "j": np.arange(n), "u": u, "line": what}) for what, u in lines]
+    return pd.concat(frames, ignore_index=True)
+
+
+def sink_structure(profiles: Mapping[str, Mapping[int, np.ndarray]], train_len: int) -> pd.DataFrame:
+    """Per GOAT reading and seed: "spike", the largest first-token spike max(u(0) − u(1), 0) over layers
+    and heads, and "rise", the largest rise of u over the last L/8 keys of the window."""
+    tail = train_len // 8
+    rows = [{"reading": m, "seed": seed, "spike": float(max((p[:, :, 0] - p[:, :, 1]).max(), 0)),
+             "rise": float((p[:, :, train_len - 1] - p[:, :, train_len - 1 - tail]).max())}
+            for m, by_seed in profiles.items() for seed, p in by_seed.items()]
+    return pd.DataFrame(rows).set_index(["reading", "seed"])
+
+
+def structure_table(structure: pd.DataFrame) -> pd.DataFrame:
+    """Spike and rise per seed (rows), per GOAT reading (column groups), 2 digits."""
+    names = {"spike": "largest spike u(0) − u(1)", "rise": "largest rise over the last L/8"}
+    out = pd.DataFrame({(label(m), names[what]): structure.loc[m, what]
+                        for m in structure.index.unique("reading") for what in names})
+    return out.rename_axis("seed").round(2)
+
+
+def _counts(structure: pd.DataFrame) -> tuple[int, int, int]:
+    """(seeds with a spike ≥ 2 nats in the seeded GOAT, uniform-start seeds with a rise > 0.5 nats, seeds)."""
+    spikes = int(sum(v >= SPIKE_NATS for v in structure.loc["goat", "spike"]))
+    rises = int(sum(v > RISE_NATS for v in structure.loc["goat-uniform", "rise"]))
+    return spikes, rises, len(structure.loc["goat"])
+
+
+def sink_claims(structure: pd.DataFrame) -> dict[str, float]:
+    """S3-11: share of seeded-GOAT seeds with a first-token spike of at least 2 nats; S3-12: share of
+    uniform-start seeds whose u rises by more than 0.5 nats over the last L/8 keys; 3 digits."""
+    spikes, rises, n = _counts(structure)
+    return {"S3-11": round(spikes / n, 3), "S3-12": round(rises / n, 3)}
+
+
+def sink_claim_details(structure: pd.DataFrame) -> dict[str, str]:
+    """The per-seed spikes and rises behind S3-11 and S3-12."""
+    return {"S3-11": f"largest spike per seed: {', '.join(f'{v:.1f}' for v in structure.loc['goat', 'spike'])}",
+            "S3-12": "largest rise per seed (uniform start): "
+                     f"{', '.join(f'{v:.2f}' for v in structure.loc['goat-uniform', 'rise'])}"}
+
+
+def sink_numbers(structure: pd.DataFrame) -> dict[str, str]:
+    """The Figure 2b numbers the text cites."""
+    spikes, rises, n = _counts(structure)
+    return {"ch9_spike_seeds": f"{spikes} of {n}", "ch9_spike_max": f"{structure.loc['goat', 'spike'].max():.1f}",
+            "ch9_spike_uniform": f"{structure.loc['goat-uniform', 'spike'].max():.1f}",
+            "ch9_rise_seeds": f"{rises} of {n}"}
+
+
+# ---------------------------------------------------------------- Figures 3a, 3c: passkey retrieval
+
+def passkey_lengths(runs: Mapping[str, Sequence], models: Mapping[str, Sequence], lengths: Sequence[int], *,
+                    depth_bins: int = 5) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Retrieval of every passkey model at every length.
 
     Returns (table, grid): table has columns reading, seed, length, span_acc, strict_acc, ce; grid is
@@ -124,20 +406,85 @@ def passkey_lengths(runs: dict, models: dict, lengths: Sequence[int], *, depth_b
     return pd.DataFrame(rows), grid
 
 
-def sink_profiles(model, n: int) -> np.ndarray:
-    """u_h(j) of every GOAT layer for keys j = 0 … n − 1, shape (layers, heads, n), recency included."""
-    priors = [b.attn.prior for b in model.blocks if isinstance(b.attn.prior, GoatPrior)]
-    if not priors:
-        raise ValueError("the model has no GOAT prior; sink profiles exist for GOAT models only.")
+def _accuracy(pk: pd.DataFrame, value: str = "span_acc") -> pd.DataFrame:
+    """Mean `value` over seeds, one row per reading (chapter order), one column per length."""
+    return pk.pivot_table(index="reading", columns="length", values=value).reindex(list(READINGS))
+
+
+def passkey_table(pk: pd.DataFrame) -> pd.DataFrame:
+    """Span-token and strict (whole key) accuracy by reading and length, means over seeds, 3 digits."""
+    both = pd.concat({"span-token accuracy": _accuracy(pk), "strict (whole key)": _accuracy(pk, "strict_acc")}, axis=1)
+    return _labelled(both.round(3))
+
+
+def depth_panel(grid: pd.DataFrame, reading: str) -> pd.DataFrame:
+    """One reading's depth × length grid: rows the lengths, columns the depth bins by their lower edge."""
+    g = grid.loc[reading]
+    return g.set_axis([c.split("–")[0] for c in g.columns], axis=1)
+
+
+def _margin(pk: pd.DataFrame, train_len: int) -> pd.Series:
+    """Per seed: GOAT's span-token accuracy minus the best of RoPE, RoPE + PI and sinusoidal, each
+    averaged over the lengths beyond `train_len`."""
+    beyond = [n for n in sorted(pk.length.unique()) if n > train_len]
+    per_seed = pk[pk.length.isin(beyond)].groupby(["reading", "seed"])["span_acc"].mean().unstack("seed")
+    return per_seed.loc["goat"] - per_seed.loc[list(BASELINES)].max()
+
+
+def _worst_depth(grid: pd.DataFrame) -> float:
+    """GOAT's span-token accuracy in its worst depth bin at the farthest length."""
+    goat = grid.loc["goat"]
+    return float(goat.loc[goat.index.max()].min())
+
+
+def passkey_claims(pk: pd.DataFrame, grid: pd.DataFrame, train_len: int) -> dict[str, float]:
+    """S3-13: GOAT minus the best of RoPE, RoPE + PI and sinusoidal in span-token accuracy beyond L, mean
+    over seeds; S3-14: GOAT's worst depth bin at the farthest length; 3 digits."""
+    return {"S3-13": round(float(_margin(pk, train_len).mean()), 3), "S3-14": round(_worst_depth(grid), 3)}
+
+
+def passkey_claim_details(pk: pd.DataFrame, train_len: int) -> dict[str, str]:
+    """The per-seed margins behind S3-13 and what S3-14 reads."""
+    margin = _margin(pk, train_len)
+    per_seed = ", ".join(f"{v:+.2f}" for v in margin)
+    return {"S3-13": f"GOAT minus the best of RoPE, RoPE + PI, sinusoidal per seed: {per_seed}",
+            "S3-14": "GOAT, lowest span-token accuracy over depth bins at 8L"}
+
+
+def passkey_numbers(pk: pd.DataFrame, grid: pd.DataFrame, train_len: int, digits: int) -> dict[str, str]:
+    """The Figures 3a and 3c numbers the text cites: accuracy of every reading at L, 4L and the farthest
+    length, GOAT's margin and the orderings at 4L, and GOAT's depth grid at the farthest length (the
+    last position of its first depth bin counts the key's `digits` and the prompt's)."""
+    acc = _accuracy(pk)
+    far = int(pk.length.max())
+    out = {}
+    for reading in READINGS:
+        out[f"ch9_pk_L_{reading}"] = f"{acc.loc[reading, train_len]:.2f}"
+        out[f"ch9_pk_far_{reading}"] = f"{acc.loc[reading, far]:.2f}"
+        out[f"ch9_pk_4L_{reading}"] = f"{acc.loc[reading, 4 * train_len]:.2f}"
+    margin = _margin(pk, train_len).mean()
+    out["ch9_pk_margin"] = f"{abs(margin):.2f}"
+    at4 = acc[4 * train_len]
+    out["ch9_goat_rope_word"] = "above" if at4["goat"] > at4["rope"] else "below"
+    out["ch9_goat_pi_word"] = "above" if at4["goat"] > at4["rope-pi"] else "below"
+    out["ch9_margin_word"] = "ahead of" if margin > 0 else "behind"
+    out["ch9_alibi_word"] = "above" if at4["alibi"] > at4["goat"] else "below"
+    goat_far = grid.loc["goat"].loc[far]
+    out["ch9_niah_min"] = f"{_worst_depth(grid):.2f}"
+    out["ch9_niah_first"] = f"{goat_far.iloc[0]:.2f}"
+    out["ch9_niah_rest"] = f"{goat_far.iloc[1:].max():.2f}"
+    out["ch9_niah_first_end"] = f"{int(float(goat_far.index[0].split('–')[1]) * (far - 1 - 2 * digits)) + 1}"
+    return out
+
+
+# ---------------------------------------------------------------- Figure 3b: one head's prior at 8L
+
+def head_prior(model: torch.nn.Module, n: int) -> dict[str, np.ndarray]:
+    """The last layer's GOAT prior of `model` at n positions, per head: "centred" (the row-centred
+    log-prior, (h, n, n)), "limit" (its largest magnitude, (h,)) and "log_causal" (log10 of the causal
+    prior + 1e-12, (h, n, n))."""
     with torch.no_grad():
-        return np.stack([p.sink(torch.arange(n, device=p.alpha.device)).double().cpu().numpy() for p in priors])
-
-
-def ratio_summary(table: pd.DataFrame, value: str, train_len: int, far: int) -> pd.DataFrame:
-    """Per reading: mean and spread over seeds of `value` at the training length and at `far`, and
-    of the per-seed ratio far / train."""
-    wide = table.pivot_table(index=["reading", "seed"], columns="length", values=value)
-    ratio = wide[far] / wide[train_len]
-    out = pd.DataFrame({f"{value} at L": wide[train_len], f"{value} at {far // train_len}L": wide[far],
-                        "ratio": ratio}).groupby("reading", sort=False).agg(["mean", "std"])
-    return out.reindex([r for r in LABELS if r in out.index])
+        panels = prior_panels(model.blocks[-1].attn.prior, n)
+    centred = np.asarray(panels["centred"])
+    return {"centred": centred, "limit": np.array([np.nanmax(np.abs(c)) for c in centred]),
+            "log_causal": np.log10(np.asarray(panels["causal"]) + 1e-12)}
