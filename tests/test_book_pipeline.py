@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from companion.book.runner import _is_current, _stamp, input_hash, source_outputs, strip_volatile, toc_chapters
-from companion.book.claims import load_ledger, record, verdict
-from companion.book.scoreboard import build, collect_measures
+from companion.book.claims import VERDICTS, assess, load_ledger, record, record_all, verdict
+from companion.book.scoreboard import _MIME, build, collect_measures
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER1 = ROOT / "book" / "chapters" / "01_masks_and_positions.ipynb"
@@ -118,6 +118,21 @@ def test_ledger_rejects_bad_entries(tmp_path):
         (lambda r: r[0].update(rule={"kind": "at_most"}), "threshold"),
         (lambda r: r.append(dict(r[0])), "twice"),
         (lambda r: r[0].update(colour="red"), "unknown"),
+        # a numeric rule states its null and why; a holds rule's null is false
+        (lambda r: r[1].pop(None), "null"),
+        (lambda r: r[1].pop("why"), "why"),
+        (lambda r: r[1].update({None: "zero"}), "must be a number"),
+        (lambda r: r[0].update({None: 1.0}), "holds"),
+        # preconditions: {id, rule, says}, each once, with a valid rule
+        (lambda r: r[1].update(requires=[{"id": "x", "rule": {"kind": "holds"}}]), "id, rule and says"),
+        (lambda r: r[1].update(requires=[{"id": "x", "rule": {"kind": "at_least"}, "says": "s"}]), "threshold"),
+        (lambda r: r[1].update(requires=[{"id": "x", "rule": {"kind": "holds"}, "says": "s"}] * 2), "twice"),
+        (lambda r: r[1].update(requires={"id": "x"}), "list"),
+        # reported, not rebuilt: a reason, and no measure or rule
+        (lambda r: r[1].update(reason="no data"), "must not have"),
+        (lambda r: r[-1].update(reason="  "), "reason"),
+        (lambda r: r[-1].update(rule={"kind": "holds"}), "must not have"),
+        (lambda r: r[1].pop("measure"), "reason"),
     ]:
         rows = copy.deepcopy(good)
         mutate(rows)
@@ -125,6 +140,69 @@ def test_ledger_rejects_bad_entries(tmp_path):
         p.write_text(yaml.safe_dump(rows))
         with pytest.raises(ValueError, match=message):
             load_ledger(p)
+
+
+def test_preconditions_and_reported_items(tmp_path):
+    ledger = load_ledger(ROOT / "book" / "claims.yml")
+    assert VERDICTS == ("reproduced", "partly", "not reproduced", "inconclusive", "not run at this scale",
+                        "reported, not rebuilt")
+    c = ledger["S2-07"]  # requires default-fits-seen ≥ 0.99
+    assert assess(c, 1.0, {"default-fits-seen": 1.0}) == ("reproduced", [])
+    assert assess(c, 1.0, {"default-fits-seen": 0.5}) == ("inconclusive", ["default-fits-seen"])
+    assert assess(c, 1.0, {}) == ("inconclusive", ["default-fits-seen"])  # not recorded counts as failed
+    assert assess(c, None, {"default-fits-seen": 0.5}) == ("not run at this scale", [])
+    r = record("S2-07", 0.6, preconditions={"default-fits-seen": 0.5}, ledger=ledger)
+    assert r.verdict == "inconclusive" and r.failed == ["default-fits-seen"] and "precondition failed" in repr(r)
+    assert r._repr_mimebundle_()["application/vnd.companion.claim+json"]["preconditions"] == {"default-fits-seen": 0.5}
+    with pytest.raises(ValueError, match="default-fits-seen"):
+        record("S2-07", 0.6, ledger=ledger)  # a chapter must pass the precondition
+    with pytest.raises(ValueError, match="requires"):
+        record("S2-09", 0.0, preconditions={"extra": 1.0}, ledger=ledger)
+    with pytest.raises(ValueError, match="not recorded here"):
+        record_all({"S2-06": 1.0}, preconditions={"S2-07": {"default-fits-seen": 1.0}}, ledger=ledger)
+    unbuilt = [cid for cid, c in ledger.items() if not c.rebuilt]
+    assert {"S2-19", "S2-20", "S2-21"} <= set(unbuilt)
+    for cid in unbuilt:
+        assert ledger[cid].reason and ledger[cid].rule is None
+        assert assess(ledger[cid], None) == ("reported, not rebuilt", [])
+    with pytest.raises(ValueError, match="reported, not rebuilt"):
+        record("S2-21", 10.48, ledger=ledger)
+
+
+def _glued(cid: str, measure, preconditions=None) -> dict:
+    rec = {"id": cid, "measure": measure, "verdict": "?", "detail": "", "preconditions": preconditions or {}}
+    return {"output_type": "display_data", "metadata": {"scrapbook": {"name": f"claim:{cid}"}}, "data": {_MIME: rec}}
+
+
+def test_scoreboard_names_failed_preconditions_and_reasons(tmp_path):
+    rows = yaml.safe_load((ROOT / "book" / "claims.yml").read_text())
+    keep = {"S2-06", "S2-07", "S2-09", "S2-21"}
+    (tmp_path / "book" / "chapters").mkdir(parents=True)
+    (tmp_path / "book" / "claims.yml").write_text(yaml.safe_dump([r for r in rows if r["id"] in keep], allow_unicode=True))
+    cells = [{"cell_type": "code", "outputs": [
+        _glued("S2-06", 1.0, {"default-fits-seen": 1.0}), _glued("S2-07", 0.62, {"default-fits-seen": 0.5}),
+        _glued("S2-09", 0.001)]}]
+    (tmp_path / "book" / "chapters" / "03.ipynb").write_text(json.dumps({"cells": cells}))
+    page, js = build(tmp_path)
+    doc = json.loads(js)
+    by = {c["id"]: c for c in doc["claims"]}
+    assert {k: by[k]["verdict"] for k in by} == {"S2-06": "reproduced", "S2-07": "inconclusive",
+                                                 "S2-09": "reproduced", "S2-21": "reported, not rebuilt"}
+    assert [f["id"] for f in by["S2-07"]["failed"]] == ["default-fits-seen"] and by["S2-07"]["failed"][0]["value"] == 0.5
+    assert by["S2-21"]["reason"] and by["S2-21"]["ours"] is None and by["S2-09"]["null"] == 0.125
+    assert doc["counts"]["inconclusive"] == 1 and doc["counts"]["reported, not rebuilt"] == 1
+    row7 = next(line for line in page.splitlines() if line.startswith("| S2-07 |"))
+    assert "**inconclusive** — failed: default-fits-seen (the default model fits the seen set of Cyclic3" in row7
+    assert "measured 0.5" in row7
+    row21 = next(line for line in page.splitlines() if line.startswith("| S2-21 |"))
+    assert "**reported, not rebuilt** — TinyStories cannot be downloaded here" in row21
+    assert "(scoreboard-not-rebuilt)=\n## Reported, not rebuilt" in page and "Not rebuilt: TinyStories" in page
+    assert "null `0.125`" in page  # S2-09's null, beside its rule
+    # a chapter that measures an item reported as not rebuilt is an error
+    cells[0]["outputs"].append(_glued("S2-21", 10.48))
+    (tmp_path / "book" / "chapters" / "03.ipynb").write_text(json.dumps({"cells": cells}))
+    with pytest.raises(ValueError, match="not rebuilt"):
+        build(tmp_path)
 
 
 def test_record_unknown_claim_is_named():

@@ -224,6 +224,31 @@ def test_table_claims_details_and_numbers(loaded):
         "ch3_structured_gain": "1.0", "ch3_svd_fit": "0 of 12", "ch3_zero_gain": "2.0"}
 
 
+def test_table_preconditions_make_an_unfitted_task_inconclusive(loaded):
+    from companion.book.claims import load_ledger, record_all
+
+    _, frame = loaded
+    tm = ch.table1_measures(frame, REFS)
+    pre = ch.table_preconditions(tm)
+    assert pre == {"S2-05": {"default-fits-seen": 1.0}, "S2-06": {"default-fits-seen": 1.0},
+                   "S2-07": {"default-fits-seen": 0.5}, "S2-08": {"default-fits-seen": 1.0}}
+    ledger = load_ledger()
+    # every precondition the ledger declares for these claims is recorded, and nothing else
+    assert {cid: {r["id"] for r in ledger[cid].requires} for cid in pre} == {cid: set(v) for cid, v in pre.items()}
+    results = {r.id: r for r in record_all(ch.table_claims(tm), preconditions=pre, ledger=ledger)}
+    assert results["S2-07"].verdict == "inconclusive" and results["S2-07"].failed == ["default-fits-seen"]
+    assert results["S2-06"].verdict == "reproduced" and results["S2-06"].failed == []
+    assert results["S2-05"].verdict == "partly"  # |0.9 − 0.875| on maj3: past 2 points, within 5
+    # without a fitted named task S2-05 has no default row: inconclusive, not "not reproduced"
+    lone = pd.DataFrame([{"task": "2parity", "method": m, "seed": 0, "cube.acc": 0.5, "unseen.acc": 0.0,
+                          "seen.acc": 0.5} for m in METHODS])
+    tm = ch.table1_measures(lone, REFS)
+    assert ch.table_preconditions(tm) == {"S2-05": {"default-fits-seen": 0.5}, "S2-06": {"default-fits-seen": 0.5}}
+    (r,) = record_all({"S2-05": tm["mdi_gap"]}, preconditions={"S2-05": ch.table_preconditions(tm)["S2-05"]},
+                      ledger=ledger)
+    assert r.verdict == "inconclusive"
+
+
 def test_tables_1_and_4_in_the_shared_format(loaded):
     _, frame = loaded
     t4 = ch.table4(frame)

@@ -106,6 +106,22 @@ def test_claim_measures_at_paper_add_the_structured_multiplication():
     assert list(measures) == ["S2-13", "S2-14", "S2-15", "S2-16", "S2-17", "S2-18"]
 
 
+def test_claim_preconditions_make_multiplication_inconclusive_when_no_method_learns_it(ci):
+    from companion.book.claims import load_ledger, record_all
+
+    _, frame = ci
+    pre = ch.claim_preconditions(frame, "ci")
+    assert pre == {"S2-16": {"a-method-learns": 0.02}}  # default and mask both at 2 %
+    ledger = load_ledger()
+    assert [r["id"] for r in ledger["S2-16"].requires] == ["a-method-learns"]
+    (r,) = record_all({"S2-16": 0.0}, preconditions=pre, ledger=ledger)
+    assert r.verdict == "inconclusive" and r.failed == ["a-method-learns"]
+    paper = ch.claim_preconditions(ch.runs_frame(_grid("paper")), "paper")
+    assert paper == {"S2-16": {"a-method-learns": 0.2}}  # Structured (SVD) learns it there
+    (r,) = record_all({"S2-16": 0.0}, preconditions=paper, ledger=ledger)
+    assert r.verdict == "not reproduced"
+
+
 def test_claim_details_give_the_intervals_and_the_best_other(ci):
     _, frame = ci
     details = ch.claim_details(frame, "ci")

@@ -6,7 +6,7 @@ Section by section, as the chapter reads:
 - the budget: `budget`, `budget_numbers`;
 - the runs: `load` (the `gotu` grid and its per-run frame);
 - Tables 1 and 4: `table`, `table1`, `table4`, `table1_measures`, `table_claims`, `table_claim_details`,
-  `table_numbers`; the headline pairing: `paired_against`, `headline`, `headline_numbers`;
+  `table_preconditions`, `table_numbers`; the headline pairing: `paired_against`, `headline`, `headline_numbers`;
 - the learning curves: `accuracy_curves`;
 - Figure 5: `figure5_panels`, `map_summary`, `persistence`, `figure5_claims`, `figure5_numbers`.
 
@@ -34,7 +34,8 @@ from companion.tasks.boolean import FUNCTIONS, BooleanTask, make_function
 
 __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference_table", "reference_numbers",
            "patterns", "recovered_monomials", "mask_claims", "budget", "budget_numbers", "load", "table",
-           "table1", "table4", "table1_measures", "table_claims", "table_claim_details", "table_numbers",
+           "table1", "table4", "table1_measures", "table_claims", "table_claim_details", "table_preconditions",
+           "table_numbers",
            "paired_against", "headline", "headline_numbers", "accuracy_curves", "figure5_panels", "map_summary",
            "persistence", "figure5_claims", "figure5_numbers"]
 
@@ -212,6 +213,15 @@ def table_claims(tm: dict) -> dict[str, float]:
 def table_claim_details(tm: dict) -> dict[str, str]:
     """S2-05's detail: the tasks left out because the default model did not fit the seen set."""
     return {"S2-05": f"not fitted: {tm['unfit'] or 'none'}"}
+
+
+def table_preconditions(tm: dict) -> dict[str, dict[str, float]]:
+    """The preconditions of the Table 1 claims (book/claims.yml, `default-fits-seen`): the default's mean
+    seen accuracy on the task of S2-06–S2-08, and for S2-05 the highest over the named tasks, 4 decimals."""
+    seen = {fn: round(float(tm["means"].loc[(fn, "default"), "seen.acc"]), 4)
+            for fn in NAMED if (fn, "default") in tm["means"].index}
+    out = {"S2-05": {"default-fits-seen": max(seen.values(), default=0.0)}}
+    return out | {cid: {"default-fits-seen": seen[fn]} for fn, cid in MASK_CLAIMS.items() if fn in seen}
 
 
 def table_numbers(tm: dict, results: Sequence) -> dict[str, str]:

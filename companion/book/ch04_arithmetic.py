@@ -29,8 +29,8 @@ from companion.tasks.arithmetic import ArithmeticTask, decode
 
 __all__ = ["REACH", "fraction_label", "load_runs", "runs_frame", "examples", "mask_panel", "budget_table",
            "table8", "paired_against", "paired_table8", "summary", "paired_gain", "claim_measures",
-           "claim_details", "verdict_numbers", "figure2_data", "figure2_seeds", "fraction_ticks", "figure2_table",
-           "steps_to", "budget_gap_table", "digit_frame", "digit_table", "prose_numbers"]
+           "claim_preconditions", "claim_details", "verdict_numbers", "figure2_data", "figure2_seeds",
+           "fraction_ticks", "figure2_table", "steps_to", "budget_gap_table", "digit_frame", "digit_table", "prose_numbers"]
 
 REACH = 0.5  # the test sequence accuracy whose first crossing "When each method gets there" counts
 _OTHERS = ("structured-svd", "structured-opt", "mimetic")  # the other initialisations of S2-15
@@ -184,6 +184,14 @@ def claim_measures(frame: pd.DataFrame, profile: str) -> dict[str, float]:
         out["S2-17"] = round(max(summary(frame, "mul", mul, m).mean for m in structured) / 100, 4)
     out["S2-18"] = round(min(_margins(frame, profile).values()) / 100, 4)
     return out
+
+
+def claim_preconditions(frame: pd.DataFrame, profile: str) -> dict[str, dict[str, float]]:
+    """S2-16's precondition (book/claims.yml, `a-method-learns`): the highest mean test sequence accuracy
+    of any method run on multiplication at Table 8's fraction, as a fraction rounded to 4 decimals."""
+    mul = TABLE8_FRACTION["mul"]
+    best = max(summary(frame, "mul", mul, m).mean for m in MUL_METHODS[profile])
+    return {"S2-16": {"a-method-learns": round(best / 100, 4)}}
 
 
 def claim_details(frame: pd.DataFrame, profile: str) -> dict[str, str]:

@@ -5,6 +5,15 @@ measure and calls `record(id, measure)`: the verdict comes from the claim's rule
 glued into the executed chapter. The scoreboard (`companion scoreboard`) reads the ledger and the
 measures glued in the executed chapters, applies the same rules, and writes `book/scoreboard.md`
 and `book/chapters/scoreboard.json`. A claim with no measure is "not run at this scale".
+
+Beyond the rule, an entry may carry:
+- `null` and `why` (required with a numeric rule): the value the opposite reading predicts, which
+  must not pass (tests/test_claims_nulls.py), and how the thresholds relate to the source's number;
+- `requires`: preconditions, `[{id: name, rule: {...}, says: "what it checks"}]`. The chapter passes
+  their measures (`record(..., preconditions={name: value})`, `record_all(..., preconditions={claim id:
+  {name: value}})`); if one fails its rule the claim is "inconclusive", whatever its measure;
+- `reason` instead of `measure`, `profile` and `rule`: the item is "reported, not rebuilt" (out of
+  reach here, for that reason); no chapter records it.
 """
 
 from __future__ import annotations
@@ -19,30 +28,48 @@ import yaml
 
 from companion.paths import repo_root
 
-__all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "record", "record_all", "verdict_table", "VERDICTS"]
+__all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "assess", "record", "record_all", "verdict_table",
+           "VERDICTS", "NUMERIC_RULES"]
 
-VERDICTS = ("reproduced", "partly", "not reproduced", "not run at this scale")
+VERDICTS = ("reproduced", "partly", "not reproduced", "inconclusive", "not run at this scale", "reported, not rebuilt")
+INCONCLUSIVE, NOT_RUN, NOT_REBUILT = VERDICTS[3], VERDICTS[4], VERDICTS[5]
 RULE_KINDS = ("holds", "at_most", "at_least", "close", "equals")
+NUMERIC_RULES = ("at_most", "at_least", "close", "equals")
 LEDGER = Path("book") / "claims.yml"
 GLUE_PREFIX = "claim:"
 MIME = "application/vnd.companion.claim+json"
-_FIELDS = ("id", "source", "location", "statement", "source_value", "measure", "profile", "rule", "chapter", "section")
+_BASE = ("id", "source", "location", "statement", "source_value", "chapter", "section")
+_MEASURED = ("measure", "profile", "rule")  # required unless the entry is reported, not rebuilt
+_OPTIONAL = ("null", "why", "requires")
+_FIELDS = _BASE + _MEASURED  # kept for readers of the old name
+_KNOWN = _BASE + _MEASURED + _OPTIONAL + ("reason",)
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One row of the ledger. `rule` is a mapping with a `kind` in RULE_KINDS (see `verdict`)."""
+    """One row of the ledger. `rule` is a mapping with a `kind` in RULE_KINDS (see `verdict`); `null`
+    the value the opposite reading predicts, `why` how the thresholds follow from the source,
+    `requires` the preconditions ({id, rule, says}), `reason` why the item is reported, not rebuilt."""
 
     id: str
     source: str
     location: str
     statement: str
     source_value: str
-    measure: str
-    profile: str
-    rule: dict = field(hash=False)
     chapter: str
     section: str
+    measure: str = ""
+    profile: str = ""
+    rule: dict | None = field(default=None, hash=False)
+    null: Any = field(default=None, hash=False)
+    why: str = ""
+    requires: tuple = field(default=(), hash=False)
+    reason: str = ""
+
+    @property
+    def rebuilt(self) -> bool:
+        """False for an item reported, not rebuilt (it has a `reason` and no rule)."""
+        return not self.reason
 
 
 @dataclass(frozen=True)
@@ -53,12 +80,15 @@ class ClaimResult:
     measure: Any
     verdict: str
     detail: str = ""
+    preconditions: dict = field(default_factory=dict, hash=False)  # {name: measured value}
+    failed: list = field(default_factory=list, hash=False)  # names of the preconditions that failed
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         return {"text/plain": repr(self), MIME: asdict(self)}
 
     def __repr__(self):
-        return f"{self.id}: {format_measure(self.measure)} → {self.verdict}"
+        failed = f" (precondition failed: {', '.join(self.failed)})" if self.failed else ""
+        return f"{self.id}: {format_measure(self.measure)} → {self.verdict}{failed}"
 
 
 def _check_rule(cid: str, rule: Any) -> None:
@@ -68,6 +98,50 @@ def _check_rule(cid: str, rule: Any) -> None:
     for key in need.get(rule["kind"], ()):
         if key not in rule:
             raise ValueError(f"claim {cid}: a {rule['kind']!r} rule needs the key {key!r}.")
+
+
+def _check_entry(cid: str, row: dict) -> dict:
+    """Validate one entry beyond its base fields; returns the keyword arguments of its `Claim`."""
+    if "reason" in row:
+        if not isinstance(row["reason"], str) or not row["reason"].strip():
+            raise ValueError(f"claim {cid}: `reason` must say, in words, why the item is reported, not rebuilt.")
+        extra = [f for f in _MEASURED + _OPTIONAL if f in row]
+        if extra:
+            raise ValueError(f"claim {cid}: an entry reported, not rebuilt has a `reason` and no measure; "
+                             f"it must not have {extra}.")
+        return {"reason": row["reason"].strip()}
+    missing = [f for f in _MEASURED if f not in row]
+    if missing:
+        raise ValueError(f"claim {cid}: misses {missing} (or give a `reason` if it is reported, not rebuilt).")
+    _check_rule(cid, row["rule"])
+    kw = {"measure": str(row["measure"]), "profile": str(row["profile"]), "rule": row["rule"]}
+    if row["rule"]["kind"] in NUMERIC_RULES:
+        if "null" not in row or "why" not in row:
+            raise ValueError(f"claim {cid}: a {row['rule']['kind']!r} rule needs a `null` (the value the opposite "
+                             "reading predicts) and a `why` (how the thresholds follow from the source's number).")
+        if row["rule"]["kind"] != "equals" and (isinstance(row["null"], bool) or not isinstance(row["null"], (int, float))):
+            raise ValueError(f"claim {cid}: `null` must be a number for a {row['rule']['kind']!r} rule, got {row['null']!r}.")
+    elif row.get("null", False) is not False:
+        raise ValueError(f"claim {cid}: the null of a `holds` rule is false, got {row['null']!r}.")
+    if "why" in row and (not isinstance(row["why"], str) or not row["why"].strip()):
+        raise ValueError(f"claim {cid}: `why` must be a sentence.")
+    kw |= {"null": row.get("null", False if row["rule"]["kind"] == "holds" else None),
+           "why": str(row.get("why", "")).strip()}
+    reqs = row.get("requires", [])
+    if not isinstance(reqs, list):
+        raise ValueError(f"claim {cid}: `requires` must be a list of {{id, rule, says}}.")
+    seen: set[str] = set()
+    for req in reqs:
+        if not isinstance(req, dict) or set(req) != {"id", "rule", "says"}:
+            raise ValueError(f"claim {cid}: each precondition needs exactly the keys id, rule and says, got {req!r}.")
+        if req["id"] in seen:
+            raise ValueError(f"claim {cid}: precondition {req['id']} appears twice.")
+        if not isinstance(req["says"], str) or not req["says"].strip():
+            raise ValueError(f"claim {cid}: precondition {req['id']} must say what it checks.")
+        seen.add(req["id"])
+        _check_rule(f"{cid} (precondition {req['id']})", req["rule"])
+    kw["requires"] = tuple({"id": str(r["id"]), "rule": r["rule"], "says": r["says"].strip()} for r in reqs)
+    return kw
 
 
 def load_ledger(path: str | Path | None = None) -> dict[str, Claim]:
@@ -81,14 +155,19 @@ def load_ledger(path: str | Path | None = None) -> dict[str, Claim]:
         raise ValueError(f"{path}: the ledger must be a YAML list of claims.")
     ledger: dict[str, Claim] = {}
     for n, row in enumerate(rows):
-        missing = [f for f in _FIELDS if f not in (row or {})]
-        extra = sorted(set(row or {}) - set(_FIELDS))
+        if isinstance(row, dict) and None in row:  # YAML reads the key `null:` as None; it is the claim's null
+            row = {("null" if k is None else k): v for k, v in row.items()}
+        missing = [f for f in _BASE if f not in (row or {})]
+        extra = sorted(set(row or {}) - set(_KNOWN))
         if missing or extra:
             raise ValueError(f"{path}: entry {n} ({(row or {}).get('id', '?')}) misses {missing} / has unknown {extra}.")
         if row["id"] in ledger:
             raise ValueError(f"{path}: claim id {row['id']} appears twice.")
-        _check_rule(row["id"], row["rule"])
-        ledger[row["id"]] = Claim(**{f: (str(row[f]) if f != "rule" else row[f]) for f in _FIELDS})
+        try:
+            kw = _check_entry(str(row["id"]), row)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+        ledger[row["id"]] = Claim(**{f: str(row[f]) for f in _BASE}, **kw)
     return ledger
 
 
@@ -123,6 +202,23 @@ def verdict(rule: dict, measure: Any) -> str:
     return "not reproduced"
 
 
+def assess(claim: Claim, measure: Any, preconditions: dict[str, Any] | None = None) -> tuple[str, list[str]]:
+    """A claim's verdict and the names of its failed preconditions.
+
+    "reported, not rebuilt" for an entry with a `reason`; "not run at this scale" without a measure;
+    "inconclusive" when a precondition is missing or fails its rule; otherwise `verdict(rule, measure)`.
+    """
+    if not claim.rebuilt:
+        return NOT_REBUILT, []
+    if measure is None:
+        return NOT_RUN, []
+    values = preconditions or {}
+    failed = [r["id"] for r in claim.requires if verdict(r["rule"], values.get(r["id"])) != "reproduced"]
+    if failed:
+        return INCONCLUSIVE, failed
+    return verdict(claim.rule, measure), []
+
+
 def format_measure(m: Any) -> str:
     if isinstance(m, bool) or m is None:
         return str(m)
@@ -143,14 +239,25 @@ def _jsonable(m: Any) -> Any:
     return m
 
 
-def record(claim_id: str, measure: Any, *, detail: str = "", ledger: dict[str, Claim] | None = None) -> ClaimResult:
-    """Measure a claim inside a chapter: compute its verdict and glue it as `claim:<id>`."""
+def record(claim_id: str, measure: Any, *, detail: str = "", preconditions: dict[str, Any] | None = None,
+           ledger: dict[str, Claim] | None = None) -> ClaimResult:
+    """Measure a claim inside a chapter: compute its verdict and glue it as `claim:<id>`.
+
+    `preconditions` gives the measure of every precondition the claim `requires`, by name."""
     ledger = ledger if ledger is not None else load_ledger()
     if claim_id not in ledger:
         raise KeyError(f"claim {claim_id} is not in the ledger; add it to book/claims.yml first.")
+    claim = ledger[claim_id]
+    if not claim.rebuilt:
+        raise ValueError(f"claim {claim_id} is reported, not rebuilt ({claim.reason}); a chapter cannot measure it.")
+    pre = {k: _jsonable(v) for k, v in (preconditions or {}).items()}
+    names = [r["id"] for r in claim.requires]
+    if set(pre) != set(names):
+        raise ValueError(f"claim {claim_id} requires the preconditions {names}; the chapter passed {sorted(pre)}.")
     m = _jsonable(measure)
-    json.dumps(m)  # fail here, not in the scoreboard, if the measure cannot be stored
-    result = ClaimResult(claim_id, m, verdict(ledger[claim_id].rule, m), detail)
+    json.dumps([m, pre])  # fail here, not in the scoreboard, if the measure cannot be stored
+    v, failed = assess(claim, m, pre)
+    result = ClaimResult(claim_id, m, v, detail, pre, failed)
     try:
         from myst_nb import glue
     except ImportError:  # outside a book environment the verdict is still returned
@@ -160,10 +267,16 @@ def record(claim_id: str, measure: Any, *, detail: str = "", ledger: dict[str, C
 
 
 def record_all(measures: dict[str, Any], *, details: dict[str, str] | None = None,
+               preconditions: dict[str, dict[str, Any]] | None = None,
                ledger: dict[str, Claim] | None = None) -> list[ClaimResult]:
-    """`record` every {claim id: measure} a chapter module computed; returns the results in order."""
+    """`record` every {claim id: measure} a chapter module computed, with the {claim id: {precondition:
+    value}} of those that have preconditions; returns the results in order."""
     ledger = ledger if ledger is not None else load_ledger()
-    return [record(cid, m, detail=(details or {}).get(cid, ""), ledger=ledger) for cid, m in measures.items()]
+    stray = sorted(set(preconditions or {}) - set(measures))
+    if stray:
+        raise ValueError(f"preconditions given for claims that are not recorded here: {stray}.")
+    return [record(cid, m, detail=(details or {}).get(cid, ""), preconditions=(preconditions or {}).get(cid),
+                   ledger=ledger) for cid, m in measures.items()]
 
 
 def verdict_table(results: list[ClaimResult], ledger: dict[str, Claim] | None = None):
@@ -175,5 +288,6 @@ def verdict_table(results: list[ClaimResult], ledger: dict[str, Claim] | None = 
     for r in results:
         c = ledger[r.id]
         rows.append({"claim": r.id, "statement": c.statement, "source": f"{c.source} {c.location}",
-                     "source value": c.source_value, "ours": format_measure(r.measure), "verdict": r.verdict})
+                     "source value": c.source_value, "ours": format_measure(r.measure),
+                     "verdict": r.verdict + (f" ({', '.join(r.failed)} failed)" if r.failed else "")})
     return pd.DataFrame(rows).set_index("claim")
