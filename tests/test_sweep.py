@@ -123,6 +123,10 @@ def test_parse_seeds():
     (["sweep", "smoke", "--set", "model.n_layers=2.5"], "expected int"),
     (["sweep", "smoke", "--jobs", "0"], "--jobs must be >= 1"),
     (["list", "--seeds", "x"], "malformed seeds"),
+    (["sweep", "smoke", "--set", "train.lr=nan"], "override train.lr='nan': expected a finite float"),
+    (["sweep", "smoke", "--set", "train.clip_norm=inf"], "override train.clip_norm='inf': expected a finite float"),
+    (["sweep", "smoke", "--set", "model.prior.open_value=inf"], "open_value='inf': expected a finite float"),
+    (["list", "--set", "train.lr=nan"], "override train.lr='nan': expected a finite float"),
 ])
 def test_cli_bad_input_is_one_readable_line_exit_2(capsys, argv, needle, tmp_path):
     assert main(argv + (["--store", str(tmp_path)])) == 2
