@@ -274,3 +274,35 @@ def test_a_write_killed_midway_leaves_a_temporary_that_the_next_sweep_removes(tm
     [record] = ensure_runs("smoke", "ci", [0], ["mask"], store=tmp_path, jobs=1, overrides=TINY)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{rid}.json", f"{rid}.pt"]
     assert json.loads((tmp_path / f"{rid}.json").read_text())["run_id"] == record.run_id == rid
+
+
+# ---------------------------------------------------------------- one id, one result
+
+
+def _result(record) -> dict:
+    """What a run computed, without when it finished and how long it took."""
+    data = record.to_dict()
+    del data["wall_time"], data["finished_at"]
+    data["curves"] = {k: v for k, v in data["curves"].items() if k != "wall_time"}
+    return data
+
+
+def test_one_run_id_gives_one_result_on_every_executor(tmp_path):
+    """A float32 sum over 2 threads rounds unlike one over 1: before runs fixed their threads, `--jobs 1`
+    (all cores in this process) and `--jobs 2` (one per worker) stored different numbers under one id."""
+    import torch
+
+    from companion.sweep import ensure_runs
+
+    torch.set_num_threads(2)  # a caller with threads of its own (a notebook): restored by conftest
+    executors = {"jobs-1": dict(jobs=1), "jobs-2": dict(jobs=2),
+                 "submitit-debug": dict(executor="slurm", cluster="debug"),
+                 "submitit-local": dict(executor="slurm", cluster="local", timeout_min=10)}
+    results = {name: [_result(r) for r in ensure_runs("smoke", "ci", [0, 1], ["mask"], store=tmp_path / name,
+                                                      overrides=["train.steps=30", "train.eval_every=10"], **kw)]
+               for name, kw in executors.items()}
+    assert torch.get_num_threads() == 2  # the caller's setting survives an in-process run
+    first = results["jobs-1"]
+    assert [r["threads"] for r in first] == [1, 1] and first[0]["run_id"] != first[1]["run_id"]
+    for name, got in results.items():
+        assert got == first, name

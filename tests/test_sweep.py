@@ -136,7 +136,7 @@ def test_cli_bad_input_is_one_readable_line_exit_2(capsys, argv, needle, tmp_pat
 
 
 def test_cli_list_counts_stored_and_missing(capsys, tmp_path):
-    ensure_runs("smoke", "ci", [0, 1], ["default"], store=tmp_path, jobs=1, threads=1, overrides=TINY)
+    ensure_runs("smoke", "ci", [0, 1], ["default"], store=tmp_path, jobs=1, overrides=TINY)
     assert main(["list", "--seeds", "0-4", "--store", str(tmp_path)] + SETS) == 0
     out = capsys.readouterr().out
     assert "smoke" in out and "methods: default, mask" in out
@@ -149,7 +149,7 @@ def test_ensure_many_runs_each_config_once_in_one_pool(tmp_path):
     from companion.sweep import Request, ensure_many
 
     reqs = [Request("smoke", ["mask"], TINY), Request("smoke", ["default", "mask"], TINY)]
-    blocks = ensure_many(reqs, "ci", [0, 1], store=tmp_path, jobs=1, threads=1)
+    blocks = ensure_many(reqs, "ci", [0, 1], store=tmp_path, jobs=1)
     assert [len(b) for b in blocks] == [2, 4]
     assert len(list(tmp_path.glob("*.json"))) == 4  # the shared mask runs ran once
     assert [r.run_id for r in blocks[0]] == [r.run_id for r in blocks[1][2:]]
