@@ -8,13 +8,21 @@
 
 Every run trains on `companion.runs.THREADS` torch threads whichever executor runs it, so a run id
 means one result (`companion.runs.run` sets them).
+
+Pool workers die with the sweep that started them: on Linux each asks the kernel to SIGKILL it when
+its parent dies (prctl PR_SET_PDEATHSIG, requested in the worker initializer; the parent is the
+thread that submits, which `LocalExecutor.execute` holds until the pool is done), and everywhere a
+worker checks before each run that the sweep is still its parent, and exits if not. A run an orphan
+did finish is whole anyway: every write is atomic (`companion.store`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -47,10 +55,42 @@ def _label(cfg: RunConfig) -> str:
     return f"{cfg.experiment}/{cfg.profile}/{cfg.method}/seed {cfg.seed}"
 
 
-def _init_worker() -> None:
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PARENT: int | None = None  # in a pool worker: the pid of the sweep that started it
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: ask the kernel to SIGKILL this process when its parent dies; then exit at once if the
+    parent died before the request (this process would already be an orphan)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl: the check in `_pool_run` remains
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _init_worker(parent: int) -> None:
+    global _PARENT
+    _PARENT = parent
+    _die_with_parent(parent)
     # Ctrl-C reaches the whole process group: let it end a worker at once (its run, unsaved, is
     # simply missing) instead of raising inside the run and letting the worker take the next one.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _orphaned() -> bool:
+    """Whether this pool worker's sweep is gone (it was reparented)."""
+    return _PARENT is not None and os.getppid() != _PARENT
+
+
+def _pool_run(cfg: dict, root: str) -> str:
+    """`execute_run` in a pool worker, unless the sweep that started the worker is gone: then exit,
+    as nobody waits for the run (the portable half of dying with the parent)."""
+    if _orphaned():
+        os._exit(1)
+    return execute_run(cfg, root)
 
 
 @dataclass
@@ -75,9 +115,10 @@ class LocalExecutor:
                     bar.update()
                 return failures
             ctx = multiprocessing.get_context("spawn")
-            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker)
+            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
+                                       initargs=(os.getpid(),))
             try:
-                futures = {pool.submit(execute_run, config_to_dict(c), str(store.root)): c for c in cfgs}
+                futures = {pool.submit(_pool_run, config_to_dict(c), str(store.root)): c for c in cfgs}
                 for fut in as_completed(futures):
                     err = fut.exception()
                     if isinstance(err, BrokenProcessPool):

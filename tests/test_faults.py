@@ -306,3 +306,125 @@ def test_one_run_id_gives_one_result_on_every_executor(tmp_path):
     assert [r["threads"] for r in first] == [1, 1] and first[0]["run_id"] != first[1]["run_id"]
     for name, got in results.items():
         assert got == first, name
+
+
+# ---------------------------------------------------------------- killed sweeps leave nothing running
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (state first), or None if gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _children(pid: int) -> dict[int, str]:
+    """{pid: command line} of the processes whose parent is `pid`."""
+    out = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        fields = _stat(int(stat.parent.name))
+        if fields and int(fields[1]) == pid:
+            try:
+                out[int(stat.parent.name)] = stat.with_name("cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+    return out
+
+
+def _running(pid: int) -> bool:
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+DRIVER = """
+import sys
+from companion.config import apply_overrides
+from companion.executors import LocalExecutor
+from companion.experiments import get_experiment
+from companion.store import RunStore
+
+def cfg(seed, steps):
+    return apply_overrides(get_experiment("smoke").config("ci", "mask", seed), [f"train.steps={steps}", "train.eval_every=0"])
+
+if __name__ == "__main__":  # two short runs, then two that would take hours
+    LocalExecutor(jobs=2).execute([cfg(0, 8), cfg(1, 8), cfg(2, 10**7), cfg(3, 10**7)], RunStore(sys.argv[1]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
+def test_workers_and_the_resource_tracker_die_with_a_killed_sweep(tmp_path):
+    """SIGKILL reaches the sweep alone (no process group): its workers, each in the middle of a run that
+    would take hours, must die at once, and the resource tracker with them."""
+    store = tmp_path / "runs"
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    proc = subprocess.Popen([sys.executable, str(driver), str(store)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(store.glob("*.json"))) < 2:  # both workers started, ran a short run, took a long one
+            assert proc.poll() is None and time.monotonic() < deadline, "the short runs did not finish"
+            time.sleep(0.05)
+        children = _children(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    workers = [p for p, cmd in children.items() if "spawn_main" in cmd]
+    tracker = [p for p, cmd in children.items() if "resource_tracker" in cmd]
+    assert len(workers) == 2 and len(tracker) == 1, children
+    deadline = time.monotonic() + 15
+    while any(_running(p) for p in children):
+        assert time.monotonic() < deadline, f"still running after their sweep died: {children}"
+        time.sleep(0.05)
+    assert len(list(store.glob("*.json"))) == 2 and not list(store.glob(".*.tmp"))
+
+
+def test_a_worker_whose_sweep_is_gone_starts_no_run(monkeypatch):
+    """The portable half: before each run a pool worker checks that the sweep is still its parent."""
+    import companion.executors as ex
+
+    exits = []
+
+    def fake_exit(code):
+        exits.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(ex, "execute_run", lambda cfg, root: "ran")
+    monkeypatch.setattr(ex.os, "_exit", fake_exit)
+    monkeypatch.setattr(ex, "_PARENT", os.getppid())
+    assert ex._pool_run({}, "runs") == "ran"
+    monkeypatch.setattr(ex, "_PARENT", _dead_pid())
+    with pytest.raises(SystemExit):
+        ex._pool_run({}, "runs")
+    assert exits == [1]
+
+
+ORPHAN = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import sys, json; from companion.executors import execute_run; "
+                          "execute_run(json.loads(sys.argv[1]), sys.argv[2])", sys.argv[1], sys.argv[2]])
+print(child.pid, flush=True)
+child.wait()
+"""
+
+
+def test_a_run_an_orphan_finishes_is_whole(tmp_path, record):
+    """A process whose parent was killed before it even started its run still stores a whole record,
+    the same one this process computes (writes are atomic; the run is deterministic)."""
+    from companion.config import config_to_dict
+
+    proc = subprocess.Popen([sys.executable, "-c", ORPHAN, json.dumps(config_to_dict(CFG)), str(tmp_path)],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        orphan = int(proc.stdout.readline())
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 120
+    while _running(orphan):
+        assert time.monotonic() < deadline, "the orphan did not finish its run"
+        time.sleep(0.05)
+    stored = RunStore(tmp_path).load(CFG)
+    assert stored is not None and _result(stored) == _result(record[0])
+    assert not list(tmp_path.glob(".*.tmp"))
