@@ -167,6 +167,8 @@ class RunStore:
                     removed.append(path.name)
             except FileNotFoundError:  # its writer finished (renamed it) or another sweep removed it
                 continue
+            except OSError:  # not ours to remove (a sticky folder): its owner's next sweep will
+                continue
         return removed
 
     def path(self, cfg_or_id: RunConfig | str) -> Path:
@@ -183,8 +185,8 @@ class RunStore:
     def _atomic_write(self, final: Path, write) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=self._temp_prefix(final.stem), suffix=".tmp")
         try:
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0o600; a record gets what open() would give
             with os.fdopen(fd, "wb") as fh:
+                os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0o600; a record gets what open() would give
                 write(fh)
                 fh.flush()
                 os.fsync(fh.fileno())
