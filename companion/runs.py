@@ -31,11 +31,13 @@ RECORD_KEYS = ("schema_version", "run_id", "code_version", "config", "seed", "de
 
 # Torch intra-op threads of every run, on every executor. A float32 sum split over another number of
 # threads rounds differently, and a few dozen steps later two runs of one config part (smoke, seed 0:
-# test MSE 0.0020 on 2 threads against 0.0177 on 1), so one id must mean one thread count. The count is
-# fixed, not part of the identity, so that a run made by `--jobs 1`, `--jobs 2`, Slurm or a chapter on
-# any machine is the same run with the same id. One thread: the runs here are small, a sweep gets its
-# parallelism from running one run per core (`--jobs`), and the chapters already ran that way (jobs =
-# cores = 2 gave one thread per run), so their numbers stay what they were. A constant of a core
+# test MSE 0.0020 from `sweep --jobs 1`, which gave a run all the cores, against 0.0177 from submitit,
+# which gave it one), so one id must mean one thread count. The count is fixed, not made part of the
+# identity, so that a run made by `--jobs 1`, `--jobs 2`, Slurm or a chapter on any machine is the same
+# run under the same id (an id that named the threads would depend on the machine, and a chapter would
+# not find the runs a cluster made). One thread: the runs here are small, a sweep gets its parallelism
+# from running one run per core (`--jobs`), and the common case already ran so (a chapter with jobs =
+# cores = 2 gave each run one thread), so its numbers stay what they were. A constant of a core
 # module: changing it changes every run id, as it changes every result.
 THREADS = 1
 
