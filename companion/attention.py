@@ -10,8 +10,9 @@ Notable choices:
 - a float `bias` is added to the scores; a boolean `bias` marks *allowed* keys (True = visible),
   the convention of SDPA's boolean `attn_mask`;
 - `causal=True` lets query i read keys j ≤ i (top-left aligned, as SDPA's `is_causal`);
-- every input is checked before any arithmetic: a row with no visible key has no distribution to
-  normalise, so it is an error that names the rows instead of a silent NaN;
+- every input is checked before any arithmetic (`check=True`, the default): a row with no visible key
+  has no distribution to normalise, so it is an error that names the rows instead of a silent NaN
+  (see "Bad input" below);
 - the fused path names the SDPA kernels it allows (`sdpa_backends`). On CUDA a float bias that needs
   a gradient (a learnable mask) goes to the memory-efficient kernel, the one fused kernel that
   differentiates its mask (flash takes no mask; cuDNN and CPU flash refuse a mask that requires
@@ -19,6 +20,33 @@ Notable choices:
   differentiates a mask, so such a bias runs MATH (benchmarks/attention.py measures what that costs).
 
 Shapes: b batch, h heads, i query positions, j key positions, d head dim (q, k), e value dim.
+
+Bad input: the contract.
+- `scale` is checked on every call (a Python number costs nothing): it must be finite and > 0.
+- `check=True` (the default of `attend`, and of the analysis path that asks for weights): nothing
+  undefined reaches a kernel. q, k and v must be 4-D floating tensors of one dtype, finite (no NaN,
+  no ±inf), with matching batch, heads and head dim, at least one key and a head dim of at least 1;
+  a float bias may hold -inf (a blocked key) but no NaN and no +inf; every query row must keep a
+  visible key. Each violation is a ValueError that names the tensor, the first offending index and
+  the fix.
+- `check=False` (the training path, `companion.model`, where inputs are finite by construction): no
+  check and no extra work. For input that `check=True` accepts, every backend computes the same
+  function (to rounding). For input it rejects, each backend returns what its kernel returns, and
+  they differ (tests/test_attention.py pins this on the CPU):
+    * a query row holding NaN: eager gives NaN for that row; SDPA with a bias NaN; SDPA without a
+      bias NaN or 0, by the number of keys: the fused CPU kernel's scalar tail loses the NaN from
+      its running maximum and then takes the row for a blocked one, so a row whose keys do not fill
+      one SIMD vector comes out 0 (fewer than 8 float64 or 16 float32 keys with AVX-512), a longer
+      one NaN;
+    * a row whose every key is blocked: eager NaN, SDPA 0;
+    * NaN in a key hidden by the causal rule: eager NaN in every row (the rule adds -inf to the NaN
+      score), SDPA without a bias only in the rows that see that key;
+    * NaN in a key or a value that a row sees, or ±inf anywhere in q, k, v: NaN (or inf) in that
+      row on every backend;
+    * no keys at all (j = 0): zeros on every backend.
+  Making SDPA return NaN for every NaN query row costs one more pass over q per call (+30 % on a CPU
+  forward + backward of the attention at the smoke experiment's shape, +9 % at batch 64, 4 heads,
+  128 positions, 32 channels), which the training path does not pay: a NaN there shows in the loss.
 """
 
 from __future__ import annotations
@@ -31,7 +59,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-__all__ = ["attend", "visible_keys", "sdpa_backends", "BACKENDS"]
+__all__ = ["attend", "check_qkv", "check_scale", "visible_keys", "sdpa_backends", "BACKENDS"]
 
 BACKENDS = ("auto", "eager", "sdpa")
 Backend = Literal["auto", "eager", "sdpa"]
@@ -41,13 +69,63 @@ def _shape(t: Tensor) -> str:
     return "(" + ", ".join(str(s) for s in t.shape) + ")"
 
 
-def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
+def check_scale(scale: float) -> float:
+    """`scale` as a float; ValueError unless it is a finite number > 0."""
+    try:
+        value = float(scale)
+    except (TypeError, ValueError):
+        raise ValueError(f"scale={scale!r} is not a number; pass a float > 0 (or None for 1/√d).") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(
+            f"scale={value} multiplies every score: it must be finite and > 0 (a NaN scale makes every row "
+            "undefined, 0 makes attention uniform, a negative one inverts it). Pass None for 1/√d."
+        )
+    return value
+
+
+def _default_scale(d: int) -> float:
+    if d == 0:
+        raise ValueError("q and k have head dim 0: the default scale 1/√d does not exist and q·k is "
+                         "always 0. Give the heads at least one channel.")
+    return 1.0 / math.sqrt(d)
+
+
+_NON_FINITE_WHY = {
+    "q": "a query row with a non-finite entry has no defined attention (SDPA may return 0 for it)",
+    "k": "a non-finite key makes every score against it undefined",
+    "v": "a non-finite value poisons every output row that reads it",
+}
+
+
+def _check_finite(name: str, t: Tensor) -> None:
+    bad = ~torch.isfinite(t)
+    if bool(bad.any()):
+        first = bad.nonzero()[0].tolist()
+        x = t[tuple(first)].item()
+        kind = "NaN" if math.isnan(x) else ("+inf" if x > 0 else "-inf")
+        raise ValueError(
+            f"{name} holds {int(bad.sum())} non-finite entries (first: {kind} at index {first}); "
+            f"{_NON_FINITE_WHY[name]}. Find where it became non-finite (a diverged model: lower train.lr "
+            "or set train.clip_norm) and pass finite values."
+        )
+
+
+def check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
+    """Validate q, k, v for attention (module docstring, "Bad input"): 4-D floating tensors of one
+    dtype, matching batch, heads and head dim, at least one key and channel, every entry finite.
+
+    Raises:
+        ValueError: naming the tensor, what is wrong and the fix.
+    """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
             raise ValueError(
                 f"{name} has shape {_shape(t)}; attend expects 4-D tensors (batch, heads, seq, dim). "
                 "Add the missing axes with unsqueeze, e.g. x[None, None] for a single head."
             )
+        if not t.is_floating_point():
+            raise ValueError(f"{name} has dtype {t.dtype}; attention needs floating-point q, k and v. "
+                             "Cast with .float().")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"head dims differ: q has d={q.shape[-1]} but k has d={k.shape[-1]}; queries and keys "
@@ -63,6 +141,18 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
                 f"{name} has batch/heads {tuple(t.shape[:2])} but q has {tuple(q.shape[:2])}; "
                 "repeat or reshape so that batch and head axes agree."
             )
+    if not q.dtype == k.dtype == v.dtype:
+        raise ValueError(f"q, k and v have dtypes {q.dtype}, {k.dtype}, {v.dtype}; attention needs one "
+                         "dtype. Cast them to one, e.g. k.to(q.dtype).")
+    if k.shape[-2] == 0:
+        raise ValueError(
+            f"k has shape {_shape(k)}: no keys, so every query row would normalise over an empty set, "
+            "which is undefined (SDPA returns zeros). Pass at least one key, or skip attention for an "
+            "empty context."
+        )
+    _default_scale(q.shape[-1])
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _check_finite(name, t)
 
 
 def _check_bias(bias: Tensor, b: int, h: int, i: int, j: int) -> None:
@@ -224,26 +314,27 @@ def attend(
         backend: "eager" (explicit scores), "sdpa" (fused kernel) or "auto" (SDPA unless the
             weights are requested).
         return_weights: also return the (b, h, i, j) attention weights (eager path).
-        check: validate shapes, bias values and empty rows (turn off only in benchmarks).
+        check: validate q, k, v (shapes, dtypes, finite values, at least one key), the bias (no NaN,
+            no +inf) and empty rows; off in the training path (module docstring, "Bad input").
 
     Returns:
         out (b, h, i, e), or (out, weights) if `return_weights`.
 
     Raises:
-        ValueError: on a bad shape, mismatched head dims, NaN or +inf in the bias, an unknown
-            backend, or a query row whose keys are all blocked.
+        ValueError: on a scale that is not finite and > 0, an unknown backend, and (with `check`)
+            a bad shape or dtype, mismatched head dims, no keys, a non-finite q, k or v, NaN or +inf in
+            the bias, or a query row whose keys are all blocked.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}.")
     if check:
-        _check_qkv(q, k, v)
+        check_qkv(q, k, v)
         b, h, i, _ = q.shape
         j = k.shape[-2]
         if bias is not None:
             _check_bias(bias, b, h, i, j)
             _check_rows(visible_keys(bias, i, j, causal=causal))
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
+    scale = _default_scale(q.shape[-1]) if scale is None else check_scale(scale)
     if return_weights:
         if backend == "sdpa":
             raise ValueError(

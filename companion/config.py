@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, Callable, Literal, Mapping, Sequence
@@ -24,8 +25,17 @@ PROFILES = ("ci", "paper")
 Scalar = int | float | str | bool
 
 
+def _non_finite(value) -> bool:
+    """Whether `value` is, or holds (in tuples, at any depth), a float that is NaN or ±inf."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return isinstance(value, tuple) and any(_non_finite(v) for v in value)
+
+
 class _Checked:
-    """Mixin: coerce ints given for float fields, lists for tuples; then call `_validate`."""
+    """Mixin: coerce ints given for float fields, lists for tuples; call `_validate`; then refuse any
+    float that is not finite (NaN or ±inf is never a setting, and a run id, canonical JSON, cannot
+    hold it)."""
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -38,6 +48,10 @@ class _Checked:
                     f"{type(self).__name__}.{f.name}={value!r} is not one of {typing.get_args(kind)}."
                 )
         self._validate()
+        for f in fields(self):
+            if _non_finite(getattr(self, f.name)):
+                raise ValueError(f"{type(self).__name__}.{f.name}={getattr(self, f.name)!r} is not finite; "
+                                 "every number in a config must be finite (NaN and inf are not settings).")
 
     def _validate(self) -> None:
         pass
@@ -184,6 +198,10 @@ class TaskConfig(_Checked):
                 raise ValueError(
                     f"TaskConfig.params entry {pair!r} must be a (name, int|float|str|bool) pair."
                 )
+        for name, value in pairs:
+            if _non_finite(value):
+                raise ValueError(f"TaskConfig parameter {name}={value!r} is not finite; every number in a "
+                                 "config must be finite (NaN and inf are not settings).")
         keys = [k for k, _ in pairs]
         if len(set(keys)) != len(keys):
             raise ValueError(f"TaskConfig.params has a repeated key: {keys}.")
@@ -317,34 +335,46 @@ def _type_name(kind) -> str:
     return kind.__name__
 
 
+class _NotFinite(ValueError):
+    """A float that parses but is NaN or ±inf."""
+
+
+def _convert(s: str, kind):
+    """`s` as `kind`; ValueError if it is not one, `_NotFinite` for a NaN or infinite float."""
+    if typing.get_origin(kind) is Literal:
+        for choice in typing.get_args(kind):
+            if s == str(choice):
+                return choice
+    elif kind is bool:
+        if s.lower() in _TRUE + _FALSE:
+            return s.lower() in _TRUE
+    elif kind is int:
+        return int(s)
+    elif kind is float:
+        value = float(s)
+        if not math.isfinite(value):
+            raise _NotFinite
+        return value
+    elif kind is str:
+        return s
+    elif typing.get_origin(kind) is tuple:
+        parts = [p.strip() for p in s.strip("()[] ").split(",") if p.strip()]
+        args = typing.get_args(kind)
+        if len(parts) == len(args):
+            return tuple(_convert(p, a) for p, a in zip(parts, args))
+    raise ValueError
+
+
 def _parse(key: str, text: str, kind):
-    """Parse `text` as `kind`; raise ValueError naming the key and the expected type."""
-    s = text.strip()
+    """Parse `text` as `kind`; raise ValueError naming the key and the expected type (a float must
+    be finite)."""
     try:
-        if typing.get_origin(kind) is Literal:
-            for choice in typing.get_args(kind):
-                if s == str(choice):
-                    return choice
-            raise ValueError
-        if kind is bool:
-            if s.lower() in _TRUE + _FALSE:
-                return s.lower() in _TRUE
-            raise ValueError
-        if kind is int:
-            return int(s)
-        if kind is float:
-            return float(s)
-        if kind is str:
-            return s
-        if typing.get_origin(kind) is tuple:
-            parts = [p for p in s.strip("()[] ").split(",") if p.strip()]
-            args = typing.get_args(kind)
-            if len(parts) != len(args):
-                raise ValueError
-            return tuple(_parse(key, p, a) for p, a in zip(parts, args))
+        return _convert(text.strip(), kind)
+    except _NotFinite:
+        raise ValueError(f"override {key}={text!r}: expected a finite float; NaN and inf are not "
+                         "settings (give a number such as 1e-4).") from None
     except ValueError:
-        pass
-    raise ValueError(f"override {key}={text!r}: expected {_type_name(kind)}.")
+        raise ValueError(f"override {key}={text!r}: expected {_type_name(kind)}.") from None
 
 
 def _set(obj, path: list[str], text: str, full_key: str):

@@ -1,17 +1,28 @@
 """Executors run a list of missing runs; every job writes its own record to the store.
 
-- `local`: a process pool (spawn) of `jobs` workers with ⌊cores / jobs⌋ torch threads each; with
-  jobs = 1 the runs go in this process (no start-up cost), threads set the same way and restored.
+- `local`: a process pool (spawn) of `jobs` workers; with jobs = 1 the runs go in this process (no
+  start-up cost).
 - `slurm`: submitit `AutoExecutor` job arrays (`map_array`); `timeout_min` and `gpus_per_node` are
   always set explicitly (submitit's local cluster would otherwise kill jobs after 2 min and hide GPUs).
   `cluster="local"` or `"debug"` runs the same code path on this machine (used by the tests).
+
+Every run trains on `companion.runs.THREADS` torch threads whichever executor runs it, so a run id
+means one result (`companion.runs.run` sets them).
+
+Pool workers die with the sweep that started them: on Linux each asks the kernel to SIGKILL it when
+its parent dies (prctl PR_SET_PDEATHSIG, requested in the worker initializer; the parent is the
+thread that submits, which `LocalExecutor.execute` holds until the pool is done), and everywhere a
+worker checks before each run that the sweep is still its parent, and exits if not. A run an orphan
+did finish is whole anyway: every write is atomic (`companion.store`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -19,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-import torch
 from tqdm import tqdm  # the console bar: chapters run quietly, so no notebook widget is needed
 
 from companion.config import RunConfig, config_from_dict, config_to_dict
@@ -29,11 +39,9 @@ from companion.store import RunStore
 __all__ = ["EXECUTORS", "LocalExecutor", "SlurmExecutor", "execute_run", "make_executor"]
 
 
-def execute_run(cfg: dict, root: str, threads: int = 0) -> str:
+def execute_run(cfg: dict, root: str) -> str:
     """Job entry point: run `cfg` (a config dict) unless stored with its weights, save record and
     weights; returns its id."""
-    if threads:
-        torch.set_num_threads(threads)
     config = config_from_dict(RunConfig, cfg)
     store = RunStore(root)
     record = store.load(config)
@@ -47,46 +55,70 @@ def _label(cfg: RunConfig) -> str:
     return f"{cfg.experiment}/{cfg.profile}/{cfg.method}/seed {cfg.seed}"
 
 
-def _init_worker(threads: int) -> None:
-    torch.set_num_threads(threads)
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PARENT: int | None = None  # in a pool worker: the pid of the sweep that started it
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: ask the kernel to SIGKILL this process when its parent dies; then exit at once if the
+    parent died before the request (this process would already be an orphan)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl: the check in `_pool_run` remains
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _init_worker(parent: int) -> None:
+    global _PARENT
+    _PARENT = parent
+    _die_with_parent(parent)
     # Ctrl-C reaches the whole process group: let it end a worker at once (its run, unsaved, is
     # simply missing) instead of raising inside the run and letting the worker take the next one.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _orphaned() -> bool:
+    """Whether this pool worker's sweep is gone (it was reparented)."""
+    return _PARENT is not None and os.getppid() != _PARENT
+
+
+def _pool_run(cfg: dict, root: str) -> str:
+    """`execute_run` in a pool worker, unless the sweep that started the worker is gone: then exit,
+    as nobody waits for the run (the portable half of dying with the parent)."""
+    if _orphaned():
+        os._exit(1)
+    return execute_run(cfg, root)
+
+
 @dataclass
 class LocalExecutor:
-    """Processes on this machine; `jobs` defaults to os.cpu_count(), `threads` (torch threads per
-    run) to max(1, cores // jobs)."""
+    """Processes on this machine; `jobs` defaults to os.cpu_count() (each run uses one core, see
+    `companion.runs.THREADS`)."""
 
     jobs: int | None = None
-    threads: int | None = None
 
     def execute(self, cfgs: Sequence[RunConfig], store: RunStore, *, progress: bool = False) -> list[str]:
         """Run `cfgs`; returns one line per failed run (empty when all succeeded)."""
-        cores = os.cpu_count() or 1
-        jobs = max(1, min(self.jobs or cores, len(cfgs) or 1))
-        threads = self.threads or max(1, cores // jobs)
+        jobs = max(1, min(self.jobs or os.cpu_count() or 1, len(cfgs) or 1))
         failures: list[str] = []
         bar = tqdm(total=len(cfgs), disable=not progress, desc="runs", unit="run")
         try:
             if jobs == 1:
-                before = torch.get_num_threads()
-                try:
-                    for cfg in cfgs:
-                        try:
-                            execute_run(config_to_dict(cfg), str(store.root), threads)
-                        except Exception as err:  # noqa: BLE001  (report, keep going)
-                            failures.append(f"{_label(cfg)}: {type(err).__name__}: {err}")
-                        bar.update()
-                finally:
-                    torch.set_num_threads(before)
+                for cfg in cfgs:
+                    try:
+                        execute_run(config_to_dict(cfg), str(store.root))
+                    except Exception as err:  # noqa: BLE001  (report, keep going)
+                        failures.append(f"{_label(cfg)}: {type(err).__name__}: {err}")
+                    bar.update()
                 return failures
             ctx = multiprocessing.get_context("spawn")
             pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
-                                       initargs=(threads,))
+                                       initargs=(os.getpid(),))
             try:
-                futures = {pool.submit(execute_run, config_to_dict(c), str(store.root)): c for c in cfgs}
+                futures = {pool.submit(_pool_run, config_to_dict(c), str(store.root)): c for c in cfgs}
                 for fut in as_completed(futures):
                     err = fut.exception()
                     if isinstance(err, BrokenProcessPool):
@@ -112,7 +144,8 @@ class SlurmExecutor:
     Attributes:
         cluster: "slurm", or "local"/"debug" to run the same path on this machine.
         folder: submitit's log folder; default `<store>/.submitit`.
-        timeout_min, gpus_per_node, cpus_per_task: per job (always passed to submitit).
+        timeout_min, gpus_per_node, cpus_per_task: per job (always passed to submitit; a run trains on
+            `companion.runs.THREADS` threads whatever cpus_per_task reserves).
         array_parallelism: at most this many array tasks run at once (Slurm's `%N`).
         partition: Slurm partition, if needed.
         poll_s: how often to poll job states.
@@ -140,7 +173,7 @@ class SlurmExecutor:
             params["slurm_partition"] = self.partition
         ex.update_parameters(**params)
         dicts = [config_to_dict(c) for c in cfgs]
-        jobs = ex.map_array(execute_run, dicts, [str(store.root)] * len(cfgs), [self.cpus_per_task] * len(cfgs))
+        jobs = ex.map_array(execute_run, dicts, [str(store.root)] * len(cfgs))
         failures: list[str] = []
         bar = tqdm(total=len(cfgs), disable=not progress, desc="runs", unit="run")
         pending = dict(enumerate(jobs))

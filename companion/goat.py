@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from companion.attention import check_qkv, check_scale
 from companion.positions import alibi_slopes
 from companion.priors import Prior, PriorContext
 
@@ -181,12 +182,13 @@ class GoatPrior(Prior):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, backend: str = "auto",
                return_weights: bool = False, check: bool = False):
         """GOAT attention: the lanes through one unmasked SDPA call; the eager backend, or a request for
-        the weights, uses the content channels with the materialised K instead (the two agree)."""
+        the weights, uses the content channels with the materialised K instead (the two agree).
+        `check` validates as `companion.attention.attend` does (on both paths)."""
         self.check_attention(causal=causal)
         if return_weights or backend == "eager":
             return super().attend(q, k, v, causal=causal, backend="eager", return_weights=return_weights,
                                   check=check)
-        return self.sdpa(q, k, v)
+        return self.sdpa(q, k, v, check=check)
 
     # ------------------------------------------------------------------ the prior as SDPA lanes
 
@@ -230,7 +232,7 @@ class GoatPrior(Prior):
         b, h, n, _ = q.shape
         dc = self.content_dim
         pos = torch.arange(n, device=q.device) if positions is None else positions.to(q.device)
-        inv = math.sqrt(self.d_head) if scale is None else 1.0 / scale  # undo SDPA's scale on the lanes
+        inv = math.sqrt(self.d_head) if scale is None else 1.0 / check_scale(scale)  # undo SDPA's scale on the lanes
         phase = pos.to(torch.float64)[:, None] * _geometric(self.rank, self.base, q.device)
         cos, sin = phase.cos().to(q.dtype), phase.sin().to(q.dtype)  # (n, R)
         a, bt = self.alpha.to(q.dtype)[:, None, :], self.beta.to(q.dtype)[:, None, :]  # (h, 1, R)
@@ -242,10 +244,30 @@ class GoatPrior(Prior):
         k2 = torch.cat([k[..., :dc], k_rel.expand(b, h, -1, -1), u[None, :, :, None].expand(b, -1, -1, 1)], dim=-1)
         return q2, k2
 
-    def sdpa(self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor | None = None) -> Tensor:
-        """GOAT attention through one unmasked SDPA call: out (b, h, n, e); q, k as in `lanes`."""
+    def sdpa(self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor | None = None, *,
+             check: bool = True) -> Tensor:
+        """GOAT attention through one unmasked SDPA call: out (b, h, n, e); q, k as in `lanes`.
+
+        `check` (as `companion.attention.attend`'s): the content channels of q and k and all of v must
+        be finite and of one dtype, and so must the prior's lanes (a diverged prior is named); without
+        it a NaN query row comes out as NaN or 0 (the attention module's "Bad input").
+        """
+        if check:
+            self._check(q, k, positions)
+            check_qkv(*self.content(q, k), v)
         q2, k2 = self.lanes(q, k, positions)
+        if check:
+            self._check_lanes(q2, k2)
         return F.scaled_dot_product_attention(q2, k2, v, is_causal=self.causal)
+
+    def _check_lanes(self, q2: Tensor, k2: Tensor) -> None:
+        dc = self.content_dim
+        if not (bool(torch.isfinite(q2[..., dc:]).all()) and bool(torch.isfinite(k2[..., dc:]).all())):
+            bad = [n for n, p in self.named_parameters() if not bool(torch.isfinite(p).all())]
+            raise ValueError(
+                f"the GOAT prior's lanes are not finite (non-finite parameters: {bad or 'none; the sink overflows'}); "
+                "the prior has diverged. Lower train.lr or set train.clip_norm, and retrain."
+            )
 
     def extra_repr(self) -> str:
         return (f"heads={self.n_heads}, d_head={self.d_head} (content {self.content_dim} + lanes {self.n_lanes}), "

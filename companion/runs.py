@@ -1,9 +1,10 @@
 """A run end to end: build the task and the model, train, and return a `Record`.
 
 `run(cfg)` is deterministic for a config on one build: the weights come from `stream(seed, "init")`,
-the batch order from `stream(seed, "order")`, the task's data from its own task-level seed. A
-`Record` holds what the chapters read (final metrics, curves, drift with attention maps) and the
-provenance (code version, device, versions, commit, wall time); `companion.store` keeps it.
+the batch order from `stream(seed, "order")`, the task's data from its own task-level seed, and every
+run trains on `THREADS` torch threads, whoever calls it. A `Record` holds what the chapters read
+(final metrics, curves, drift with attention maps) and the provenance (code version, device,
+threads, versions, commit, wall time); `companion.store` keeps it.
 """
 
 from __future__ import annotations
@@ -22,11 +23,23 @@ from companion.config import RunConfig, config_from_dict, config_to_dict
 from companion.identity import code_version, run_id
 from companion.paths import repo_root
 
-__all__ = ["SCHEMA_VERSION", "RECORD_KEYS", "Record", "run", "stream", "git_commit"]
+__all__ = ["SCHEMA_VERSION", "RECORD_KEYS", "THREADS", "Record", "run", "stream", "git_commit"]
 
-SCHEMA_VERSION = 1
-RECORD_KEYS = ("schema_version", "run_id", "code_version", "config", "seed", "device", "torch_version",
-               "git_commit", "wall_time", "metrics", "curves", "drift", "finished_at")
+SCHEMA_VERSION = 2  # 2: records say how many threads trained them
+RECORD_KEYS = ("schema_version", "run_id", "code_version", "config", "seed", "device", "threads",
+               "torch_version", "git_commit", "wall_time", "metrics", "curves", "drift", "finished_at")
+
+# Torch intra-op threads of every run, on every executor. A float32 sum split over another number of
+# threads rounds differently, and a few dozen steps later two runs of one config part (smoke, seed 0:
+# test MSE 0.0020 from `sweep --jobs 1`, which gave a run all the cores, against 0.0177 from submitit,
+# which gave it one), so one id must mean one thread count. The count is fixed, not made part of the
+# identity, so that a run made by `--jobs 1`, `--jobs 2`, Slurm or a chapter on any machine is the same
+# run under the same id (an id that named the threads would depend on the machine, and a chapter would
+# not find the runs a cluster made). One thread: the runs here are small, a sweep gets its parallelism
+# from running one run per core (`--jobs`), and the common case already ran so (a chapter with jobs =
+# cores = 2 gave each run one thread), so its numbers stay what they were. A constant of a core
+# module: changing it changes every run id, as it changes every result.
+THREADS = 1
 
 
 @lru_cache(maxsize=1)
@@ -64,6 +77,7 @@ class Record:
     wall_time: float
     code_version: str
     device: str = "cpu"
+    threads: int = THREADS
     torch_version: str = torch.__version__
     git_commit: str | None = None
     finished_at: str = ""
@@ -90,8 +104,18 @@ def run(cfg: RunConfig, *, progress: bool = False, return_model: bool = False):
     model, on the CPU, with `return_model`).
 
     Randomness: the model's weights come from `stream(seed, "init")`, the batch order from
-    `stream(seed, "order")`; the task's data come from its own task-level seed.
+    `stream(seed, "order")`; the task's data come from its own task-level seed. The run trains on
+    `THREADS` torch threads (the caller's setting is restored afterwards).
     """
+    before = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    try:
+        return _run(cfg, progress, return_model)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run(cfg: RunConfig, progress: bool, return_model: bool):
     from companion.drift import DriftTracker
     from companion.model import build_model
     from companion.tasks import make_task
@@ -107,7 +131,7 @@ def run(cfg: RunConfig, *, progress: bool = False, return_model: bool = False):
         run_id=run_id(cfg), config=cfg, metrics=hist.final(), curves=hist.to_dict(),
         drift=tracker.result(), wall_time=time.perf_counter() - start,
         code_version=code_version(cfg.task.name),
-        device=cfg.device, git_commit=git_commit(),
+        device=cfg.device, threads=torch.get_num_threads(), git_commit=git_commit(),
         finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     )
     return (record, model.cpu()) if return_model else record

@@ -3,13 +3,28 @@
 Writes are atomic (temp file in the same folder, flush, fsync, `os.replace`), so a reader sees a
 whole record or none. A file that fails to load (not JSON, wrong schema, missing keys, hash
 mismatch) is reported, set aside as `<run_id>.json.corrupt` and treated as missing: never half-read.
+
+Faults, and what the store does about them:
+- a store opened `read_only` (what `companion list` uses) never writes: an unusable file is reported
+  and left where it is;
+- `check_writable` says what is wrong (not a folder, no permission, a read-only file system) before
+  a sweep trains anything it could not save;
+- a write killed between its temporary file and the rename leaves `.<id>-<pid>-<writer>-*.tmp`;
+  `remove_stale_temporaries` (run when a sweep starts) deletes those whose writer process is gone
+  (same machine and pid namespace) or that are older than `STALE_AGE_S` (any other writer);
+- files get the mode 0o666 minus the umask (a store shared by a group stays shared), not the 0o600
+  of a bare temporary file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
+import socket
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -20,7 +35,53 @@ from companion.identity import run_id
 from companion.paths import repo_root
 from companion.runs import RECORD_KEYS, SCHEMA_VERSION, Record, stream
 
-__all__ = ["RunStore", "default_store_root"]
+__all__ = ["RunStore", "StoreError", "default_store_root", "STALE_AGE_S"]
+
+# A temporary file older than this is a dead write whoever made it: an atomic write takes seconds.
+STALE_AGE_S = 3600.0
+_TEMP = re.compile(r"^\.(?P<stem>[^-]*)-(?P<pid>\d+)-(?P<writer>[0-9a-f]{8})-[^/]*\.tmp$")
+
+
+class StoreError(RuntimeError):
+    """The store cannot do what was asked (it is not a folder, or cannot be written)."""
+
+
+class _Unreadable(Exception):
+    """A record this process may not read (permissions): reported, never set aside as corrupt."""
+
+
+def _writer_tag() -> str:
+    """8 hex digits naming this machine and pid namespace: pids written under the same tag are
+    comparable with this process's (another node of a cluster, or another container, has another tag)."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return hashlib.sha256(f"{socket.gethostname()}/{namespace}".encode()).hexdigest()[:8]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where Linux shows it (/proc/self/status); elsewhere
+    set and restored at once (a thread creating a file in between would get 0o022)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def default_store_root() -> Path:
@@ -38,13 +99,77 @@ class RunStore:
     reported with a warning, renamed to `<run_id>.json.corrupt` and treated as missing. Weights are
     read with `torch.load(weights_only=True)` (no code runs); missing or unreadable weights make
     `load_model` raise, and `ensure_runs(..., weights=True)` reruns such runs.
+
+    Args:
+        root: the folder (default `default_store_root()`); created by the first write.
+        read_only: never write (`save` raises StoreError, unusable files are reported and left in
+            place): for readers such as `companion list`.
     """
 
-    def __init__(self, root: str | os.PathLike | None = None):
+    def __init__(self, root: str | os.PathLike | None = None, *, read_only: bool = False):
         self.root = Path(root) if root is not None else default_store_root()
+        self.read_only = read_only
 
     def __repr__(self) -> str:
-        return f"RunStore({str(self.root)!r})"
+        return f"RunStore({str(self.root)!r}{', read_only=True' if self.read_only else ''})"
+
+    def problem(self) -> str | None:
+        """Why the store cannot be read, or None (a folder that does not exist yet is an empty store)."""
+        if not self.root.exists():
+            return None
+        if not self.root.is_dir():
+            return f"{self.root} is not a folder (it is a file); no run can be stored there"
+        try:
+            with os.scandir(self.root):
+                pass
+        except OSError as err:
+            return f"{self.root} cannot be listed ({err.strerror or err})"
+        return None
+
+    def check_writable(self) -> None:
+        """Raise StoreError, saying what is wrong and what to do, unless records can be written here:
+        creates the folder if needed and writes and removes a probe file (permissions, a read-only
+        file system and a quota all show)."""
+        fix = "Point --store (or $COMPANION_RUNS) at a writable folder, or fix this one's permissions."
+        if self.read_only:
+            raise StoreError(f"run store {self.root} was opened read-only; open it with RunStore(root) to write.")
+        problem = self.problem()
+        if problem:
+            raise StoreError(f"run store {problem}. {fix}")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=self.root, prefix=self._temp_prefix("probe"), suffix=".tmp")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as err:
+            raise StoreError(f"run store {self.root} is not writable ({err.strerror or err}): a sweep would "
+                             f"train runs it cannot save. {fix}") from None
+
+    @staticmethod
+    def _temp_prefix(stem: str) -> str:
+        return f".{stem[:12]}-{os.getpid()}-{_writer_tag()}-"
+
+    def remove_stale_temporaries(self, max_age_s: float = STALE_AGE_S) -> list[str]:
+        """Delete the temporary files of killed writes: those whose writer (same machine and pid
+        namespace, named in the file) is no longer running, and any older than `max_age_s`. Returns
+        the names removed. Never touches records, weights or `.corrupt` files."""
+        if self.read_only or not self.root.is_dir():
+            return []
+        removed, here, now = [], _writer_tag(), time.time()
+        for path in self.root.glob(".*.tmp"):
+            m = _TEMP.match(path.name)
+            try:
+                if not path.is_file():
+                    continue
+                dead = m is not None and m["writer"] == here and not _pid_alive(int(m["pid"]))
+                if dead or now - path.stat().st_mtime > max_age_s:
+                    path.unlink()
+                    removed.append(path.name)
+            except FileNotFoundError:  # its writer finished (renamed it) or another sweep removed it
+                continue
+            except OSError:  # not ours to remove (a sticky folder): its owner's next sweep will
+                continue
+        return removed
 
     def path(self, cfg_or_id: RunConfig | str) -> Path:
         rid = cfg_or_id if isinstance(cfg_or_id, str) else run_id(cfg_or_id)
@@ -58,9 +183,10 @@ class RunStore:
         return self.root / f"{rid}.pt"
 
     def _atomic_write(self, final: Path, write) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{final.stem[:12]}-", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=self._temp_prefix(final.stem), suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:
+                os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0o600; a record gets what open() would give
                 write(fh)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -70,7 +196,10 @@ class RunStore:
             raise
 
     def save(self, record: Record, state: dict[str, torch.Tensor] | None = None) -> Path:
-        """Write the weights `state` (if given), then `record`, each atomically; returns the record's path."""
+        """Write the weights `state` (if given), then `record`, each atomically; returns the record's path.
+        StoreError if the store is read-only."""
+        if self.read_only:
+            raise StoreError(f"run store {self.root} was opened read-only; open it with RunStore(root) to save.")
         self.root.mkdir(parents=True, exist_ok=True)
         if state is not None:
             cpu = {k: v.detach().cpu() for k, v in state.items()}
@@ -118,6 +247,10 @@ class RunStore:
     def _problem(self, path: Path) -> tuple[Record | None, str]:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
+        except PermissionError as err:
+            raise _Unreadable(f"run store: {path} cannot be read ({err.strerror}); the run counts as missing. "
+                              "Ask its owner to make it readable (records are written with the umask's "
+                              "mode, so a group-shared store wants a umask such as 0o002).") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
             return None, f"not readable JSON ({err}); probably a partial write"
         if not isinstance(data, dict):
@@ -137,20 +270,34 @@ class RunStore:
             return None, f"config does not parse ({err})"
 
     def load(self, cfg_or_id: RunConfig | str) -> Record | None:
-        """The stored record, or None if missing or corrupt (corrupt files are moved aside)."""
+        """The stored record, or None if missing or unusable. An unusable file is reported with a
+        warning and moved aside to `<id>.json.corrupt`, unless the store is read-only (or refuses the
+        rename), where it stays and the warning says so."""
         path = self.path(cfg_or_id)
         if not path.is_file():
             return None
-        record, problem = self._problem(path)
+        try:
+            record, problem = self._problem(path)
+        except _Unreadable as err:  # not damaged, only not ours to read: never moved aside
+            warnings.warn(str(err), stacklevel=2)
+            return None
         if record is None:
-            aside = path.with_name(path.name + ".corrupt")
-            try:
-                os.replace(path, aside)
-            except FileNotFoundError:  # another process moved it aside first
-                pass
-            warnings.warn(f"run store: {path} is unusable: {problem}. Moved aside to {aside.name}; "
-                          "the run counts as missing and will be rerun.", stacklevel=2)
+            warnings.warn(f"run store: {path} is unusable: {problem}. {self._set_aside(path)}", stacklevel=2)
         return record
+
+    def _set_aside(self, path: Path) -> str:
+        """Move an unusable record to `<name>.corrupt` (unless read-only); returns what happened, in words."""
+        if self.read_only:
+            return "Left in place (read-only); a sweep will set it aside and rerun the run."
+        aside = path.with_name(path.name + ".corrupt")
+        try:
+            os.replace(path, aside)
+        except FileNotFoundError:  # another process moved it aside first
+            pass
+        except OSError as err:
+            return (f"It could not be moved aside ({err.strerror or err}); the run counts as missing, and "
+                    "the store must be writable to rerun it.")
+        return f"Moved aside to {aside.name}; the run counts as missing and will be rerun."
 
     def has(self, cfg: RunConfig) -> bool:
         """Whether a loadable record exists (validates, so a corrupt file answers False)."""

@@ -59,7 +59,9 @@ def plan_grid(grid: str, profile: str, seeds: Iterable[int], overrides: Sequence
 def run_missing(cfgs: list[RunConfig], store: RunStore, executor: str, progress: bool,
                 options: dict, weights: bool = False) -> tuple[list[Record], int]:
     """Run the configs the store lacks (each distinct run once) and return (a record per config, how
-    many ran). Raises RuntimeError listing the runs that failed; the others are stored."""
+    many ran). Before any run starts, the store must be writable (else StoreError, nothing trained),
+    and the temporary files of killed writes are removed (`RunStore.remove_stale_temporaries`).
+    Raises RuntimeError listing the runs that failed; the others are stored."""
     missing, seen = [], set()
     for cfg in cfgs:
         rid = run_id(cfg)
@@ -68,6 +70,8 @@ def run_missing(cfgs: list[RunConfig], store: RunStore, executor: str, progress:
         seen.add(rid)
     failures = []
     if missing:
+        store.check_writable()
+        store.remove_stale_temporaries()
         failures = make_executor(executor, **options).execute(missing, store, progress=progress)
     records = [store.load(c) for c in cfgs]
     if failures or any(r is None for r in records):
@@ -99,6 +103,7 @@ def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = ran
 
     Raises:
         ValueError: unknown experiment, profile or method, or a bad override.
+        StoreError: runs are missing and the store cannot be written (nothing was trained).
         RuntimeError: some runs failed (the others are stored).
     """
     store = store if isinstance(store, RunStore) else RunStore(store)

@@ -244,3 +244,118 @@ def test_a_mask_reaches_sdpa_with_four_axes(monkeypatch):
         out = attend(q, q, q, bias=bias, causal=True, backend="sdpa")
         torch.testing.assert_close(out, attend(q, q, q, bias=bias, causal=True, backend="eager"))
     assert seen == [(1, 1, 5, 5), (1, 1, 5, 5), (1, 3, 5, 5), (2, 3, 5, 5)]
+
+
+# ---------------------------------------------------------------- bad input: the contract
+
+
+def _cuda_param():
+    return pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                           reason="no CUDA device")])
+
+
+DEVICES = ["cpu", _cuda_param()]
+DTYPES = [torch.float64, torch.float32, torch.bfloat16]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", ["auto", "eager", "sdpa"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("name", ["q", "k", "v"])
+@pytest.mark.parametrize("value, word", [(math.nan, "NaN"), (math.inf, r"\+inf"), (-math.inf, "-inf")])
+def test_a_non_finite_query_key_or_value_is_named_on_every_backend(device, dtype, backend, causal, name, value,
+                                                                   word):
+    q, k, v = (t.to(device) for t in _qkv(dtype=dtype))
+    dict(q=q, k=k, v=v)[name][1, 2, 3, 0] = value
+    with pytest.raises(ValueError, match=rf"^{name} holds 1 non-finite entries \(first: {word} at index "
+                                         r"\[1, 2, 3, 0\]\);.*lower train\.lr"):
+        attend(q, k, v, causal=causal, backend=backend)
+    with pytest.raises(ValueError, match=rf"^{name} holds"):  # with a bias too (the mask reaches SDPA)
+        attend(q, k, v, causal=causal, backend=backend, bias=torch.zeros(I, J, dtype=dtype, device=device))
+
+
+@pytest.mark.parametrize("check", [True, False])
+@pytest.mark.parametrize("backend", ["auto", "eager", "sdpa"])
+@pytest.mark.parametrize("scale", [math.nan, math.inf, -math.inf, 0.0, -0.5])
+def test_a_scale_that_is_not_finite_and_positive_is_refused_even_unchecked(scale, backend, check):
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match=rf"^scale={scale} multiplies every score: it must be finite and > 0"):
+        attend(q, k, v, scale=scale, backend=backend, check=check)
+
+
+def test_a_positive_scale_is_used_on_every_backend():
+    q, k, v = _qkv()
+    ref = _reference(q * 0.3 * math.sqrt(D), k, v)[0]  # scale 0.3 = the default of q·(0.3·√d)
+    for backend in ("eager", "sdpa"):
+        torch.testing.assert_close(attend(q, k, v, scale=0.3, backend=backend), ref, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="is not a number"):
+        attend(q, k, v, scale="big")
+
+
+@pytest.mark.parametrize("backend", ["auto", "eager", "sdpa"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_no_keys_is_an_error_not_zeros(backend, causal):
+    q, k, v = _qkv(j=0)
+    with pytest.raises(ValueError, match=r"^k has shape \(2, 3, 0, 4\): no keys, so every query row would "
+                                         r"normalise over an empty set"):
+        attend(q, k, v, causal=causal, backend=backend)
+    with pytest.raises(ValueError, match="no keys"):
+        attend(q, k, v, causal=causal, backend=backend, bias=torch.zeros(I, 0, dtype=torch.float64))
+
+
+def test_empty_batches_heads_and_queries_are_fine():
+    for i, b in ((0, B), (I, 0)):
+        q, k, v = (t[:b] for t in _qkv(i=i))
+        for backend in ("eager", "sdpa"):
+            assert attend(q, k, v, backend=backend).shape == (b, H, i, D)
+
+
+def test_dtypes_and_head_dim_zero_are_named():
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match=r"dtypes torch.float64, torch.float32, torch.float64; .* k.to\(q.dtype\)"):
+        attend(q, k.float(), v)
+    with pytest.raises(ValueError, match=r"^q has dtype torch.int64; .*\.float\(\)"):
+        attend(q.long(), k.long(), v.long())
+    q0, k0 = q[..., :0], k[..., :0]
+    for check in (True, False):
+        with pytest.raises(ValueError, match="head dim 0"):
+            attend(q0, k0, v, check=check)
+
+
+def _rows(out: torch.Tensor) -> str:
+    """One letter per query row of batch 0, head 0: N (NaN), 0 (exact zeros) or . (finite, not all zero)."""
+    row = out[0, 0].float()
+    return "".join("N" if r.isnan().any() else "0" if (r == 0).all() else "." for r in row)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_unchecked_backends_agree_on_good_input_and_differ_only_as_documented(dtype):
+    """check=False (the training path) adds no work: the module docstring lists what each backend
+    returns for input that check=True refuses. This pins that list on the CPU."""
+    def both(q, k, v, **kw):
+        return [_rows(attend(q, k, v, backend=b, check=False, **kw)) for b in ("eager", "sdpa")]
+
+    q, k, v = _qkv(i=4, j=4, dtype=dtype)
+    for causal in (False, True):  # good input: the same function
+        out = [attend(q, k, v, backend=b, check=False, causal=causal).float() for b in ("eager", "sdpa")]
+        torch.testing.assert_close(out[0], out[1], rtol=2e-2, atol=2e-2)
+    for j in (4, 64):  # a NaN query row: eager NaN; SDPA NaN with a bias, NaN or 0 without (by key count)
+        q, k, v = _qkv(i=4, j=j, dtype=dtype)
+        q[0, 0, 1, 2] = math.nan
+        for causal in (False, True):
+            eager, sdpa = both(q, k, v, causal=causal)
+            assert eager == ".N.." and sdpa in (".N..", ".0..")
+        assert both(q, k, v, bias=torch.zeros(4, j, dtype=dtype)) == [".N..", ".N.."]
+    q, k, v = _qkv(i=4, j=4, dtype=dtype)
+    blocked = torch.zeros(4, 4, dtype=dtype)
+    blocked[2] = -math.inf  # a row with every key blocked: eager NaN, SDPA 0
+    assert both(q, k, v, bias=blocked) == ["..N.", "..0."]
+    nan_k = k.clone()
+    nan_k[0, 0, 1, 0] = math.nan  # a NaN key: every row that sees it is NaN; eager also the rows the rule hides it from
+    assert both(q, nan_k, v) == ["NNNN", "NNNN"]
+    assert both(q, nan_k, v, causal=True) == ["NNNN", ".NNN"]
+    nan_v = v.clone()
+    nan_v[0, 0, 1, 0] = math.nan
+    assert both(q, k, nan_v) == ["NNNN", "NNNN"]
+    assert both(*_qkv(i=4, j=0, dtype=dtype)) == ["0000", "0000"]  # no keys: zeros everywhere

@@ -95,3 +95,30 @@ def test_validation_messages():
     assert TaskConfig.of("toy", b=1, a=2).params == (("a", 2), ("b", 1))
     with pytest.raises(ValueError, match="not one of"):
         PriorConfig(kind="rope")
+
+
+@pytest.mark.parametrize("item", ["train.lr=nan", "train.lr=inf", "train.lr=-Infinity", "train.lr=1e400",
+                                  "train.clip_norm=nan", "model.prior.open_value=inf", "train.betas=0.9,nan"])
+def test_a_non_finite_float_override_is_refused_by_name(item):
+    key, _, text = item.partition("=")
+    with pytest.raises(ValueError) as err:
+        apply_overrides(BASE, [item])
+    assert str(err.value) == (f"override {key}={text!r}: expected a finite float; NaN and inf are not settings "
+                              "(give a number such as 1e-4).")
+
+
+def test_a_malformed_tuple_part_still_names_the_tuple_type():
+    with pytest.raises(ValueError, match=r"^override train.betas='0.9,x': expected comma-separated float, float\.$"):
+        apply_overrides(BASE, ["train.betas=0.9,x"])
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: TrainConfig(lr=float("nan")), "TrainConfig.lr=nan is not finite"),
+    (lambda: TrainConfig(clip_norm=float("inf")), "TrainConfig.clip_norm=inf is not finite"),
+    (lambda: TrainConfig(warmup=float("nan")), "TrainConfig.warmup"),  # caught by its range check first
+    (lambda: PriorConfig(closed_value=float("-inf")), "PriorConfig.closed_value=-inf is not finite"),
+    (lambda: TaskConfig.of("toy", noise=float("nan")), "TaskConfig parameter noise=nan is not finite"),
+])
+def test_a_config_built_in_code_refuses_non_finite_numbers(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()

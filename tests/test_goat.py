@@ -178,3 +178,48 @@ def test_bad_inputs_name_the_fix():
         prior.lanes(q, k, positions=torch.arange(N + 1))
     with pytest.raises(ValueError, match=">= 0"):
         prior.lanes(q, k, positions=torch.arange(N) - 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", ["q", "k", "v"])
+def test_a_non_finite_input_is_named_on_both_goat_paths(name, dtype):
+    prior = _prior().to(dtype)
+    q, k, v = (t.detach().to(dtype) for t in _qkv())
+    dict(q=q, k=k, v=v)[name][0, 1, 2, 3] = math.nan
+    for call in (lambda: prior.sdpa(q, k, v), lambda: prior.attend(q, k, v, causal=True, check=True),
+                 lambda: prior.attend(q, k, v, causal=True, backend="eager", check=True)):
+        with pytest.raises(ValueError, match=rf"^{name} holds 1 non-finite entries \(first: NaN at index \[0, 1, 2, 3\]\)"):
+            call()
+
+
+def test_goat_nan_in_a_discarded_lane_channel_is_ignored():
+    """Channels d_c.. of q and k are replaced by the lanes: what they held does not matter."""
+    prior = _prior()
+    q, k, v = (t.detach() for t in _qkv())
+    ref = prior.sdpa(q, k, v)
+    q[..., prior.content_dim:] = math.nan
+    torch.testing.assert_close(prior.sdpa(q, k, v), ref)
+
+
+def test_a_diverged_goat_prior_is_named_and_unchecked_goat_matches_the_attention_contract():
+    prior = _prior()
+    q, k, v = (t.detach() for t in _qkv())
+    with torch.no_grad():
+        prior.alpha[1, 0] = math.nan
+    with pytest.raises(ValueError, match=r"lanes are not finite \(non-finite parameters: \['alpha'\]\).*Lower train\.lr"):
+        prior.sdpa(q, k, v)
+    prior = _prior()
+    q[0, 0, 2, 0] = math.nan  # unchecked (the training path): eager NaN; SDPA NaN or 0 (attention's "Bad input")
+    fast = prior.attend(q, k, v, causal=True)
+    eager = prior.attend(q, k, v, causal=True, backend="eager")
+    assert bool(eager[0, 0, 2].isnan().all())
+    assert bool(fast[0, 0, 2].isnan().all()) or bool((fast[0, 0, 2] == 0).all())
+    torch.testing.assert_close(fast[0, 0, 3:], eager[0, 0, 3:], rtol=1e-10, atol=1e-12)  # other rows agree
+
+
+def test_goat_lanes_refuse_a_bad_scale():
+    prior = _prior()
+    q, k, _ = _qkv()
+    for scale in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="must be finite and > 0"):
+            prior.lanes(q, k, scale=scale)

@@ -97,10 +97,11 @@ def test_run_record_round_trip_and_determinism(tmp_path):
     path = store.save(r1)
     assert path.name == f"{r1.run_id}.json"
     data = json.loads(path.read_text())
-    for key in ("schema_version", "config", "metrics", "curves", "drift", "seed", "device", "torch_version",
-                "git_commit", "wall_time", "code_version"):
+    for key in ("schema_version", "config", "metrics", "curves", "drift", "seed", "device", "threads",
+                "torch_version", "git_commit", "wall_time", "code_version"):
         assert key in data
     assert data["torch_version"] == torch.__version__ and data["device"] == "cpu"
+    assert data["threads"] == runs.THREADS == 1
     back = store.load(CFG)
     assert back == r1
     assert list(tmp_path.iterdir()) == [path]  # no temp file left behind
@@ -132,7 +133,8 @@ def _stored(tmp_path):
     (lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), "not readable JSON"),
     (lambda p: p.write_text("{ this is not json"), "not readable JSON"),
     (lambda p: p.write_text("[]"), "not a JSON object"),
-    (lambda p: p.write_text(p.read_text().replace('"schema_version": 1', '"schema_version": 99')), "schema_version 99"),
+    (lambda p: p.write_text(p.read_text().replace(f'"schema_version": {runs.SCHEMA_VERSION}', '"schema_version": 99')),
+     "schema_version 99"),
     (lambda p: p.write_text(p.read_text().replace('"lr": 0.003', '"lr": 0.004')), "hash"),
     (lambda p: p.write_text(json.dumps({k: v for k, v in json.loads(p.read_text()).items() if k != "metrics"})),
      "missing keys"),
@@ -145,7 +147,7 @@ def test_corrupt_file_is_reported_moved_aside_and_rerun(tmp_path, damage, proble
     assert path.name in str(caught[0].message)
     assert not path.exists() and path.with_name(path.name + ".corrupt").exists()
     # the next sweep reruns it and never reads the .corrupt file
-    [record] = ensure_runs("smoke", "ci", [0], ["mask"], store=store, jobs=1, threads=1, overrides=TINY)
+    [record] = ensure_runs("smoke", "ci", [0], ["mask"], store=store, jobs=1, overrides=TINY)
     assert record.run_id == run_id(CFG) and store.load(CFG) == record
 
 

@@ -123,6 +123,10 @@ def test_parse_seeds():
     (["sweep", "smoke", "--set", "model.n_layers=2.5"], "expected int"),
     (["sweep", "smoke", "--jobs", "0"], "--jobs must be >= 1"),
     (["list", "--seeds", "x"], "malformed seeds"),
+    (["sweep", "smoke", "--set", "train.lr=nan"], "override train.lr='nan': expected a finite float"),
+    (["sweep", "smoke", "--set", "train.clip_norm=inf"], "override train.clip_norm='inf': expected a finite float"),
+    (["sweep", "smoke", "--set", "model.prior.open_value=inf"], "open_value='inf': expected a finite float"),
+    (["list", "--set", "train.lr=nan"], "override train.lr='nan': expected a finite float"),
 ])
 def test_cli_bad_input_is_one_readable_line_exit_2(capsys, argv, needle, tmp_path):
     assert main(argv + (["--store", str(tmp_path)])) == 2
@@ -132,7 +136,7 @@ def test_cli_bad_input_is_one_readable_line_exit_2(capsys, argv, needle, tmp_pat
 
 
 def test_cli_list_counts_stored_and_missing(capsys, tmp_path):
-    ensure_runs("smoke", "ci", [0, 1], ["default"], store=tmp_path, jobs=1, threads=1, overrides=TINY)
+    ensure_runs("smoke", "ci", [0, 1], ["default"], store=tmp_path, jobs=1, overrides=TINY)
     assert main(["list", "--seeds", "0-4", "--store", str(tmp_path)] + SETS) == 0
     out = capsys.readouterr().out
     assert "smoke" in out and "methods: default, mask" in out
@@ -145,7 +149,7 @@ def test_ensure_many_runs_each_config_once_in_one_pool(tmp_path):
     from companion.sweep import Request, ensure_many
 
     reqs = [Request("smoke", ["mask"], TINY), Request("smoke", ["default", "mask"], TINY)]
-    blocks = ensure_many(reqs, "ci", [0, 1], store=tmp_path, jobs=1, threads=1)
+    blocks = ensure_many(reqs, "ci", [0, 1], store=tmp_path, jobs=1)
     assert [len(b) for b in blocks] == [2, 4]
     assert len(list(tmp_path.glob("*.json"))) == 4  # the shared mask runs ran once
     assert [r.run_id for r in blocks[0]] == [r.run_id for r in blocks[1][2:]]

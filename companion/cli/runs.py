@@ -6,9 +6,10 @@ The same functions chapters call (`companion.sweep`), with a progress bar and on
 from __future__ import annotations
 
 import sys
+import warnings
 
 from companion.experiments import EXPERIMENTS, GRIDS, load_experiments
-from companion.store import RunStore
+from companion.store import RunStore, StoreError
 from companion.sweep import run_missing, parse_seeds, plan, plan_grid
 
 __all__ = ["add_commands"]
@@ -30,9 +31,23 @@ def _cmd_list(args) -> int:
                       for n in sorted(GRIDS) for p in GRIDS[n].profiles}
     except ValueError as err:
         return _fail("list", str(err))
-    store = RunStore(args.store)
+    store = RunStore(args.store, read_only=True)  # list reads: it never moves or writes a file
     shown = f"   overrides: {' '.join(args.set)}" if args.set else ""
     print(f"store: {store.root}   seeds: {args.seeds}{shown}")
+    problem = store.problem()
+    if problem:
+        print(f"companion list: warning: store {problem}; every run counts as missing, and sweep will "
+              "refuse to train into it.", file=sys.stderr)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _print_listing(store, plans, grid_plans)
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        print(f"companion list: warning: {message}", file=sys.stderr)
+    return 0
+
+
+def _print_listing(store: RunStore, plans: dict, grid_plans: dict) -> None:
+    """Every experiment and grid with its methods, readings and stored/missing counts."""
     print("experiments:")
     for name in sorted(EXPERIMENTS):
         exp = EXPERIMENTS[name]
@@ -49,7 +64,6 @@ def _cmd_list(args) -> int:
         for profile in grid.profiles:
             cells = grid.cells(profile)
             print(f"  {profile:<6} {len(cells)} cells   {_counts(store, grid_plans[name, profile])}")
-    return 0
 
 
 def _counts(store: RunStore, cfgs) -> str:
@@ -85,6 +99,8 @@ def _cmd_sweep(args) -> int:
     store = RunStore(args.store)
     try:
         records, ran = run_missing(cfgs, store, args.executor, True, options)
+    except StoreError as err:  # said before any run started
+        return _fail("sweep", str(err))
     except KeyboardInterrupt:
         print("\ninterrupted: finished runs are stored; rerun the same command to continue.", file=sys.stderr)
         return 130

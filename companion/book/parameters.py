@@ -1,0 +1,61 @@
+"""A chapter's papermill parameters, checked before any cell uses them.
+
+`papermill chapter.ipynb out.ipynb -p profile nonsense` would otherwise fail with a KeyError deep in
+a cell; the first cell after the parameters calls `check_parameters(profile, seeds, jobs)`, which
+names the bad value and lists the valid ones. papermill's `-p` reads a number or a word, so a list
+of seeds is given with `-y "seeds: [0, 1, 2]"`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from companion.config import PROFILES
+
+__all__ = ["check_parameters"]
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check_profile(profile) -> None:
+    if profile not in PROFILES:
+        raise ValueError(f"profile={profile!r} is not a profile; valid: {', '.join(PROFILES)} (ci: small models, "
+                         "minutes on a CPU, the rendered book; paper: the sources' settings, for a GPU). "
+                         "Pass e.g. -p profile ci.")
+
+
+def _check_seeds(seeds) -> None:
+    fix = 'give a non-empty list of distinct integers >= 0, e.g. -y "seeds: [0, 1, 2]"'
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
+        raise ValueError(f"seeds={seeds!r} is not a list of seeds; {fix}.")
+    if not seeds:
+        raise ValueError(f"seeds=[] names no run; {fix}.")
+    bad = [s for s in seeds if not _is_int(s) or s < 0]
+    if bad:
+        raise ValueError(f"seeds={list(seeds)!r} holds {bad!r}, which are not integers >= 0; {fix}.")
+    repeated = sorted({s for s in seeds if list(seeds).count(s) > 1})
+    if repeated:
+        raise ValueError(f"seeds={list(seeds)!r} repeats {repeated}: a seed is one run, and a repeat would "
+                         f"count it twice in every mean; {fix}.")
+
+
+def _check_jobs(jobs) -> None:
+    if jobs is not None and (not _is_int(jobs) or jobs < 1):
+        raise ValueError(f"jobs={jobs!r} is not a number of processes; valid: None (one per core) or an "
+                         "integer >= 1, e.g. -p jobs 2.")
+
+
+def check_parameters(profile: str, seeds: Sequence[int] = (0,), jobs: int | None = None) -> None:
+    """Raise ValueError naming the first bad parameter and its valid values.
+
+    Args:
+        profile: one of `companion.config.PROFILES`.
+        seeds: a non-empty list (or tuple) of distinct integers >= 0 (default: one seed, for the
+            chapters that take none).
+        jobs: None (one training process per core) or an integer >= 1.
+    """
+    _check_profile(profile)
+    _check_seeds(seeds)
+    _check_jobs(jobs)
