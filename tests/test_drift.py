@@ -5,14 +5,14 @@ import torch
 from dataclasses import replace
 
 from companion.config import PriorConfig, TrainConfig
-from companion.experiments import EXPERIMENTS
+from companion.experiments import get_experiment
 from companion.drift import DriftTracker
 from companion.model import build_model
 from companion.tasks import make_task
 from companion.train import train
 
 
-CFG = EXPERIMENTS["smoke"].configs("ci")["mask"]
+CFG = get_experiment("smoke").configs("ci")["mask"]
 
 
 def tracked(prior: PriorConfig, steps=40, every=0):

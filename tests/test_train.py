@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from companion.config import TrainConfig
-from companion.experiments import EXPERIMENTS
+from companion.experiments import get_experiment
 from companion.model import build_model
 from companion.tasks import make_task
 from companion.train import History, lr_factor, param_groups, total_steps, train
 
 
-CFG = EXPERIMENTS["smoke"].configs("ci")["mask"]
+CFG = get_experiment("smoke").configs("ci")["mask"]
 
 
 def fit(train_cfg=CFG.train, seed=0, callbacks=()):
