@@ -13,7 +13,7 @@ import json
 import math
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass, replace
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 __all__ = [
     "ModelConfig", "PriorConfig", "TaskConfig", "TrainConfig", "RunConfig",

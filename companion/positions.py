@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from companion.priors import Prior, PriorContext, sinusoidal_positions
 

@@ -9,7 +9,6 @@ and settings costs seconds and a killed sweep resumes where it stopped. `compani
 from __future__ import annotations
 
 import os
-import sys
 from typing import Hashable, Iterable, Sequence
 
 from companion.config import RunConfig

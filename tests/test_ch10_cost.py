@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from companion.book import ch10_cost as cr

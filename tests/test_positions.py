@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from companion import attend
-from companion.positions import ALiBi, RotaryEmbedding, alibi_slopes, apply_rotary, sinusoidal_positions
+from companion.positions import ALiBi, RotaryEmbedding, alibi_slopes, apply_rotary
 
 
 def _x(*shape, seed=0):

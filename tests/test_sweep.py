@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from companion.cli import main
 from companion.experiments import EXPERIMENTS
