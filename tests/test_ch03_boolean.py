@@ -127,6 +127,12 @@ def test_masks_are_the_fourier_support_recovered_from_the_values():
     assert ch.mask_claims(masks) == {"S2-11": True}
     wrong = dict(masks, maj3=masks["2parity"])
     assert ch.mask_claims(wrong) == {"S2-11": False}
+    dossier = ch.dossier_patterns()
+    assert all(torch.equal(dossier[fn], masks[fn]) for fn in masks)
+    assert int(dossier["cyclic3"].sum()) == 16 + 15 + 15 * 4  # diagonal, CLS → every bit, a circulant band of 5
+    closed = dict(masks, cyclic3=masks["cyclic3"].clone())
+    closed["cyclic3"][1, 3] = False  # x0 no longer reads x2: the Fourier support still opens it, Table 7 too
+    assert ch.mask_claims(closed) == {"S2-11": False}
 
 
 def test_budget_and_its_numbers_at_ci():
@@ -207,43 +213,128 @@ def test_table1_measures_without_a_fitted_named_task():
     assert tm["structured_gain"] == 0.0 and tm["svd_fit"] == (0, 1)
 
 
+# the default's distance from the MDI on U per task and seed (`function_space`'s columns that matter)
+SPACE = pd.DataFrame([{"task": fn, "seed": s, "seen": 1.0, "distance": d + 0.1 * s, "agree": 1.0 - 0.1 * s,
+                       "mean_pred": -1.0, "mean_mdi": -3.0}
+                      for fn, d in (("2parity", 0.1), ("maj3", 0.2), ("threesym", 0.9)) for s in range(3)])
+
+
+def test_mask_gain_tasks_and_the_structured_gain_on_fitted_runs(loaded):
+    _, frame = loaded
+    # the mask gains 25 points on 2Parity and 10 on Majority (default fits); Cyclic3's default does not
+    # fit, the 3-symmetric mask gains nothing
+    assert ch.mask_gain_tasks(frame) == ["2parity", "maj3"]
+    fitted = ch.structured_gain_fitted(frame, ["2parity", "maj3"])
+    # Structured (SVD) never fits S (90 %); Structured (Opt) fits: +0 on 2Parity, +1 point on Majority
+    assert fitted["gain"] == pytest.approx(0.01)
+    assert fitted["fitted"] == {("2parity", "structured-svd"): (0, 3), ("2parity", "structured-opt"): (3, 3),
+                                ("maj3", "structured-svd"): (0, 3), ("maj3", "structured-opt"): (3, 3)}
+    assert ch.structured_gain_fitted(frame, [])["gain"] != ch.structured_gain_fitted(frame, [])["gain"]  # NaN
+
+
+def test_learning_gain_asks_table_5_of_the_tasks_where_the_mask_gains(loaded):
+    _, frame = loaded
+    lg = ch.learning_gain(frame)  # the fixed mask scores as the learnable one in every synthetic run
+    assert lg == {"tasks": ["2parity", "cyclic3", "maj3"], "by_task": {"2parity": 0.0, "cyclic3": 0.0, "maj3": 0.0},
+                  "gain": 0.0}
+    rows = [{"task": "maj3", "method": m, "seed": s, "cube.acc": a}
+            for m, accs in (("default", (0.875, 0.875)), ("mask", (1.0, 1.0)), ("fixed-mask", (0.875, 0.9)))
+            for s, a in enumerate(accs)]
+    lg = ch.learning_gain(pd.DataFrame(rows))
+    assert lg["gain"] == pytest.approx(0.1125) and ch.learning_claims(lg) == {"S2-23": 0.1125}
+    assert ch.learning_preconditions(lg) == {"S2-23": {"mask-gains": 1}}
+    results = [SimpleNamespace(id="S2-23", verdict="not reproduced")]
+    assert ch.learning_numbers(lg, results) == {"ch3_learn_tasks": "3-bit Majority",
+                                                "ch3_learn_by_task": "3-bit Majority +11.2",
+                                                "ch3_verdict_S2-23": "not reproduced"}
+
+
+def test_mdi_distance_in_function_space_on_2parity():
+    from companion.boolean_fourier import evaluate
+    from companion.tasks.boolean import BooleanTask
+
+    task = BooleanTask("2parity", n_bits=15)
+    x, y = task.splits["unseen"]  # x0 = x1 = −1: the target is +1, the MDI x0 + x1 − 1 is −3
+    mdi = evaluate(task.fn.mdi(15), 2.0 * x.float() - 1)
+    assert set(y.tolist()) == {1.0} and set(mdi.tolist()) == {-3.0}
+    half = ch.mdi_distance(torch.full_like(y, -1.0), y, mdi, task.labels)
+    assert half == {"distance": 0.5, "agree": 1.0}  # rounds like the MDI, halfway to the target in value
+    assert ch.mdi_distance(mdi, y, mdi, task.labels) == {"distance": 0.0, "agree": 1.0}
+    assert ch.mdi_distance(y, y, mdi, task.labels) == {"distance": 1.0, "agree": 0.0}
+
+
+class _Constant(torch.nn.Module):
+    def __init__(self, value: float):
+        super().__init__()
+        self.value = torch.nn.Parameter(torch.tensor([value]))
+
+    def forward(self, tokens):
+        return self.value.expand(tokens.shape[0], 1)
+
+
+def test_function_space_reads_the_models_of_fitted_tasks_from_the_store():
+    recs = {"2parity": [_record("2parity", "default", s) for s in range(2)] + [_record("2parity", "mask", 0)],
+            "cyclic3": [_record("cyclic3", "default", 0)]}  # Cyclic3's default does not fit: left out
+    loaded_ids = []
+    store = SimpleNamespace(load_model=lambda r: loaded_ids.append(r.run_id) or _Constant(-1.0 + r.seed * 2.0))
+    space = ch.function_space(recs, store=store)
+    assert loaded_ids == ["2parity-default-0", "2parity-default-1"]
+    assert space[["task", "seed", "distance", "agree", "mean_pred", "mean_mdi"]].to_dict("records") == [
+        {"task": "2parity", "seed": 0, "distance": 0.5, "agree": 1.0, "mean_pred": -1.0, "mean_mdi": -3.0},
+        {"task": "2parity", "seed": 1, "distance": 1.0, "agree": 0.0, "mean_pred": 1.0, "mean_mdi": -3.0}]
+    assert ch.space_numbers(space) == {"ch3_space_2parity": "0.75", "ch3_agree_2parity": "50.0 %",
+                                       "ch3_pred_2parity": "0.0", "ch3_mdi_value_2parity": "-3.0"}
+
+
 def test_table_claims_details_and_numbers(loaded):
     _, frame = loaded
-    tm = ch.table1_measures(frame, REFS)
+    tm = ch.table1_measures(frame, REFS, space=SPACE)
     claims = ch.table_claims(tm)
     assert list(claims) == ["S2-05", "S2-06", "S2-07", "S2-08", "S2-09", "S2-10"]
-    assert claims == {"S2-05": 0.025, "S2-06": 1.0, "S2-07": 0.6, "S2-08": 1.0, "S2-09": 0.01, "S2-10": 0.02}
-    assert ch.table_claim_details(tm) == {"S2-05": "not fitted: ['cyclic3']"}
-    verdicts = {"S2-06": "reproduced", "S2-07": "not reproduced", "S2-08": "partly"}
+    # S2-05: the largest mean distance over the fitted named tasks (Majority 0.3; 3-symmetric is not named)
+    assert claims == {"S2-05": 0.3, "S2-06": 1.0, "S2-07": 0.6, "S2-08": 1.0, "S2-09": 0.01, "S2-10": 0.02}
+    assert ch.table_claim_details(tm) == {
+        "S2-05": "accuracy gap to the MDI 2.5 points; not fitted: ['cyclic3']",
+        "S2-09": "tasks where the mask gains: 2Parity, 3-bit Majority; runs that fit: Structured (SVD) 0 of 3, "
+                 "Structured (Opt) 3 of 3, Structured (SVD) 0 of 3, Structured (Opt) 3 of 3"}
+    verdicts = {"S2-05": "partly", "S2-06": "reproduced", "S2-07": "not reproduced", "S2-08": "partly",
+                "S2-09": "reproduced"}
     results = [SimpleNamespace(id=cid, verdict=v) for cid, v in verdicts.items()]
     assert ch.table_numbers(tm, results) == {
         "ch3_mdi_gap": "2.5", "ch3_default_unfit": "Cyclic3", "ch3_threesym_default": "50.0 %",
         "ch3_mask_2parity": "100.0 %", "ch3_default_2parity": "75.0 %", "ch3_verdict_2parity": "reproduced",
         "ch3_mask_cyclic3": "60.0 %", "ch3_default_cyclic3": "20.0 %", "ch3_verdict_cyclic3": "not reproduced",
         "ch3_mask_maj3": "100.0 %", "ch3_default_maj3": "90.0 %", "ch3_verdict_maj3": "partly",
-        "ch3_structured_gain": "1.0", "ch3_svd_fit": "0 of 12", "ch3_zero_gain": "2.0"}
+        "ch3_structured_gain": "1.0", "ch3_structured_gain_fitted": "1.0", "ch3_gain_tasks": "2Parity, 3-bit Majority",
+        "ch3_verdict_S2-05": "partly", "ch3_verdict_S2-09": "reproduced", "ch3_default_seen_cyclic3": "50.0 %",
+        "ch3_svd_fit": "0 of 12", "ch3_zero_gain": "2.0"}
 
 
 def test_table_preconditions_make_an_unfitted_task_inconclusive(loaded):
     from companion.book.claims import load_ledger, record_all
 
     _, frame = loaded
-    tm = ch.table1_measures(frame, REFS)
+    tm = ch.table1_measures(frame, REFS, space=SPACE)
     pre = ch.table_preconditions(tm)
     assert pre == {"S2-05": {"default-fits-seen": 1.0}, "S2-06": {"default-fits-seen": 1.0},
-                   "S2-07": {"default-fits-seen": 0.5}, "S2-08": {"default-fits-seen": 1.0}}
+                   "S2-07": {"default-fits-seen": 0.5}, "S2-08": {"default-fits-seen": 1.0},
+                   "S2-09": {"mask-gains": 2, "structured-fits": 6}}
     ledger = load_ledger()
     # every precondition the ledger declares for these claims is recorded, and nothing else
     assert {cid: {r["id"] for r in ledger[cid].requires} for cid in pre} == {cid: set(v) for cid, v in pre.items()}
     results = {r.id: r for r in record_all(ch.table_claims(tm), preconditions=pre, ledger=ledger)}
     assert results["S2-07"].verdict == "inconclusive" and results["S2-07"].failed == ["default-fits-seen"]
     assert results["S2-06"].verdict == "reproduced" and results["S2-06"].failed == []
-    assert results["S2-05"].verdict == "partly"  # |0.9 − 0.875| on maj3: past 2 points, within 5
+    assert results["S2-05"].verdict == "partly"  # 0.3 of the way to the target on maj3: past 0.2, within 0.5
+    assert results["S2-09"].verdict == "reproduced"  # +1 point of Structured (Opt) on Majority, within 2
     # without a fitted named task S2-05 has no default row: inconclusive, not "not reproduced"
     lone = pd.DataFrame([{"task": "2parity", "method": m, "seed": 0, "cube.acc": 0.5, "unseen.acc": 0.0,
                           "seen.acc": 0.5} for m in METHODS])
     tm = ch.table1_measures(lone, REFS)
-    assert ch.table_preconditions(tm) == {"S2-05": {"default-fits-seen": 0.5}, "S2-06": {"default-fits-seen": 0.5}}
+    assert ch.table_preconditions(tm) == {"S2-05": {"default-fits-seen": 0.5}, "S2-06": {"default-fits-seen": 0.5},
+                                          "S2-09": {"mask-gains": 0, "structured-fits": 0}}
+    (r,) = record_all({"S2-09": 0.0}, preconditions={"S2-09": ch.table_preconditions(tm)["S2-09"]}, ledger=ledger)
+    assert r.verdict == "inconclusive" and r.failed == ["mask-gains", "structured-fits"]
     (r,) = record_all({"S2-05": tm["mdi_gap"]}, preconditions={"S2-05": ch.table_preconditions(tm)["S2-05"]},
                       ledger=ledger)
     assert r.verdict == "inconclusive"
@@ -318,10 +409,59 @@ def test_map_summary_over_every_query_row():
     assert every[every.layer == 1]["final"].to_numpy() == pytest.approx((0.6 + 0.4 + 1.0) / 3)
 
 
-def test_figure5_claim_numbers_and_table(maps):
-    # at the end: mask (1 + 2/3) / 2 over the two layers, Structured (SVD) (0.6 + 2/3) / 2
-    keep = (1 + 2 / 3) / 2 - (0.6 + 2 / 3) / 2
-    assert ch.figure5_claims(maps) == {"S2-12": round(keep, 4)} == {"S2-12": 0.2}
+# Retention: a 4-key CLS row with 2 keys open (chance 0.5); "open" is all open (chance 1, trivial).
+HALF = torch.tensor([[True, True, False, False]] * 4)
+OPEN = torch.ones(4, 4, dtype=torch.bool)
+START = {"mask": [1.0, 0.0, 0.0, 0.0], "structured-svd": [0.45, 0.45, 0.05, 0.05]}  # open shares 1.0 and 0.9
+END = {"mask": [0.6, 0.4, 0.0, 0.0], "structured-svd": [0.35, 0.35, 0.15, 0.15]}  # 1.0 and 0.7
+
+
+def _retention_setup():
+    recs, rows = {}, []
+    for task in ("half", "open", "other"):
+        recs[task] = []
+        for m in ("mask", "structured-svd"):
+            for s in (0, 1):
+                maps = {"init": [[START[m]] * 4], "final": [[END[m]] * 4]}
+                if (m, s) == ("structured-svd", 1):  # a run that does not fit S: its (lost) pattern is left out
+                    maps["final"] = [[[0.25] * 4] * 4]
+                recs[task].append(_record("maj3", m, s, drift={"maps": maps}))
+                rows.append({"task": task, "method": m, "seed": s,
+                             "seen.acc": 0.5 if (m, s) == ("structured-svd", 1) else 1.0})
+    maps = ch.map_summary(recs, {"half": HALF, "open": OPEN, "other": HALF})
+    return maps, pd.DataFrame(rows)
+
+
+def test_retention_keeps_fitted_runs_on_gain_tasks_and_drops_trivial_rows():
+    maps, frame = _retention_setup()
+    ret = ch.retention(maps, frame, {"half": HALF, "open": OPEN, "other": HALF}, ["half", "open"])
+    # mask (1.0 − 0.5)/(1.0 − 0.5) = 1; Structured (SVD), its fitted seed: (0.7 − 0.5)/(0.9 − 0.5) = 0.5
+    assert ret["tasks"] == ["half"] and ret["runs"] == {"mask": 2, "structured-svd": 1}
+    assert ret["mask"] == pytest.approx(1.0) and ret["structured-svd"] == pytest.approx(0.5)
+    assert ch.figure5_claims(ret) == {"S2-12": 0.5}
+    assert ch.figure5_preconditions(ret) == {"S2-12": {"mask-gains": 1, "structured-fits": 1}}
+    none = ch.retention(maps, frame, {"half": HALF, "open": OPEN, "other": HALF}, ["open"])
+    assert none["tasks"] == [] and none["runs"] == {"mask": 0, "structured-svd": 0}
+    assert ch.figure5_preconditions(none) == {"S2-12": {"mask-gains": 0, "structured-fits": 0}}
+    results = [SimpleNamespace(id="S2-12", verdict="reproduced")]
+    numbers = ch.figure5_numbers(maps, 0, ret, results)
+    assert {k: numbers[k] for k in ("ch3_ret_mask", "ch3_ret_svd", "ch3_ret_tasks", "ch3_ret_svd_runs",
+                                    "ch3_verdict_S2-12")} == {
+        "ch3_ret_mask": "1.00", "ch3_ret_svd": "0.50", "ch3_ret_tasks": "half", "ch3_ret_svd_runs": "1",
+        "ch3_verdict_S2-12": "reproduced"}
+
+
+def test_s2_12_rejects_equal_retention_and_passes_a_wash_out():
+    from companion.book.claims import load_ledger, record_all
+
+    ledger = load_ledger()
+    pre = {"S2-12": {"mask-gains": 1, "structured-fits": 1}}
+    (same,) = record_all({"S2-12": 0.0}, preconditions=pre, ledger=ledger)
+    (wash,) = record_all({"S2-12": 1.0}, preconditions=pre, ledger=ledger)
+    assert same.verdict == "not reproduced" and wash.verdict == "reproduced"
+
+
+def test_figure5_numbers_and_table(maps):
     assert ch.figure5_numbers(maps, seed=3) == {"ch3_fig5_seed": 3, "ch3_keep": "0.20", "ch3_svd_start": "0.67",
                                                 "ch3_svd_end": "0.63", "ch3_mask_end": "0.83"}
     table = ch.persistence(maps)

@@ -96,14 +96,35 @@ def test_load_runs_reads_the_arithmetic_grid(monkeypatch):
 
 def test_claim_measures_at_ci(ci):
     _, frame = ci
-    assert ch.claim_measures(frame, "ci") == {"S2-13": 0.01, "S2-14": 0.69, "S2-15": 0.04, "S2-16": 0.0, "S2-18": 0.4}
+    # At 2× the updates the default reaches 60 % and the paired gain falls to (0.49 + 0.40 + 0.30)/3:
+    # S2-13 and S2-14 land on their partly levels' side (speed, not learnability), S2-18 on the long gain.
+    assert ch.claim_measures(frame, "ci") == {"S2-13": 0.15, "S2-14": 0.3967, "S2-15": 0.04, "S2-16": 0.0,
+                                              "S2-18": 0.3967, "S2-24": 0.0033}  # fixed mask 0.79 in one seed
+
+
+def test_held_at_both_passes_only_when_both_budgets_do():
+    assert ch.held_at_both(0.7, 0.6, 0.2) == 0.6  # both above: the smaller
+    assert ch.held_at_both(0.7, 0.0, 0.2) == 0.2  # the gap closes with more training: the partly level
+    assert ch.held_at_both(0.1, 0.9, 0.2) == 0.1  # fails at the stated budget: its value
+    assert ch.held_at_both(0.01, 0.02, 0.15, larger=False) == 0.02  # the default fails at both budgets
+    assert ch.held_at_both(0.01, 0.9, 0.15, larger=False) == 0.15  # learns with more updates: partly level
+    assert ch.held_at_both(0.4, 0.0, 0.15, larger=False) == 0.4  # learns at the stated budget already
+
+
+def test_claims_decided_at_both_budgets_read_partly_when_the_gap_closes(ci):
+    from companion.book.claims import load_ledger, record_all
+
+    _, frame = ci
+    results = {r.id: r.verdict for r in record_all(ch.claim_measures(frame, "ci"), ledger=load_ledger(),
+                                                      preconditions=ch.claim_preconditions(frame, "ci"))}
+    assert results["S2-13"] == "partly" and results["S2-14"] == "partly" and results["S2-18"] == "reproduced"
 
 
 def test_claim_measures_at_paper_add_the_structured_multiplication():
     frame = ch.runs_frame(_grid("paper"))
     measures = ch.claim_measures(frame, "paper")
-    assert measures["S2-17"] == 0.2 and measures["S2-18"] == 0.4  # Figure 2 adds 3 % (margin 65 points)
-    assert list(measures) == ["S2-13", "S2-14", "S2-15", "S2-16", "S2-17", "S2-18"]
+    assert measures["S2-17"] == 0.2 and measures["S2-18"] == 0.3967  # 3 % adds a margin of 65; the long gap decides
+    assert list(measures) == ["S2-13", "S2-14", "S2-15", "S2-16", "S2-17", "S2-18", "S2-24"]
 
 
 def test_claim_preconditions_make_multiplication_inconclusive_when_no_method_learns_it(ci):
@@ -111,14 +132,14 @@ def test_claim_preconditions_make_multiplication_inconclusive_when_no_method_lea
 
     _, frame = ci
     pre = ch.claim_preconditions(frame, "ci")
-    assert pre == {"S2-16": {"a-method-learns": 0.02}}  # default and mask both at 2 %
+    assert pre == {"S2-16": {"a-method-learns": 0.02}, "S2-24": {"mask-gains": 0.69}}  # mul: default and mask at 2 %
     ledger = load_ledger()
     assert [r["id"] for r in ledger["S2-16"].requires] == ["a-method-learns"]
-    (r,) = record_all({"S2-16": 0.0}, preconditions=pre, ledger=ledger)
+    (r,) = record_all({"S2-16": 0.0}, preconditions={"S2-16": pre["S2-16"]}, ledger=ledger)
     assert r.verdict == "inconclusive" and r.failed == ["a-method-learns"]
     paper = ch.claim_preconditions(ch.runs_frame(_grid("paper")), "paper")
-    assert paper == {"S2-16": {"a-method-learns": 0.2}}  # Structured (SVD) learns it there
-    (r,) = record_all({"S2-16": 0.0}, preconditions=paper, ledger=ledger)
+    assert paper["S2-16"] == {"a-method-learns": 0.2}  # Structured (SVD) learns it there
+    (r,) = record_all({"S2-16": 0.0}, preconditions={"S2-16": paper["S2-16"]}, ledger=ledger)
     assert r.verdict == "not reproduced"
 
 
@@ -126,9 +147,11 @@ def test_claim_details_give_the_intervals_and_the_best_other(ci):
     _, frame = ci
     details = ch.claim_details(frame, "ci")
     assert details["S2-15"] == "best: Structured (Opt)"
-    assert details["S2-14"] == "95% interval [46.6, 91.4] points"  # 69 ± t(2) · 9/√3
+    assert details["S2-13"] == "default 1.0 %, at 2× the updates 60.0 %"
+    assert details["S2-14"].startswith("95% interval [46.6, 91.4] points; at 2× the updates +39.7 [")  # 69 ± t(2) · 9/√3
     assert details["S2-16"] == "95% interval [-2.5, 2.5] points"
-    assert details["S2-18"] == "smallest mean margin over fractions 0.2 %, 0.4 %, 1 %"
+    assert details["S2-24"] == "learnable − fixed, 95% interval [-1.1, 1.8] points"  # (0, 0, 1) points
+    assert details["S2-18"] == "smallest mean margin over fractions 0.2 %, 0.4 %, 1 %: 40.0 points; at 2× the updates (0.4 %) +39.7"
 
 
 def test_verdict_numbers_name_each_claim():
@@ -149,7 +172,7 @@ def test_prose_numbers_at_ci(ci):
         "ch4_fig2_min_margin": "40.0", "ch4_fig2_min_at": "0.2 %", "ch4_fig2_fractions": "0.2 %, 0.4 %, 1 %",
         "ch4_passes_hi": "3.2", "ch4_passes_lo": "16", "ch4_frac_hi": "1 %", "ch4_frac_lo": "0.2 %",
         "ch4_mask_reach": "2 of 3", "ch4_mask_reach_step": "125", "ch4_default_reach": "0 of 3",
-        "ch4_long_factor": "2", "ch4_base_default": "1.0 %", "ch4_base_gap": "+69.0 [46.6, 91.4]",
+        "ch4_long_factor": "2", "ch4_n_seeds": "3", "ch4_base_default": "1.0 %", "ch4_base_gap": "+69.0 [46.6, 91.4]",
         "ch4_base_steps": "250", "ch4_long_default": "60.0 %", "ch4_long_gap": "+39.7 [16.1, 63.3]",
         "ch4_long_steps": "500", "ch4_mul_units": "89 %", "ch4_mul_middle": "13 %",
     }

@@ -26,31 +26,33 @@ SEEDS = (0, 1, 2)
 N_BITS = 6  # a 7 × 7 mask with the CLS token; Majority's falsifier opens bits 3-5
 UNIFORM = [[1 / 7] * 7 for _ in range(7)]
 ON_CLS = [[1.0] + [0.0] * 6 for _ in range(7)]  # every query on key 0 (the CLS token, open in every pattern)
+HALF_CLS = [[0.5] + [0.5 / 6] * 6 for _ in range(7)]  # Structured (SVD)'s start: half on key 0, the rest spread
 
 # Per-seed full-cube accuracy and final mask drift of the placement cells; any other cell: 0.75 and 0.2.
 ACC = {("maj3", "falsifier", 10.0): (0.5, 0.5, 0.5), ("maj3", "correct", 1.0): (0.9, 0.95, 1.0),
        ("maj3", "correct", 10.0): (1.0, 1.0, 1.0), ("maj3", "no mask", 0.0): (0.9, 0.85, 0.95)}
 MASK_DRIFT = {("2parity", "misspecified", 10.0): (0.4, 0.5, 0.6), ("maj3", "correct", 1.0): (0.3, 0.3, 0.3),
               ("maj3", "correct", 10.0): (0.1, 0.1, 0.1)}
+SEEN = {("maj3", "falsifier", 10.0): 2 / 3}  # the falsifier at ±10 breaks training; every other run fits S
 # QK cells: (final qk drift, final attention drift) by (method, qk_norm); 2Parity's SVD forms move less.
 QK_DRIFT = {("default", False): (0.9, 0.5), ("structured-svd", False): (0.7, 3.5),
             ("structured-opt", False): (0.8, 0.7), ("default", True): (0.6, 1.1), ("structured-svd", True): (0.75, 1.2)}
 
 
-def _drift(kind_values: dict[str, float | None], maps_final=UNIFORM) -> dict:
+def _drift(kind_values: dict[str, float | None], maps_final=UNIFORM, maps_init=UNIFORM) -> dict:
     """Two steps, two layers, two heads: drift 0 at step 0 and `value` at the end (None: not tracked)."""
-    out = {"steps": [0, 10], "maps": {"init": [UNIFORM, UNIFORM], "final": [maps_final, maps_final]}}
+    out = {"steps": [0, 10], "maps": {"init": [maps_init, maps_init], "final": [maps_final, maps_final]}}
     for kind, v in kind_values.items():
         out[kind] = {} if v is None else {layer: [[0.0, 0.0], [v, v]] for layer in ("0", "1")}
     return out
 
 
-def _record(task: str, method: str, seed: int, acc: float, drift: dict, variant: str = "support"):
+def _record(task: str, method: str, seed: int, acc: float, drift: dict, variant: str = "support", seen: float = 1.0):
     cfg = SimpleNamespace(experiment=f"gotu-{task}", profile="ci", method=method, seed=seed,
                           task=TaskConfig.of("boolean", function=task, n_bits=N_BITS),
                           model=SimpleNamespace(prior=SimpleNamespace(variant=variant)))
-    return SimpleNamespace(config=cfg, seed=seed, run_id=f"{task}-{method}-{seed}", wall_time=1.0,
-                           metrics={"cube": {"acc": acc}}, drift=drift)
+    return SimpleNamespace(config=cfg, seed=seed, run_id=f"{task}-{method}-{seed}-{variant}", wall_time=1.0,
+                           metrics={"cube": {"acc": acc}, "seen": {"acc": seen}}, drift=drift)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +63,7 @@ def runs():
         accs, drifts = ACC.get((task, placement, c), (0.75,) * 3), MASK_DRIFT.get((task, placement, c), (0.2,) * 3)
         out[(task, placement, c)] = [
             _record(task, request.methods[0], s, a, _drift({"mask": d if c > 0 else None, "attention": 0.4, "qk": None}),
-                    variant) for s, a, d in zip(SEEDS, accs, drifts)]
+                    variant, seen=SEEN.get((task, placement, c), 1.0)) for s, a, d in zip(SEEDS, accs, drifts)]
     return out
 
 
@@ -73,8 +75,9 @@ def qk_runs():
         if (method, norm) == ("structured-svd", False):
             qk += -0.1 if task == "2parity" else 0.1
         final = ON_CLS if (method, norm) == ("structured-svd", True) else UNIFORM
+        start = {("structured-svd", True): HALF_CLS, ("structured-svd", False): ON_CLS}.get((method, norm), UNIFORM)
         out[(task, method, norm)] = [_record(task, method, s, 0.8, _drift({"mask": None, "attention": attention,
-                                                                            "qk": qk}, final)) for s in SEEDS]
+                                                                            "qk": qk}, final, start)) for s in SEEDS]
     return out
 
 
@@ -146,9 +149,13 @@ def test_placement_frame_one_row_per_run_with_the_initial_mask_norm(frame):
 
 def test_qk_frame_reads_the_cls_attention_on_the_support(qk):
     assert len(qk) == 10 * len(SEEDS) and list(qk.columns[:3]) == ["task", "method", "qk_norm"]
-    start = qk.groupby("task")["open_start"].unique()
+    start = qk[qk.method != "structured-svd"].groupby("task")["open_start"].unique()
     # uniform maps: CLS's share on the open keys = open keys of row 0 / 7 (3 for 2Parity, 4 for Majority)
     assert start["2parity"].tolist() == pytest.approx([3 / 7]) and start["maj3"].tolist() == pytest.approx([4 / 7])
+    chance = qk.groupby("task")["open_chance"].unique()
+    assert chance["2parity"].tolist() == pytest.approx([3 / 7]) and chance["maj3"].tolist() == pytest.approx([4 / 7])
+    svd_start = qk[(qk.method == "structured-svd") & qk.qk_norm].groupby("task")["open_start"].mean()
+    assert svd_start.to_dict() == pytest.approx({"2parity": 0.5 + 2 * 0.5 / 6, "maj3": 0.5 + 3 * 0.5 / 6})
     svd_norm = qk[(qk.method == "structured-svd") & qk.qk_norm]
     assert svd_norm["open_end"].tolist() == pytest.approx([1.0] * 6)
     assert qk[qk.method == "default"]["qk_drift"].tolist() == pytest.approx([0.9] * 3 + [0.6] * 3 + [0.9] * 3 + [0.6] * 3)
@@ -156,23 +163,102 @@ def test_qk_frame_reads_the_cls_attention_on_the_support(qk):
 
 # ---------------------------------------------------------------- claims and prose
 
+# R-06 by hand: Structured (SVD) with QK norm starts at 2/3 (2Parity) and 3/4 (Majority) of CLS
+# attention on the open keys, ends at 1; chance is 3/7 and 4/7: (4/7 + 3/7)/2 over (2/3 − 3/7 + 3/4 − 4/7)/2
+R06 = (4 / 7 + 3 / 7) / ((2 / 3 - 3 / 7) + (3 / 4 - 4 / 7))
+
+
 def test_claim_measures_exact(frame, qk):
     norm = ch.mask_init_norm(BooleanTask("2parity", n_bits=N_BITS).mask_pattern("pair:0-2", cls=True), 10.0)
     assert norm == pytest.approx(math.sqrt(11 * math.log1p(math.exp(-10)) ** 2 + 38 * (10 + math.log1p(math.exp(-10))) ** 2))
-    assert ch.claim_measures(frame, qk) == {
-        "R-01": round(0.5 / norm, 5),  # 0.00811
-        "R-02": 0.5,
+    assert ch.mask_matters(frame) == ["maj3"]  # +10 points on Majority; 2Parity's correct mask = no mask
+    drifts = {"2parity": 0.01, "maj3": 0.03}
+    assert ch.claim_measures(frame, qk, drifts) == {
+        "R-01": 0.03,  # the larger of 2Parity and Majority (where the correct mask matters)
+        "R-02": 0.375,  # |0.5 − 0.875|
         "R-03": 0.95,
         "R-04": 3.0,  # 0.3 / 0.1
-        "R-05": -0.0242,  # paired (1, 1, 1) − (0.9, 0.85, 0.95): 0.1 − t(0.975, 2) · 0.05 / √3
-        "R-06": 1.0,
+        "R-05": 0.125,  # paired (1, 1, 1) − (0.9, 0.85, 0.95): every seed gains, 1/2³
+        "R-06": round(R06, 4),  # 2.4
+        "R-07": 8.75,  # Structured (SVD) starts on the pattern (matched): attention drift 3.5 against the mask's 0.4
     }
-    assert round(0.5 / norm, 5) == 0.00811
+    # the control starts on the pattern (share 1) and ends uniform: retention 0
+    assert round(R06, 4) == 2.4 and ch.qk_retention(qk, False) == pytest.approx(0.0, abs=1e-6)
+    assert "R-01" not in ch.claim_measures(frame, qk)  # without the masks read back, R-01 is not measured
+    assert ch.claim_preconditions(frame, qk, drifts) == {
+        "R-02": {"falsifier-fits": 0.6667}, "R-05": {"mask-matters": 1, "test-can-pass": 0},
+        "R-06": {"prior-at-start": round(((2 / 3 - 3 / 7) + (3 / 4 - 4 / 7)) / 2, 4)},
+        "R-07": {"matched-pairs": 6}, "R-01": {"mask-matters": 1}}
+
+
+def test_matched_drift_keeps_only_runs_that_start_on_the_pattern(frame, qk):
+    md = ch.matched_drift(frame, qk)
+    assert md == pytest.approx({"ratio": 8.75, "pairs": 6, "svd": 3.5, "mask": 0.4})
+    unmatched = qk.assign(open_start=0.5)
+    none = ch.matched_drift(frame, unmatched)
+    assert none["pairs"] == 0 and none["ratio"] != none["ratio"]  # NaN: nothing to compare
+
+
+def test_claim_details_and_verdicts(frame, qk):
+    from companion.book.claims import load_ledger, record_all
+
+    drifts = {"2parity": 0.01, "maj3": 0.03}
+    details = ch.claim_details(frame, qk, drifts)
+    assert details == {"R-02": "falsifier ±10 on Majority 50.0 % (MDI 87.5 %)",
+                       "R-05": "3-bit Majority: 3 of 3 seeds gain, p = 0.125, 95% interval [-2.4, 22.4] points",
+                       "R-06": "without QK norm (control) 0.00", "R-01": "2Parity 0.0100, 3-bit Majority 0.0300",
+                       "R-07": "Structured (SVD) 3.50 vs mask 0.40 over 6 pairs matched at the start"}
+    got = {r.id: (r.verdict, r.failed) for r in record_all(
+        ch.claim_measures(frame, qk, drifts), preconditions=ch.claim_preconditions(frame, qk, drifts), ledger=load_ledger())}
+    # three seeds cannot reach p ≤ 0.05 (1/8 at best); the falsifier does not fit S
+    assert got["R-05"] == ("inconclusive", ["test-can-pass"]) and got["R-02"] == ("inconclusive", ["falsifier-fits"])
+    assert got["R-01"] == ("reproduced", []) and got["R-06"] == ("reproduced", []) and got["R-07"] == ("reproduced", [])
+
+
+def test_separating_drift_counts_only_the_entries_that_differ():
+    wrong = torch.tensor([[True, True, False], [True, True, False], [False, False, True]])
+    right = torch.tensor([[True, False, True], [True, True, False], [False, False, True]])
+    init = torch.where(wrong, 10.0, -10.0)
+    assert ch.separating_drift(init, init, wrong, right) == 0.0
+    assert ch.separating_drift(init, torch.where(right, 10.0, -10.0), wrong, right) == pytest.approx(1.0)
+    # of the two separating entries, (0, 2) moves from M = −10 to 0 and (0, 1) stays
+    span = math.log(1 / (1 + math.exp(-10))) - math.log(1 / (1 + math.exp(10)))
+    half = init.clone()
+    half[0, 2] = 0.0
+    moved = (math.log(0.5) - math.log(1 / (1 + math.exp(10)))) / span
+    assert ch.separating_drift(init, half, wrong, right) == pytest.approx(moved / 2)
+    # moving away from the right pattern counts negative
+    away = init.clone()
+    away[0, 2] = -20.0
+    assert ch.separating_drift(init, away, wrong, right) < 0
+
+
+def test_misspecified_drift_reads_the_final_masks(runs):
+    pattern = BooleanTask("2parity", n_bits=N_BITS).mask_pattern("pair:0-2", cls=True)
+    right = BooleanTask("2parity", n_bits=N_BITS).mask_pattern("support", cls=True)
+    final = torch.where(pattern, 10.0, -10.0)
+    final[right & ~pattern] = 0.0  # every entry the right mask opens moves from −10 to 0
+    model = SimpleNamespace(state_dict=lambda: {"blocks.0.attn.prior.logits": final[None],
+                                                "blocks.0.attn.other": torch.zeros(1)})
+    store = SimpleNamespace(load_model=lambda r: model)
+    sep = (pattern != right)
+    n_up, n_down = int((right & ~pattern).sum()), int((pattern & ~right).sum())
+    moved = (math.log(0.5) + math.log1p(math.exp(10))) / (math.log1p(math.exp(10)) - math.log1p(math.exp(-10)))
+    assert int(sep.sum()) == n_up + n_down
+    assert ch.misspecified_drift(runs, "2parity", store=store) == pytest.approx(moved * n_up / (n_up + n_down))
 
 
 def test_prose_numbers_exact(frame, qk):
-    results = [SimpleNamespace(id=f"R-0{i}", verdict="reproduced" if i % 2 else "partly") for i in range(1, 7)]
-    p = ch.prose_numbers(frame, qk, results)
+    results = [SimpleNamespace(id=f"R-0{i}", verdict="reproduced" if i % 2 else "partly") for i in range(1, 8)]
+    p = ch.prose_numbers(frame, qk, results, {"2parity": 0.01, "maj3": 0.03}, {"2parity": 0.02, "maj3": 0.0})
+    assert {k: p[k] for k in ("ch6_sep10_2parity", "ch6_sep10_maj3", "ch6_sep1_2parity", "ch6_sep1_maj3",
+                              "ch6_matters", "ch6_r05_p", "ch6_r05_gains", "ch6_r05_pmin", "ch6_r05_interval",
+                              "ch6_fals10_seen", "ch6_ret_norm", "ch6_ret_plain")} == {
+        "ch6_sep10_2parity": "1.00 %", "ch6_sep10_maj3": "3.00 %", "ch6_sep1_2parity": "2.00 %",
+        "ch6_sep1_maj3": "0.00 %", "ch6_matters": "3-bit Majority", "ch6_r05_p": "0.125",
+        "ch6_r05_gains": "3 of 3", "ch6_r05_pmin": "0.125", "ch6_r05_interval": "[-2.4, 22.4]",
+        "ch6_fals10_seen": "66.7 %", "ch6_ret_norm": "2.40", "ch6_ret_plain": "0.00"}
+    assert (p["ch6_match_ratio"], p["ch6_match_pairs"], p["ch6_match_svd"], p["ch6_match_mask"]) == ("8.8", "6", "3.50", "0.40")
     assert {k: p[k] for k in ("ch6_acc_maj3_falsifier_10", "ch6_acc_maj3_correct_1", "ch6_acc_maj3_default",
                               "ch6_acc_2parity_misspecified_5", "ch6_acc_2parity_default")} == {
         "ch6_acc_maj3_falsifier_10": "50.0 %", "ch6_acc_maj3_correct_1": "95.0 %", "ch6_acc_maj3_default": "90.0 %",
@@ -193,8 +279,9 @@ def test_prose_numbers_cover_every_glue_the_text_cites(frame, qk):
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     cited = {name for c in cells if c["cell_type"] == "markdown"
              for name in re.findall(r"\{glue:text\}`([^`]+)`", "".join(c["source"]))}
-    results = [SimpleNamespace(id=f"R-0{i}", verdict="reproduced") for i in range(1, 7)]
-    assert cited and cited <= set(ch.prose_numbers(frame, qk, results))
+    results = [SimpleNamespace(id=f"R-0{i}", verdict="reproduced") for i in range(1, 8)]
+    drifts = {"2parity": 0.01, "maj3": 0.03}
+    assert cited and cited <= set(ch.prose_numbers(frame, qk, results, drifts, drifts))
 
 
 # ---------------------------------------------------------------- tables and figure data
@@ -221,7 +308,7 @@ def test_paired_gain_table(frame):
 
 def test_qk_tables_use_the_readers_names(qk):
     table = ch.qk_table(qk)
-    assert table.loc[("3-bit Majority", "Structured (SVD)", True)].tolist() == [80.0, 0.571, 1.0, 0.75]
+    assert table.loc[("3-bit Majority", "Structured (SVD)", True)].tolist() == [80.0, 0.75, 1.0, 0.75]  # SVD starts with half on CLS
     assert table.loc[("2Parity", "Structured (SVD)", False), "qk_drift"] == 0.6
     drift = ch.qk_drift_table(qk)
     assert drift.loc[("3-bit Majority", "Default", False), ("attention_drift", "mean")] == 0.5
@@ -263,3 +350,14 @@ def test_frames_of_real_tiny_runs():
     qk = ch.qk_frame({("maj3", "structured-svd", True): svd})
     assert 0.0 < qk["open_start"].iloc[0] <= 1.0 and 0.0 < qk["open_end"].iloc[0] <= 1.0
     assert qk["qk_drift"].iloc[0] > 0
+
+
+def test_sign_flip_p_is_the_exact_permutation_tail():
+    from companion.book.stats import sign_flip_p
+
+    assert sign_flip_p([0.1] * 5) == 1 / 32  # every seed gains: the smallest p five seeds allow
+    assert sign_flip_p([0.1, 0.2, 0.3, 0.4, -0.05]) == 2 / 32  # one small loss: also flipping it ties or beats
+    assert sign_flip_p([0.1] * 4) == 1 / 16  # four seeds never reach 0.05
+    assert sign_flip_p([1.0, -1.0]) == 3 / 4 and sign_flip_p([0.0, 0.0]) == 1.0
+    with pytest.raises(ValueError, match="1 ≤ n ≤ 20"):
+        sign_flip_p([])

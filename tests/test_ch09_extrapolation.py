@@ -113,9 +113,16 @@ def test_setup_reads_both_experiments_at_their_own_lengths():
     assert numbers["ch9_L"] == "64" and numbers["ch9_far_len"] == "512" and numbers["ch9_eval_tokens"] == "16,384"
     assert numbers["ch9_digits"] == "5" and numbers["ch9_steps_lm"] == "400" and numbers["ch9_steps_pk"] == "500"
     assert numbers["ch9_train_chars"] == f"{len(s.lm_task.streams['train']):,}"
+    assert (numbers["ch9_layers"], numbers["ch9_d_model"]) == ("2", "64")
     example = ch.passkey_example(s)
     # L inputs and the last target: the key hidden in the filler, the prompt, the key again
     assert len(example) == 65 and example[-6] == "=" and example[-5:].isdigit() and example[-5:] in example[:-6]
+
+
+def test_verdict_numbers_glue_each_verdict_and_the_seeds():
+    results = [SimpleNamespace(id="S3-08", verdict="reproduced"), SimpleNamespace(id="S3-09", verdict="partly")]
+    assert ch.verdict_numbers(results, [0, 1]) == {"ch9_verdict_S3-08": "reproduced", "ch9_verdict_S3-09": "partly",
+                                                   "ch9_n_seeds": "2"}
 
 
 # ---------------------------------------------------------------- Figure 2a

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 
 from companion.boolean_fourier import cube, evaluate
-from companion.book.frames import long_curves, open_mass, records_frame
+from companion.book.frames import long_curves, open_mass, records_frame, trained_models
 from companion.book.labels import label, task_title
 from companion.book.prose import num, pct
 from companion.book.stats import paired_table, summary_table
@@ -37,13 +38,19 @@ __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference
            "table1", "table4", "table1_measures", "table_claims", "table_claim_details", "table_preconditions",
            "table_numbers",
            "paired_against", "headline", "headline_numbers", "accuracy_curves", "figure5_panels", "map_summary",
-           "persistence", "figure5_claims", "figure5_numbers"]
+           "persistence", "figure5_claims", "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks", "mdi_distance",
+           "function_space", "space_numbers", "structured_gain_fitted", "retention", "figure5_preconditions",
+           "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers",
+           "DOSSIER_OPEN", "dossier_patterns"]
 
 N_BITS = 15
 NAMED = ("2parity", "cyclic3", "maj3")  # the tasks whose rows the paper's Table 1 reports
 READINGS = ("nearest", "sign", "tolerance")  # accuracy readings of a real-valued prediction
 SHOWN = ("default", "structured-svd", "mask")  # the methods of Figure 5
 MASK_CLAIMS = {"2parity": "S2-06", "cyclic3": "S2-07", "maj3": "S2-08"}  # learnable mask, Table 1
+FIT = 0.99  # a run fits the seen set at this seen accuracy
+GAIN = 0.02  # the mask gains on a task when its mean cube accuracy is this far above the default's
+STRUCTURED = ("structured-svd", "structured-opt")
 UNSEEN = {"2parity": "x0 = x1 = −1", "cyclic3": "x0 = x1 = x2 = −1", "maj3": "x0 = x1 = −1",
           "threesym": "x0·x1·x2 = −1"}
 
@@ -116,10 +123,35 @@ def recovered_monomials(function: str, n: int = N_BITS) -> list[tuple[int, ...]]
     return sorted((m for m in walsh_expansion(evaluate(f.expansion, full), coords) if m), key=lambda m: (len(m), m))
 
 
+# The open sets of the source's Table 7 as the dossier reads them (besides the diagonal; token 0 is
+# CLS, token i + 1 is bit x_i): CLS → the bits it reads, and the bit pairs open both ways.
+DOSSIER_OPEN = {
+    "2parity": {"cls": (0, 1), "pairs": ((0, 1),)},
+    "cyclic3": {"cls": tuple(range(N_BITS)), "pairs": tuple((i, (i + d) % N_BITS) for i in range(N_BITS) for d in (1, 2))},
+    "maj3": {"cls": (0, 1, 2), "pairs": ((0, 1), (0, 2), (1, 2))},
+    "threesym": {"cls": (0, 1, 2), "pairs": ((0, 1), (0, 2), (1, 2))},
+}
+
+
+def dossier_patterns(n: int = N_BITS) -> dict[str, torch.Tensor]:
+    """The masks of `DOSSIER_OPEN`, written out entry by entry (bool (n + 1, n + 1)), independently of
+    the mask builder."""
+    out = {}
+    for fn, spec in DOSSIER_OPEN.items():
+        m = torch.eye(n + 1, dtype=torch.bool)
+        m[0, [i + 1 for i in spec["cls"]]] = True
+        for i, j in spec["pairs"]:
+            m[i + 1, j + 1] = m[j + 1, i + 1] = True
+        out[fn] = m
+    return out
+
+
 def mask_claims(masks: dict[str, torch.Tensor]) -> dict[str, bool]:
-    """S2-11: every mask equals the pattern rebuilt from the monomials recovered from the target's values."""
+    """S2-11: every mask equals the pattern rebuilt from the monomials recovered from the target's
+    values, and the open set of the source's Table 7 as the dossier gives it (`dossier_patterns`)."""
     rebuilt = {fn: support_pattern(recovered_monomials(fn), N_BITS, cls=True) for fn in masks}
-    return {"S2-11": all(torch.equal(rebuilt[fn], masks[fn]) for fn in masks)}
+    dossier = dossier_patterns()
+    return {"S2-11": all(torch.equal(rebuilt[fn], masks[fn]) and torch.equal(dossier[fn], masks[fn]) for fn in masks)}
 
 
 def budget(profile: str, seeds: Sequence[int]) -> pd.Series:
@@ -174,14 +206,90 @@ def table4(frame: pd.DataFrame) -> pd.DataFrame:
                  digits=1)
 
 
-def table1_measures(frame: pd.DataFrame, refs: dict[str, dict[str, float]], fit: float = 0.99) -> dict:
+def mask_gain_tasks(frame: pd.DataFrame, fit: float = FIT, gain: float = GAIN) -> list[str]:
+    """The tasks on which the mask gains, chosen by rule before any claim reads them: the default fits
+    the seen set (mean seen accuracy ≥ `fit`) and the learnable mask's mean full-cube accuracy is at
+    least `gain` above the default's."""
+    means = frame.groupby(["task", "method"])[["cube.acc", "seen.acc"]].mean()
+    return [fn for fn in dict.fromkeys(frame["task"])
+            if means.loc[(fn, "default"), "seen.acc"] >= fit
+            and means.loc[(fn, "mask"), "cube.acc"] - means.loc[(fn, "default"), "cube.acc"] >= gain]
+
+
+def structured_gain_fitted(frame: pd.DataFrame, tasks: Sequence[str], fit: float = FIT) -> dict:
+    """S2-09 on the runs that can answer it: on each of `tasks`, each structured query–key method's
+    runs that fit the seen set, minus the default of the same seed, in full-cube accuracy.
+
+    Returns {"gain": the largest mean paired gain over (task, method) with a fitted run (NaN if none),
+    "fitted": {(task, method): (fitted runs, runs)}}."""
+    gains, fitted = [], {}
+    for fn in tasks:
+        sub = frame[frame.task == fn]
+        default = dict(zip(sub[sub.method == "default"].seed, sub[sub.method == "default"]["cube.acc"]))
+        for m in STRUCTURED:
+            runs = sub[sub.method == m]
+            ok = runs[(runs["seen.acc"] >= fit) & runs.seed.isin(list(default))]
+            fitted[(fn, m)] = (len(ok), len(runs))
+            if len(ok):
+                gains.append(float(np.mean([a - default[s] for s, a in zip(ok.seed, ok["cube.acc"])])))
+    return {"gain": max(gains, default=float("nan")), "fitted": fitted}
+
+
+def mdi_distance(pred: torch.Tensor, target: torch.Tensor, mdi: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+    """A model against the minimum-degree interpolator in function space, on one set of points:
+    `distance` = RMS(pred − mdi) / RMS(target − mdi), 0 on the MDI and 1 on the target (the correct
+    extrapolation); `agree`: the share of points where the prediction and the MDI round to the same
+    label (the accuracy-level reading, blind to where between the labels a prediction sits)."""
+    near = lambda v: labels[(v[:, None] - labels[None, :]).abs().argmin(dim=1)]  # noqa: E731
+    scale = float((target - mdi).pow(2).mean().sqrt())
+    return {"distance": float((pred - mdi).pow(2).mean().sqrt()) / scale if scale > 0 else float("nan"),
+            "agree": float((near(pred) == near(mdi)).float().mean())}
+
+
+def function_space(records: dict[str, Sequence], method: str = "default", fit: float = FIT, store=None) -> pd.DataFrame:
+    """Every run of `method` on the tasks where its runs fit the seen set on average (mean seen
+    accuracy ≥ `fit`; elsewhere there is no interpolator to compare with), read back from the store
+    (`trained_models`) and evaluated on the task's unseen set U against the MDI (`mdi_distance`):
+    columns task, seed, seen (its seen accuracy), distance, agree, and mean_pred / mean_mdi (the mean
+    prediction and the MDI's mean value on U)."""
+    rows = []
+    for fn, recs in records.items():
+        runs = [r for r in recs if r.config.method == method]
+        if not runs or np.mean([r.metrics["seen"]["acc"] for r in runs]) < fit:
+            continue
+        task = BooleanTask(fn, n_bits=N_BITS)
+        x, y = task.splits["unseen"]
+        mdi = evaluate(task.fn.mdi(N_BITS), (2.0 * x - 1).to(torch.float32))
+        for rec, model in zip(runs, trained_models(runs, store)):
+            pred = task.predict(model, x)
+            rows.append({"task": fn, "seed": rec.seed, "seen": rec.metrics["seen"]["acc"],
+                         **mdi_distance(pred, y, mdi, task.labels), "mean_pred": float(pred.mean()),
+                         "mean_mdi": float(mdi.mean())})
+    return pd.DataFrame(rows)
+
+
+def space_numbers(space: pd.DataFrame) -> dict[str, str]:
+    """ch3_space_<task> (the default's mean distance from the MDI on U, 0 = MDI, 1 = target) and
+    ch3_agree_<task> (mean share of U where it rounds like the MDI), per task."""
+    means = space.groupby("task")[["distance", "agree", "mean_pred", "mean_mdi"]].mean()
+    return ({f"ch3_space_{fn}": num(means.loc[fn, "distance"]) for fn in means.index}
+            | {f"ch3_agree_{fn}": pct(means.loc[fn, "agree"]) for fn in means.index}
+            | {f"ch3_pred_{fn}": num(means.loc[fn, "mean_pred"], 1) for fn in means.index}
+            | {f"ch3_mdi_value_{fn}": num(means.loc[fn, "mean_mdi"], 1) for fn in means.index})
+
+
+def table1_measures(frame: pd.DataFrame, refs: dict[str, dict[str, float]], fit: float = FIT,
+                    space: pd.DataFrame | None = None) -> dict:
     """The quantities behind the Table 1 and Table 4 claims, from the per-run frame.
 
     `refs` is one reading's {task: MDI accuracies}. Returns a dict with: `means` (task × method mean
     accuracies), `fits` (task → default fits S), `mdi_gap` (largest |default − MDI| cube accuracy over
     NAMED tasks where the default fits S), `unfit` (tasks where it does not), `structured_gain` and
     `zero_gain` (largest mean gain over default of a structured QK init / of the all-zero mask, over
-    all tasks), and `svd_fit` ((runs of Structured (SVD) that fit S, all its runs)).
+    all tasks), and `svd_fit` ((runs of Structured (SVD) that fit S, all its runs)); `gain_tasks`
+    (`mask_gain_tasks`) and `fitted` (`structured_gain_fitted` on them: S2-09's measure and its runs);
+    with `space` (`function_space` of the default), `mdi_distance` (largest mean distance from the MDI
+    on U over the NAMED tasks where the default fits S: S2-05's measure).
     """
     means = frame.groupby(["task", "method"])[["cube.acc", "unseen.acc", "seen.acc"]].mean()
     tasks = list(dict.fromkeys(frame["task"]))
@@ -192,7 +300,14 @@ def table1_measures(frame: pd.DataFrame, refs: dict[str, dict[str, float]], fit:
         return means.loc[(fn, method), "cube.acc"] - means.loc[(fn, "default"), "cube.acc"]
 
     svd = frame[frame.method == "structured-svd"]
+    gain_tasks = mask_gain_tasks(frame, fit)
+    distance = float("nan")
+    if space is not None:
+        fitted_named = [fn for fn in NAMED if fn in tasks and fits[fn]]
+        dist = space.groupby("task")["distance"].mean()
+        distance = max((float(dist[fn]) for fn in fitted_named if fn in dist.index), default=float("nan"))
     return {
+        "gain_tasks": gain_tasks, "fitted": structured_gain_fitted(frame, gain_tasks, fit), "mdi_distance": distance,
         "means": means, "fits": fits, "mdi_gap": max(gaps, default=float("nan")),
         "unfit": [fn for fn in tasks if not fits[fn]],
         "structured_gain": max(gain(m, fn) for fn in tasks for m in ("structured-svd", "structured-opt")),
@@ -202,17 +317,22 @@ def table1_measures(frame: pd.DataFrame, refs: dict[str, dict[str, float]], fit:
 
 
 def table_claims(tm: dict) -> dict[str, float]:
-    """S2-05 (MDI gap), S2-06–S2-08 (the mask's cube accuracy on the named tasks), S2-09 (structured
-    gain) and S2-10 (all-zero mask gain), from `table1_measures`, rounded to 4 decimals."""
+    """S2-05 (the default's distance from the MDI in function space), S2-06–S2-08 (the mask's cube
+    accuracy on the named tasks), S2-09 (structured gain over default on the tasks where the mask
+    gains, fitted runs only) and S2-10 (all-zero mask gain), from `table1_measures`, 4 decimals."""
     means = tm["means"]
-    return {"S2-05": round(tm["mdi_gap"], 4),
+    return {"S2-05": round(tm["mdi_distance"], 4),
             **{cid: round(means.loc[(fn, "mask"), "cube.acc"], 4) for fn, cid in MASK_CLAIMS.items()},
-            "S2-09": round(tm["structured_gain"], 4), "S2-10": round(tm["zero_gain"], 4)}
+            "S2-09": round(tm["fitted"]["gain"], 4), "S2-10": round(tm["zero_gain"], 4)}
 
 
 def table_claim_details(tm: dict) -> dict[str, str]:
-    """S2-05's detail: the tasks left out because the default model did not fit the seen set."""
-    return {"S2-05": f"not fitted: {tm['unfit'] or 'none'}"}
+    """S2-05's detail (the accuracy gap to the MDI, the tasks left out because the default did not
+    fit the seen set) and S2-09's (the tasks where the mask gains, the structured runs that fit)."""
+    fitted = ", ".join(f"{label(m)} {k} of {n}" for (_, m), (k, n) in tm["fitted"]["fitted"].items())
+    return {"S2-05": f"accuracy gap to the MDI {100 * tm['mdi_gap']:.1f} points; not fitted: {tm['unfit'] or 'none'}",
+            "S2-09": f"tasks where the mask gains: {', '.join(map(task_title, tm['gain_tasks'])) or 'none'}; "
+                     f"runs that fit: {fitted or 'none'}"}
 
 
 def table_preconditions(tm: dict) -> dict[str, dict[str, float]]:
@@ -220,7 +340,9 @@ def table_preconditions(tm: dict) -> dict[str, dict[str, float]]:
     seen accuracy on the task of S2-06–S2-08, and for S2-05 the highest over the named tasks, 4 decimals."""
     seen = {fn: round(float(tm["means"].loc[(fn, "default"), "seen.acc"]), 4)
             for fn in NAMED if (fn, "default") in tm["means"].index}
-    out = {"S2-05": {"default-fits-seen": max(seen.values(), default=0.0)}}
+    out = {"S2-05": {"default-fits-seen": max(seen.values(), default=0.0)},
+           "S2-09": {"mask-gains": len(tm["gain_tasks"]),
+                     "structured-fits": sum(k for k, _ in tm["fitted"]["fitted"].values())}}
     return out | {cid: {"default-fits-seen": seen[fn]} for fn, cid in MASK_CLAIMS.items() if fn in seen}
 
 
@@ -237,6 +359,10 @@ def table_numbers(tm: dict, results: Sequence) -> dict[str, str]:
         out[f"ch3_default_{fn}"] = pct(means.loc[(fn, "default"), "cube.acc"])
         out[f"ch3_verdict_{fn}"] = verdicts[cid]
     out["ch3_structured_gain"] = num(100 * tm["structured_gain"], 1)
+    out["ch3_structured_gain_fitted"] = num(100 * tm["fitted"]["gain"], 1)
+    out["ch3_gain_tasks"] = ", ".join(task_title(fn) for fn in tm["gain_tasks"]) or "none"
+    out["ch3_verdict_S2-05"], out["ch3_verdict_S2-09"] = verdicts["S2-05"], verdicts["S2-09"]
+    out["ch3_default_seen_cyclic3"] = pct(means.loc[("cyclic3", "default"), "seen.acc"])
     out["ch3_svd_fit"] = "{} of {}".format(*tm["svd_fit"])
     out["ch3_zero_gain"] = num(100 * tm["zero_gain"], 1)
     return out
@@ -265,6 +391,42 @@ def headline_numbers(hl: pd.DataFrame) -> dict[str, str]:
     """ch3_hl_<task>: mask minus default, "diff [lo, hi]" in points, per task."""
     col = "cube.acc (%) − default"
     return {f"ch3_hl_{fn}": hl[hl.task == task_title(fn)].loc[label("mask"), col] for fn in FUNCTIONS}
+
+
+def learning_gain(frame: pd.DataFrame, gain: float = GAIN) -> dict:
+    """What learning the mask adds over the same mask fixed (Table 5's question on these tasks).
+
+    On the tasks where the learnable mask's mean cube accuracy is at least `gain` above the default's
+    (whether or not anything fits the seen set: the question is learnable against fixed, not against
+    the default), the mean paired difference learnable − fixed mask in full-cube accuracy per task.
+    Returns {"tasks": those tasks, "by_task": {task: difference}, "gain": the largest (NaN if none)}."""
+    means = frame.groupby(["task", "method"])["cube.acc"].mean()
+    tasks = [fn for fn in dict.fromkeys(frame["task"]) if means.loc[(fn, "mask")] - means.loc[(fn, "default")] >= gain]
+    by_task = {}
+    for fn in tasks:
+        sub = frame[frame.task == fn]
+        fixed = dict(zip(sub[sub.method == "fixed-mask"].seed, sub[sub.method == "fixed-mask"]["cube.acc"]))
+        learn = sub[(sub.method == "mask") & sub.seed.isin(list(fixed))]
+        by_task[fn] = float(np.mean([a - fixed[s] for s, a in zip(learn.seed, learn["cube.acc"])]))
+    return {"tasks": tasks, "by_task": by_task, "gain": max(by_task.values(), default=float("nan"))}
+
+
+def learning_claims(lg: dict) -> dict[str, float]:
+    """S2-23: the largest mean gain of the learnable mask over the fixed one (`learning_gain`), 4 decimals."""
+    return {"S2-23": round(lg["gain"], 4)}
+
+
+def learning_preconditions(lg: dict) -> dict[str, dict[str, int]]:
+    """S2-23's precondition: how many tasks the learnable mask gains on."""
+    return {"S2-23": {"mask-gains": len(lg["tasks"])}}
+
+
+def learning_numbers(lg: dict, results: Sequence = ()) -> dict[str, str]:
+    """ch3_learn_tasks, ch3_learn_by_task ("task +x.x" per task: learnable − fixed, points) and
+    ch3_verdict_S2-23 (from `results`)."""
+    out = {"ch3_learn_tasks": ", ".join(map(task_title, lg["tasks"])) or "none",
+           "ch3_learn_by_task": ", ".join(f"{task_title(fn)} {100 * v:+.1f}" for fn, v in lg["by_task"].items()) or "—"}
+    return out | {f"ch3_verdict_{r.id}": r.verdict for r in results if r.id == "S2-23"}
 
 
 def accuracy_curves(records: Sequence) -> pd.DataFrame:
@@ -318,15 +480,57 @@ def _keep(maps: pd.DataFrame) -> float:
     return _open_share(maps, "mask", "final") - _open_share(maps, "structured-svd", "final")
 
 
-def figure5_claims(maps: pd.DataFrame) -> dict[str, float]:
-    """S2-12: the open share at the end, mask minus Structured (SVD), rounded to 4 decimals."""
-    return {"S2-12": round(_keep(maps), 4)}
+def _chance(masks: dict[str, torch.Tensor], row: int = 0) -> dict[str, float]:
+    """The open share of uniform attention on query `row`: its open keys over all keys, per task."""
+    return {fn: float(m[row].float().mean()) for fn, m in masks.items()}
 
 
-def figure5_numbers(maps: pd.DataFrame, seed: int) -> dict:
+def retention(maps: pd.DataFrame, frame: pd.DataFrame, masks: dict[str, torch.Tensor], tasks: Sequence[str],
+              fit: float = FIT) -> dict:
+    """How much of its pattern each method keeps from initialisation to the end (S2-12).
+
+    On `tasks` (those where the mask gains), leaving out a task whose CLS row is all open (uniform
+    attention already scores 1.0 there, so every method does, trivially), and on the runs that fit the
+    seen set: retention = mean(final − chance) / mean(init − chance) over runs and layers, with chance
+    the open share of uniform attention. 1 keeps the initial pattern, 0 washes back to uniform.
+    Returns {"mask", "structured-svd": retention (NaN without runs), "runs": {method: runs used},
+    "tasks": the tasks used}."""
+    chance = _chance(masks)
+    used = [fn for fn in tasks if chance[fn] < 1.0]
+    seen = frame.set_index(["task", "method", "seed"])["seen.acc"]
+    out: dict = {"runs": {}, "tasks": used}
+    for m in ("mask", "structured-svd"):
+        rows = maps[(maps.method == m) & maps.task.isin(used)]
+        rows = rows[np.array([seen.get((t, m, s), 0.0) >= fit for t, s in zip(rows.task, rows.seed)], dtype=bool)]
+        base = rows.task.map(chance)
+        start, end = float((rows["init"] - base).mean()), float((rows["final"] - base).mean())
+        out[m] = end / start if len(rows) and start > 0 else float("nan")
+        out["runs"][m] = len(rows[["task", "seed"]].drop_duplicates())
+    return out
+
+
+def figure5_claims(ret: dict) -> dict[str, float]:
+    """S2-12: the mask's retention minus Structured (SVD)'s (`retention`), rounded to 4 decimals."""
+    return {"S2-12": round(ret["mask"] - ret["structured-svd"], 4)}
+
+
+def figure5_preconditions(ret: dict) -> dict[str, dict[str, int]]:
+    """S2-12's preconditions: the tasks left (mask gains, CLS row not all open) and the fitted
+    Structured (SVD) runs on them."""
+    return {"S2-12": {"mask-gains": len(ret["tasks"]), "structured-fits": int(ret["runs"]["structured-svd"])}}
+
+
+def figure5_numbers(maps: pd.DataFrame, seed: int, ret: dict | None = None, results: Sequence = ()) -> dict:
     """The Figure 5 prose: the seed shown, Structured (SVD)'s open share at the start and the end,
-    the mask's at the end, and their difference at the end."""
-    return {"ch3_fig5_seed": seed, "ch3_keep": num(_keep(maps)),
+    the mask's at the end, and their difference at the end; with `ret` (`retention`) each method's
+    retention, the tasks and runs it uses, and S2-12's verdict from `results`."""
+    out = {}
+    if ret is not None:
+        out = {"ch3_ret_mask": num(ret["mask"]), "ch3_ret_svd": num(ret["structured-svd"]),
+               "ch3_ret_tasks": ", ".join(map(task_title, ret["tasks"])) or "none",
+               "ch3_ret_svd_runs": str(ret["runs"]["structured-svd"])}
+    out |= {f"ch3_verdict_{r.id}": r.verdict for r in results if r.id == "S2-12"}
+    return out | {"ch3_fig5_seed": seed, "ch3_keep": num(_keep(maps)),
             "ch3_svd_start": num(_open_share(maps, "structured-svd", "init")),
             "ch3_svd_end": num(_open_share(maps, "structured-svd", "final")),
             "ch3_mask_end": num(_open_share(maps, "mask", "final"))}

@@ -18,10 +18,10 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from companion.book.frames import open_mass, records_frame
+from companion.book.frames import open_mass, records_frame, trained_models
 from companion.book.labels import label, task_title
 from companion.book.prose import num, pct, signed
-from companion.book.stats import paired, summarize
+from companion.book.stats import paired, sign_flip_p, summarize
 from companion.config import TaskConfig
 from companion.experiments.referee import CONTRASTS, PLACEMENTS, TASKS
 from companion.sweep import ensure_grid
@@ -30,8 +30,14 @@ from companion.tasks import make_task
 __all__ = ["DRIFT_TITLES", "load", "load_qk", "placement_frame", "qk_frame", "drift_curve", "final_drift",
            "mask_init_norm", "select", "by_seed", "placements_table", "accuracy_table", "accuracy_runs",
            "baseline_accuracy", "drift_table", "placement_drift", "qk_table", "qk_drift_table", "qk_drift_curves",
-           "paired_gain_table", "claim_measures", "prose_numbers"]
+           "paired_gain_table", "claim_measures", "prose_numbers", "FIT", "GAIN", "MDI", "mask_matters",
+           "separating_drift", "misspecified_drift", "claim_preconditions", "claim_details", "seed_test",
+           "qk_retention", "matched_drift", "MATCH"]
 
+FIT = 0.99  # a run fits the seen set at this mean seen accuracy
+MATCH = 0.05  # a query–key run starts matched to the mask when its CLS open share is within this of the mask's
+GAIN = 0.02  # the correct ±10 mask matters on a task when it is this far above no mask in cube accuracy
+MDI = {"2parity": 0.75, "maj3": 0.875}  # the minimum-degree interpolator's full-cube accuracy (Chapter 3)
 PLACEMENT_KEY = ("task", "placement", "contrast")
 QK_KEY = ("task", "method", "qk_norm")
 DRIFT_TITLES = {"mask": "mask drift ‖Δ log σ(M)‖_F", "attention": "attention-pattern drift",
@@ -113,13 +119,15 @@ def placement_frame(runs: Mapping[tuple[str, str, float], Sequence]) -> pd.DataF
 def qk_frame(qk_runs: Mapping[tuple[str, str, bool], Sequence]) -> pd.DataFrame:
     """One row per run of the `qk-norm` grid: task, method, qk_norm, the final metrics, the final
     drifts (`mask_drift`, `attention_drift`, `qk_drift`), and the share of CLS attention on the task's
-    open keys (its support pattern) at the start and at the end (`open_start`, `open_end`), mean over layers."""
+    open keys (its support pattern) at the start and at the end (`open_start`, `open_end`), mean over
+    layers, and that of uniform attention (`open_chance`: the CLS row's open keys over all keys)."""
     frame = _frame(qk_runs, QK_KEY)
     records = [r for recs in qk_runs.values() for r in recs]
     frame["qk_drift"] = [final_drift(r, "qk") for r in records]
     for column, maps in (("open_start", "init"), ("open_end", "final")):
         frame[column] = [np.mean([open_mass(m, _pattern(r.config.task, "support"), 0) for m in r.drift["maps"][maps]])
                          for r in records]
+    frame["open_chance"] = [float(_pattern(r.config.task, "support")[0].float().mean()) for r in records]
     return frame
 
 
@@ -254,6 +262,98 @@ def qk_drift_curves(qk_runs: Mapping[tuple[str, str, bool], Sequence], task: str
     return frame
 
 
+# ---------------------------------------------------------------- claim readings
+
+def mask_matters(frame: pd.DataFrame, fit: float = FIT, gain: float = GAIN) -> list[str]:
+    """The tasks on which the correct mask matters, chosen by rule: the model without a mask fits the
+    seen set and the correct ±10 mask's mean cube accuracy is at least `gain` above it."""
+    out = []
+    for task in TASKS:
+        none = select(frame, task, "no mask", 0.0)
+        if none["seen.acc"].mean() >= fit and _accuracy(frame, task, "correct", 10.0) - none["cube.acc"].mean() >= gain:
+            out.append(task)
+    return out
+
+
+def separating_drift(logits_init, logits_final, wrong, right) -> float:
+    """How far a mask moved from the wrong pattern towards the right one, on the entries that separate
+    them (open in one, closed in the other), as a fraction of the distance between the two patterns.
+
+    Per separating entry, Δ log σ(M) signed towards the right pattern (up where the right mask opens,
+    down where it closes), over |log σ(c) − log σ(−c)| at the initial contrast c; averaged over the
+    entries. 0: frozen at the wrong pattern; 1: moved all the way to the right one. The closed
+    entries' mass cannot hide a few nats of movement here, as it can in ‖Δ log σ(M)‖_F / ‖log σ(M_0)‖_F."""
+    import torch
+    import torch.nn.functional as F
+
+    m0, mt = torch.as_tensor(logits_init, dtype=torch.float64), torch.as_tensor(logits_final, dtype=torch.float64)
+    wrong, right = torch.as_tensor(wrong, dtype=torch.bool), torch.as_tensor(right, dtype=torch.bool)
+    sep = wrong != right
+    c = float(m0.abs().max())
+    span = float(F.logsigmoid(torch.tensor(c)) - F.logsigmoid(torch.tensor(-c)))
+    step = (F.logsigmoid(mt) - F.logsigmoid(m0)) * torch.where(right, 1.0, -1.0)
+    return float(step[..., sep].mean()) / span
+
+
+def misspecified_drift(runs: Mapping[tuple[str, str, float], Sequence], task: str, contrast: float = 10.0,
+                       store=None) -> float:
+    """`separating_drift` of the misspecified mask at ±`contrast` on `task`, mean over layers and seeds;
+    the final masks are read back from the run store."""
+    records = runs[(task, "misspecified", contrast)]
+    wrong = _pattern(records[0].config.task, records[0].config.model.prior.variant)
+    right = _pattern(records[0].config.task, "support")
+    values = []
+    for model in trained_models(records, store):
+        for name, logits in model.state_dict().items():
+            if name.endswith("prior.logits"):
+                init = np.where(np.asarray(wrong), contrast, -contrast)[None].repeat(logits.shape[0], 0)  # M_0
+                values.append(separating_drift(init, logits, wrong, right))
+    return float(np.mean(values))
+
+
+def seed_test(frame: pd.DataFrame, task: str) -> dict:
+    """The correct ±10 mask minus no mask in cube accuracy on `task`, paired by seed: the 95 % t
+    interval, the exact one-sided sign-flip p (`sign_flip_p`), the seeds and how many gain."""
+    a, b = by_seed(frame, task, "correct", 10.0), by_seed(frame, task, "no mask", 0.0)
+    seeds = sorted(set(a) & set(b))
+    diffs = [a[s] - b[s] for s in seeds]
+    g = paired(a, b)
+    return {"lo": g.lo, "hi": g.hi, "mean": g.mean_diff, "p": sign_flip_p(diffs), "n": len(seeds),
+            "gains": sum(d > 0 for d in diffs)}
+
+
+def qk_retention(qk: pd.DataFrame, norm: bool, method: str = "structured-svd", fit: float = FIT) -> float:
+    """How much of its starting pattern `method` keeps, with or without QK normalisation: mean(open_end −
+    chance) / mean(open_start − chance) over the runs of both tasks that fit the seen set (chance:
+    `open_chance`, uniform attention's open share). 1 keeps it, 0 washes back to uniform, above 1 sharpens it."""
+    rows = qk[(qk.method == method) & (qk.qk_norm == norm) & (qk["seen.acc"] >= fit)]
+    start = float((rows.open_start - rows.open_chance).mean())
+    return float((rows.open_end - rows.open_chance).mean()) / start if len(rows) and start > 0 else float("nan")
+
+
+def matched_drift(frame: pd.DataFrame, qk: pd.DataFrame, tol: float = MATCH) -> dict:
+    """Attention-pattern drift of a query–key prior against a mask prior started from the same pattern.
+
+    Pairs each Structured (SVD) run without QK normalisation with the correct ±10 mask run of the same
+    task and seed; a pair counts when the SVD model's CLS attention on the open keys at the start is
+    within `tol` of the mask model's (a ±10 mask puts all but a few 10^−4 of the CLS attention on its
+    open keys at the start: 1.000 in Chapter 3's maps). Returns {"ratio": mean final attention drift
+    of the SVD runs over that of their mask runs (NaN without a pair), "pairs": how many, "svd",
+    "mask": the two means}."""
+    mask = frame[(frame.placement == "correct") & (frame.contrast == 10.0)]
+    svd = qk[(qk.method == "structured-svd") & ~qk.qk_norm.astype(bool)]
+    pairs = svd.merge(mask, on=["task", "seed"], suffixes=("_svd", "_mask"))
+    pairs = pairs[pairs.open_start >= 1.0 - tol]
+    a, b = pairs["attention_drift_svd"].mean(), pairs["attention_drift_mask"].mean()
+    return {"ratio": float(a / b) if len(pairs) and b > 0 else float("nan"), "pairs": len(pairs),
+            "svd": float(a) if len(pairs) else float("nan"), "mask": float(b) if len(pairs) else float("nan")}
+
+
+def _qk_start_excess(qk: pd.DataFrame, fit: float = FIT) -> float:
+    rows = qk[(qk.method == "structured-svd") & qk.qk_norm & (qk["seen.acc"] >= fit)]
+    return float((rows.open_start - rows.open_chance).mean()) if len(rows) else 0.0
+
+
 # ---------------------------------------------------------------- claims and prose
 
 def _svd_open_end(qk: pd.DataFrame, norm: bool) -> float:
@@ -267,30 +367,86 @@ def _relative_misspecified_drift(frame: pd.DataFrame) -> float:
     return _mask_drift(frame, "2parity", "misspecified", 10.0) / float(cell["mask_norm"].iloc[0])
 
 
-def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, float]:
+def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame, drifts: Mapping[str, float] | None = None) -> dict[str, float]:
     """R-01 … R-06 from the placement and QK frames (thresholds live in book/claims.yml).
 
-    R-01: mean final mask drift of the misspecified ±10 2Parity mask / ‖log σ(M_0)‖_F (5 digits).
-    R-02, R-03: mean full-cube accuracy of the falsifier at ±10 and of the correct mask at ±1 on
-    Majority (4 digits). R-04: mean final mask drift of the correct Majority mask at ±1 over that at
-    ±10 (1 digit). R-05: lower end of the 95 % interval of the paired Majority difference correct ±10 −
-    no mask in full-cube accuracy (4 digits). R-06: mean final CLS attention on the open keys of
-    Structured (SVD) with QK normalisation over both tasks (4 digits).
+    R-01: the largest `separating_drift` of the misspecified ±10 mask over 2Parity and the tasks where
+    the correct mask matters, from `drifts` ({task: `misspecified_drift`}; 4 digits). R-02: |mean
+    full-cube accuracy of the falsifier at ±10 on Majority − the MDI's| (4 digits). R-03: mean full-cube
+    accuracy of the correct mask at ±1 on Majority (4 digits). R-04: mean final mask drift of the correct
+    Majority mask at ±1 over that at ±10 (1 digit). R-05: the largest exact one-sided sign-flip p of
+    correct ±10 − no mask over the tasks where the correct mask matters (4 digits; 1.0 without one).
+    R-06: `qk_retention` of Structured (SVD) with QK normalisation (4 digits). R-07: `matched_drift`'s
+    ratio, Structured (SVD) over the correct ±10 mask (2 digits).
     """
     drift_ratio = (_mask_drift(frame, "maj3", "correct", 1.0)
                    / max(_mask_drift(frame, "maj3", "correct", 10.0), 1e-12))
-    gain = paired(by_seed(frame, "maj3", "correct", 10.0), by_seed(frame, "maj3", "no mask", 0.0))
-    return {"R-01": round(_relative_misspecified_drift(frame), 5),
-            "R-02": round(_accuracy(frame, "maj3", "falsifier", 10.0), 4),
-            "R-03": round(_accuracy(frame, "maj3", "correct", 1.0), 4),
-            "R-04": round(drift_ratio, 1),
-            "R-05": round(gain.lo, 4),
-            "R-06": round(_svd_open_end(qk, True), 4)}
+    matters = mask_matters(frame)
+    out = {}
+    if drifts is not None:
+        out["R-01"] = round(max(drifts[t] for t in dict.fromkeys(["2parity", *matters])), 4)
+    return out | {"R-02": round(abs(_accuracy(frame, "maj3", "falsifier", 10.0) - MDI["maj3"]), 4),
+                  "R-03": round(_accuracy(frame, "maj3", "correct", 1.0), 4),
+                  "R-04": round(drift_ratio, 1),
+                  "R-05": round(max((seed_test(frame, t)["p"] for t in matters), default=1.0), 4),
+                  "R-06": round(qk_retention(qk, True), 4),
+                  "R-07": round(matched_drift(frame, qk)["ratio"], 2)}
 
 
-def prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence) -> dict[str, str]:
+def claim_preconditions(frame: pd.DataFrame, qk: pd.DataFrame, drifts: Mapping[str, float] | None = None) -> dict:
+    """The preconditions of R-01, R-02, R-05 and R-06 (book/claims.yml), by claim id."""
+    matters = mask_matters(frame)
+    fals = select(frame, "maj3", "falsifier", 10.0)
+    out = {"R-02": {"falsifier-fits": round(float(fals["seen.acc"].mean()), 4)},
+           "R-05": {"mask-matters": len(matters), "test-can-pass": int(2.0 ** -frame["seed"].nunique() <= 0.05)},
+           "R-06": {"prior-at-start": round(_qk_start_excess(qk), 4)},
+           "R-07": {"matched-pairs": matched_drift(frame, qk)["pairs"]}}
+    if drifts is not None:
+        out["R-01"] = {"mask-matters": len(matters)}
+    return out
+
+
+def claim_details(frame: pd.DataFrame, qk: pd.DataFrame, drifts: Mapping[str, float] | None = None) -> dict[str, str]:
+    """What each verdict row adds: R-01's drift per task, R-02's accuracy, R-05's test per task, R-06's control."""
+    out = {"R-02": f"falsifier ±10 on Majority {100 * _accuracy(frame, 'maj3', 'falsifier', 10.0):.1f} % "
+                   f"(MDI {100 * MDI['maj3']:.1f} %)",
+           "R-05": "; ".join(f"{task_title(t)}: {s['gains']} of {s['n']} seeds gain, p = {s['p']:.3f}, "
+                             f"95% interval [{100 * s['lo']:.1f}, {100 * s['hi']:.1f}] points"
+                             for t in mask_matters(frame) for s in [seed_test(frame, t)]) or "no task where the mask matters",
+           "R-06": f"without QK norm (control) {num(qk_retention(qk, False))}",
+           "R-07": "Structured (SVD) {svd:.2f} vs mask {mask:.2f} over {pairs} pairs matched at the start".format(
+               **matched_drift(frame, qk))}
+    if drifts is not None:
+        out["R-01"] = ", ".join(f"{task_title(t)} {v:.4f}" for t, v in drifts.items())
+    return out
+
+
+def prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence,
+                  drifts: Mapping[str, float] | None = None, soft: Mapping[str, float] | None = None) -> dict[str, str]:
     """Every number the chapter's text cites, formatted as it reads, by glue name; `results` are the
-    recorded claims (their verdicts are glued as ch6_R01 …)."""
+    recorded claims (their verdicts are glued as ch6_R01 …); `drifts` and `soft` are the misspecified
+    masks' `misspecified_drift` per task at ±10 and at ±1 (glued as ch6_sep10_<task>, ch6_sep1_<task>)."""
+    out = _prose_numbers(frame, qk, results)
+    out |= {f"ch6_sep10_{t}": pct(v, 2) for t, v in (drifts or {}).items()}
+    out |= {f"ch6_sep1_{t}": pct(v, 2) for t, v in (soft or {}).items()}
+    matters = mask_matters(frame)
+    out["ch6_matters"] = ", ".join(task_title(t) for t in matters) or "none"
+    tests = [seed_test(frame, t) for t in matters]
+    if tests:
+        worst = max(tests, key=lambda t: t["p"])
+        out |= {"ch6_r05_p": f"{worst['p']:.3f}", "ch6_r05_gains": f"{worst['gains']} of {worst['n']}",
+                "ch6_r05_pmin": f"{2.0 ** -worst['n']:.3f}",
+                "ch6_r05_interval": f"[{100 * worst['lo']:.1f}, {100 * worst['hi']:.1f}]"}
+    out["ch6_fals10_seen"] = pct(float(select(frame, "maj3", "falsifier", 10.0)["seen.acc"].mean()))
+    out["ch6_ret_norm"] = num(qk_retention(qk, True))
+    out["ch6_ret_plain"] = num(qk_retention(qk, False))
+    md = matched_drift(frame, qk)
+    out |= {"ch6_match_ratio": num(md["ratio"], 1), "ch6_match_pairs": str(md["pairs"]),
+            "ch6_match_svd": num(md["svd"]), "ch6_match_mask": num(md["mask"])}
+    return out
+
+
+def _prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence) -> dict[str, str]:
     out = {f"ch6_acc_{t}_{p}_{c:g}": pct(_accuracy(frame, t, p, c)) for t in TASKS for p in PLACEMENTS[t]
            for c in CONTRASTS}
     out.update({f"ch6_acc_{t}_default": pct(_accuracy(frame, t, "no mask", 0.0)) for t in TASKS})

@@ -43,7 +43,7 @@ __all__ = ["READINGS", "GOAT_READINGS", "DEPTH_SHOWN", "BASELINES", "Setup", "re
            "per_position", "position_curves", "sink_profiles", "goat_profiles", "key_prior_lines",
            "sink_structure", "structure_table", "sink_claims", "sink_claim_details", "sink_numbers",
            "passkey_lengths", "passkey_table", "depth_panel", "passkey_claims", "passkey_claim_details",
-           "passkey_numbers", "head_prior"]
+           "passkey_numbers", "head_prior", "verdict_numbers"]
 
 # Every reading of the runs, in the order of the chapter's tables and legends ("rope-pi" reads the rope runs).
 READINGS = ("goat", "goat-uniform", "rope", "rope-pi", "alibi", "sinusoidal")
@@ -112,13 +112,14 @@ def passkey_example(s: Setup) -> str:
 
 
 def setup_numbers(s: Setup, eval_tokens: int) -> dict[str, str]:
-    """The setup's numbers the text cites: lengths, corpus sizes, key digits, training steps."""
+    """The setup's numbers the text cites: lengths, corpus sizes, key digits, training steps, depth and width."""
     return {"ch9_L": str(s.L), "ch9_far_len": str(s.lengths[-1]),
             "ch9_train_chars": f"{len(s.lm_task.streams['train']):,}",
             "ch9_test_chars": f"{len(s.lm_task.streams['test']):,}",
             "ch9_vocab": str(s.lm_task.spec.vocab_size), "ch9_digits": str(s.pk_task.digits),
             "ch9_eval_tokens": f"{eval_tokens:,}", "ch9_steps_lm": str(s.lm_configs["goat"].train.steps),
-            "ch9_steps_pk": str(s.pk_configs["goat"].train.steps)}
+            "ch9_steps_pk": str(s.pk_configs["goat"].train.steps),
+            "ch9_layers": str(s.lm_configs["goat"].model.n_layers), "ch9_d_model": str(s.lm_configs["goat"].model.d_model)}
 
 
 # ---------------------------------------------------------------- runs and models
@@ -488,3 +489,9 @@ def head_prior(model: torch.nn.Module, n: int) -> dict[str, np.ndarray]:
     centred = np.asarray(panels["centred"])
     return {"centred": centred, "limit": np.array([np.nanmax(np.abs(c)) for c in centred]),
             "log_causal": np.log10(np.asarray(panels["causal"]) + 1e-12)}
+
+
+def verdict_numbers(results: Sequence, seeds: Sequence[int]) -> dict[str, str]:
+    """{"ch9_verdict_<claim id>": verdict} of the recorded claims (`companion.book.claims.ClaimResult`),
+    and ch9_n_seeds, the number of seeds every model is run with."""
+    return {f"ch9_verdict_{r.id}": r.verdict for r in results} | {"ch9_n_seeds": str(len(seeds))}
