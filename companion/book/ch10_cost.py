@@ -11,20 +11,22 @@ labels and colours come from `companion.book.labels`.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from companion.book.claims import load_ledger
-from companion.book.labels import VARIANTS
+from companion.book.labels import VARIANTS, label
 from companion.cost.roofline import attention_bytes, attention_flops, bound_s
 from companion.paths import repo_root
 
 __all__ = ["RESULTS", "CPU_RESULT", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "load",
            "committed", "gpu_results", "frame", "wide", "settings_table", "variant_curves", "length_axes",
            "ratio_table", "flex_backward_note", "quadratic_reference", "growth_exponent", "growth_table",
-           "roofline", "floor_shares", "goal_table", "goals_table", "gpu_mask_ratio", "load_steps", "step_frame",
+           "roofline", "floor_shares", "goal_table", "goals_table", "gpu_mask_ratios", "gpu_mask_ratio", "GPU_GOALS", "gpu_frame",
+           "gpu_ratio_table", "gpu_goal_table", "gpu_provenance", "gpu_prose_numbers", "load_steps", "step_frame",
            "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers"]
 
 RESULTS = Path("benchmarks") / "results"
@@ -120,9 +122,18 @@ def ratio_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def flex_backward_note(df: pd.DataFrame) -> str:
-    """What became of FlexAttention's forward + backward: its status and the first sentence of its reason."""
+    """What became of FlexAttention's forward + backward, in words: measured, or why it has no time
+    here (the reason the harness recorded, without its exception class)."""
     flex = df[(df.variant == "flex") & (df["mode"] == "fwd+bwd")]
-    return f"flex, fwd+bwd: {flex.status.iloc[0]} - " + flex.reason.iloc[0].split(". ")[0] + "."
+    name = label("flex")
+    if not len(flex) or flex.status.iloc[0] == "ok":
+        return f"{name}: forward + backward is timed at every length."
+    reason = str(flex.reason.iloc[0])
+    at = re.search(r"at L=(\d+)", reason)
+    plain = reason.split(". ")[0].split(": ")[-1].rstrip(".")
+    where = f" (the harness stopped at its first call, L = {at.group(1)})" if at else ""
+    return (f"{name}: no forward + backward time on this machine. {plain}{where}, so the harness records "
+            f"that instead of a time; its forward is timed as usual.")
 
 
 def quadratic_reference(mem: pd.DataFrame, variant: str = "mask-sdpa", at: int = 1024) -> np.ndarray:
@@ -203,16 +214,157 @@ def goals_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([goals, goal_table(df, GOAL_L, _limits(MEMORY_GOALS)).assign(device="CPU")])
 
 
-def gpu_mask_ratio(gpu: dict[str, dict]) -> float | None:
-    """The learnable mask through `attend` over plain SDPA, forward + backward at GOAL_L, in the last
-    committed GPU result that measured it (rounded to 3 places); None without one."""
-    ratio = None
+def gpu_mask_ratios(gpu: dict[str, dict]) -> dict[str, float]:
+    """{dtype: the learnable mask through `attend` over plain SDPA, forward + backward at GOAL_L} for
+    every committed GPU result that measured it."""
+    out = {}
     for result in gpu.values():
         g = frame(result)
         sel = g[(g.variant == "mask-attend") & (g.L == GOAL_L) & (g["mode"] == "fwd+bwd") & (g.status == "ok")]
         if len(sel):
-            ratio = round(float(sel.paired_ratio.iloc[0]), 3)
-    return ratio
+            out[result["settings"]["dtype"]] = float(sel.paired_ratio.iloc[0])
+    return out
+
+
+def gpu_mask_ratio(gpu: dict[str, dict]) -> float | None:
+    """C-02's measure: the learnable mask's forward + backward time over plain SDPA at GOAL_L, the
+    worst over the precisions measured on a GPU (the claim must hold in the precision one trains in,
+    bfloat16, as in float32), rounded to 3 places; None without a GPU result."""
+    ratios = gpu_mask_ratios(gpu)
+    return round(max(ratios.values()), 3) if ratios else None
+
+
+# The GPU goals (issue "Fast runs", item 5): (variant, L, dtype, the claim whose threshold is the goal;
+# None: the goal is only that the variant runs and passes the float64 gate).
+GPU_GOALS = (("goat-lanes", 4096, "float32", "S3-15"), ("goat-lanes", 16384, "float32", "S3-15"),
+             ("goat-lanes", 4096, "bfloat16", "S3-15"), ("mask-attend", 4096, "float32", "C-02"),
+             ("mask-attend", 4096, "bfloat16", "C-02"), ("flex", 4096, "bfloat16", None))
+_STATUS_WORDS = {"gate-failed": "fails the float64 gate", "error": "does not run", "oom": "out of memory",
+                 "skipped": "not measured"}
+
+
+def gpu_frame(gpu: dict[str, dict]) -> pd.DataFrame:
+    """`frame` of every committed GPU result, with its dtype and GPU name as columns."""
+    if not gpu:
+        return pd.DataFrame(columns=["variant", "L", "mode", "status", "paired_ratio", "dtype", "gpu"])
+    return pd.concat([frame(r).assign(dtype=r["settings"]["dtype"], gpu=r["machine"].get("gpu_name", "GPU"))
+                      for r in gpu.values()], ignore_index=True)
+
+
+def _ratio_or_status(row) -> str:
+    return f"{row.paired_ratio:.2f}" if row.status == "ok" else _STATUS_WORDS.get(row.status, row.status)
+
+
+def gpu_ratio_table(gf: pd.DataFrame) -> pd.DataFrame:
+    """Forward + backward time over plain SDPA, (precision, variant) × L, as text: the ratio, or what
+    became of the call ("fails the float64 gate", "does not run", "out of memory"; "—" not measured)."""
+    g = gf[gf["mode"] == "fwd+bwd"].copy()
+    g["cell"] = [_ratio_or_status(r) for r in g.itertuples()]
+    order = [v for v in VARIANTS if v in set(g.variant)]
+    t = g.pivot_table(index=["dtype", "variant"], columns="L", values="cell", aggfunc="first").fillna("—")
+    t = t.reindex([(d, v) for d in sorted(set(g.dtype), reverse=True) for v in order if (d, v) in t.index])
+    t.index.names, t.columns.name = ["precision", "variant"], "L"
+    return t
+
+
+def gpu_goal_table(gf: pd.DataFrame, ledger: dict | None = None) -> pd.DataFrame:
+    """Each GPU goal: the measured forward + backward ratio (or what became of the call), the goal (the
+    threshold of its claim in the ledger) and whether it is met."""
+    ledger = ledger or load_ledger()
+    limits = {cid: float(ledger[cid].rule["threshold"]) for cid in ("S3-15", "C-02")}
+    rows = []
+    for variant, L, dtype, claim in GPU_GOALS:
+        sel = gf[(gf.variant == variant) & (gf.L == L) & (gf.dtype == dtype) & (gf["mode"] == "fwd+bwd")]
+        if not len(sel):
+            measured, met = "not measured", "—"
+        else:
+            row = next(sel.itertuples())
+            measured = _ratio_or_status(row)
+            ok = row.status == "ok" and (claim is None or row.paired_ratio <= limits[claim])
+            met = "yes" if ok else "no"
+        goal = "runs and passes the gate" if claim is None else f"≤ {limits[claim]:g} ×"
+        rows.append({"variant": variant, "L": L, "precision": dtype, "measured": measured, "goal": goal, "met": met})
+    return pd.DataFrame(rows)
+
+
+def gpu_provenance(gpu: dict[str, dict], provenance: dict | None = None) -> pd.DataFrame:
+    """Where each committed GPU result comes from: GPU, torch, CUDA, cuDNN, date and the commit the
+    benchmark ran at (benchmarks/results/provenance.json)."""
+    if provenance is None:
+        path = repo_root() / RESULTS / "provenance.json"
+        provenance = json.loads(path.read_text()) if path.exists() else {}
+    rows = {}
+    for stem, r in gpu.items():
+        v, p = r.get("versions", {}), provenance.get(stem, {})
+        rows[stem] = {"GPU": r["machine"].get("gpu_name", "?"), "precision": r["settings"]["dtype"],
+                      "torch": v.get("torch", "?"), "CUDA": v.get("cuda", "?"), "cuDNN": v.get("cudnn", "?"),
+                      "date": r.get("started", "")[:10], "commit": p.get("commit", "not recorded")}
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = "result"
+    return out
+
+
+def _gate_error(gpu: dict[str, dict], variant: str, dtype: str) -> tuple[float, float] | None:
+    """(worst gate error over its scaled tolerance, the tolerance) of a variant's forward gate."""
+    for r in gpu.values():
+        if r["settings"]["dtype"] != dtype:
+            continue
+        for row in r["results"]:
+            if row["variant"] == variant and row["mode"] == "fwd" and row.get("gate"):
+                return float(row["gate"]["worst"]), float(row["gate"]["tol"])
+    return None
+
+
+_BACKENDS = {"CUDNN": "cuDNN", "EFFICIENT": "memory-efficient", "FLASH": "flash", "MATH": "math"}
+
+
+def _backend(gpu: dict[str, dict], variant: str, dtype: str, L: int = GOAL_L) -> str:
+    """The SDPA kernel that ran a variant's forward + backward at L in one precision ("—" if unknown)."""
+    for r in gpu.values():
+        if r["settings"]["dtype"] != dtype:
+            continue
+        for row in r["results"]:
+            if (row["variant"], row["L"], row["mode"]) == (variant, L, "fwd+bwd"):
+                names = (row.get("backend") or {}).get("sdp_choice_names") or []
+                return ", ".join(_BACKENDS.get(n, n) for n in names) or "—"
+    return "—"
+
+
+def _reason(gpu: dict[str, dict], variant: str) -> str:
+    """The first recorded failure reason of a variant on a GPU ("" if none)."""
+    return next((row.get("reason", "") for r in gpu.values() for row in r["results"]
+                 if row["variant"] == variant and row.get("reason")), "")
+
+
+def gpu_prose_numbers(gpu: dict[str, dict], steps: pd.DataFrame | None = None) -> dict[str, str]:
+    """The GPU section's cited numbers by glue name ("—" where a result is missing): ratios, kernels,
+    FlexAttention's shared-memory need, the bfloat16 gate error, and (with `steps`, a GPU whole-step
+    result) GOAT over RoPE peak memory."""
+    gf = gpu_frame(gpu)
+
+    def ratio(variant, L, dtype):
+        sel = gf[(gf.variant == variant) & (gf.L == L) & (gf.dtype == dtype) & (gf["mode"] == "fwd+bwd")]
+        return _ratio_or_status(next(sel.itertuples())) if len(sel) else "—"
+
+    out = {f"ch10_gpu_{v}_{d}_{L}": ratio(v, L, d) for v in ("goat-lanes", "mask-attend", "mask-sdpa")
+           for d in ("float32", "bfloat16") for L in (1024, 4096, 16384)}
+    first = next(iter(gpu.values()), None)
+    out["ch10_gpu_name"] = first["machine"].get("gpu_name", "—") if first else "—"
+    out["ch10_gpu_torch"] = first["versions"].get("torch", "—") if first else "—"
+    out["ch10_gpu_results"] = str(len(gpu))
+    for variant in ("sdpa", "mask-attend"):
+        for dtype in ("float32", "bfloat16"):
+            out[f"ch10_gpu_backend_{variant}_{dtype}"] = _backend(gpu, variant, dtype)
+    flex = re.search(r"Required: (\d+) Hardware limit:\s*(\d+)", _reason(gpu, "flex"))
+    out["ch10_gpu_flex_needs"] = f"{int(flex.group(1)):,}" if flex else "—"
+    out["ch10_gpu_flex_has"] = f"{int(flex.group(2)):,}" if flex else "—"
+    gate = _gate_error(gpu, "goat-lanes", "bfloat16")
+    out["ch10_gpu_goat_bf16_gate"] = f"{gate[0]:.2f}" if gate else "—"
+    out["ch10_gpu_gate_tol"] = f"{gate[1]:g}" if gate else "—"
+    if steps is not None:
+        out["ch10_gpu_step_goat"] = f"{steps.loc['goat', 'memory vs RoPE']:.2f}"
+        out["ch10_gpu_step_alibi"] = f"{steps.loc['alibi', 'memory vs RoPE']:.2f}"
+    return out
 
 
 def load_steps(stem: str = "step-memory-cpu") -> dict:
@@ -266,7 +418,10 @@ def claim_measures(cpu: pd.DataFrame, gpu: dict[str, dict], steps: pd.DataFrame)
 
 def claim_details(gpu: dict[str, dict]) -> dict[str, str]:
     """Why a claim has no measure: C-02 when no GPU result is committed."""
-    return {"C-02": "no GPU result is committed"} if gpu_mask_ratio(gpu) is None else {}
+    ratios = gpu_mask_ratios(gpu)
+    if not ratios:
+        return {"C-02": "no GPU result is committed"}
+    return {"C-02": "worst of " + ", ".join(f"{d} {r:.2f} ×" for d, r in sorted(ratios.items()))}
 
 
 def prose_numbers(result: dict, peak: dict, steps: pd.DataFrame, live_lengths: list[int]) -> dict[str, str]:
