@@ -41,6 +41,7 @@ unit: $(STAMP)
 
 sources: $(STAMP)
 	$(BIN)/companion check-sources
+	$(BIN)/python tools/tag_cells.py --check
 
 scoreboard-check: $(STAMP)
 	$(BIN)/companion scoreboard --check

@@ -64,6 +64,8 @@ def test_strip_volatile_keeps_outputs_glue_and_parameters():
                         "outputs": [], "source": "profile = 'paper'"})
     out = strip_volatile(copy.deepcopy(nb))
     assert out["cells"][1]["id"] == "injected-parameters"
+    assert out["cells"][1]["metadata"]["tags"] == ["injected-parameters", "remove-cell"]  # not on the page
+    assert strip_volatile(copy.deepcopy(out)) == out  # idempotent
     assert out["metadata"]["papermill"] == {"parameters": {"profile": "ci"}}
     assert out["cells"][0]["metadata"] == {"tags": ["parameters"]}
     assert out["cells"][0]["outputs"] == nb["cells"][0]["outputs"]
@@ -181,7 +183,7 @@ def test_scoreboard_names_failed_preconditions_and_reasons(tmp_path):
     (tmp_path / "book" / "claims.yml").write_text(yaml.safe_dump([r for r in rows if r["id"] in keep], allow_unicode=True))
     cells = [{"cell_type": "code", "outputs": [
         _glued("S2-06", 1.0, {"default-fits-seen": 1.0}), _glued("S2-07", 0.62, {"default-fits-seen": 0.5}),
-        _glued("S2-09", 0.001)]}]
+        _glued("S2-09", 0.001, {q["id"]: 1.0 for r in rows if r["id"] == "S2-09" for q in r.get("requires", [])})]}]
     (tmp_path / "book" / "chapters" / "03.ipynb").write_text(json.dumps({"cells": cells}))
     page, js = build(tmp_path)
     doc = json.loads(js)
@@ -191,12 +193,20 @@ def test_scoreboard_names_failed_preconditions_and_reasons(tmp_path):
     assert [f["id"] for f in by["S2-07"]["failed"]] == ["default-fits-seen"] and by["S2-07"]["failed"][0]["value"] == 0.5
     assert by["S2-21"]["reason"] and by["S2-21"]["ours"] is None and by["S2-09"]["null"] == 0.125
     assert doc["counts"]["inconclusive"] == 1 and doc["counts"]["reported, not rebuilt"] == 1
-    row7 = next(line for line in page.splitlines() if line.startswith("| S2-07 |"))
-    assert "**inconclusive** — failed: default-fits-seen (the default model fits the seen set of Cyclic3" in row7
-    assert "measured 0.5" in row7
-    row21 = next(line for line in page.splitlines() if line.startswith("| S2-21 |"))
-    assert "**reported, not rebuilt** — TinyStories cannot be downloaded here" in row21
-    assert "(scoreboard-not-rebuilt)=\n## Reported, not rebuilt" in page and "Not rebuilt: TinyStories" in page
+    # each claim has its anchor, a badge and a reason in words; the failed precondition is named
+    assert "(claim-S2-07)=" in page and "(claim-S2-21)=" in page
+    assert by["S2-07"]["anchor"] == "claim-S2-07"
+    assert by["S2-07"]["reason_line"].startswith("Precondition not met at the ci scale: the default model fits")
+    assert "(measured 50.0 %)" in by["S2-07"]["reason_line"]
+    assert '<span class="verdict-badge verdict-inconclusive">inconclusive</span>' in page
+    assert by["S2-21"]["reason_line"].startswith("TinyStories cannot be downloaded here")
+    assert by["S2-06"]["ours_text"] == "100.0 %" and by["S2-07"]["ours_text"] == "62.0 %"
+    assert by["S2-06"]["reason_line"].startswith("Mean full-cube accuracy of the learnable mask over seeds (ci scale); "
+                                                 "reproduced at ≥ 99 %")
+    assert "kind=" not in by["S2-06"]["reason_line"]
+    # a profile that has not been run is a column-ready "not run at this scale"
+    assert set(by["S2-06"]["by_profile"]) == {"ci"} and doc["profiles"] == ["ci"]
+    assert "(scoreboard-not-rebuilt)=\n## Reported, not rebuilt" in page and "TinyStories cannot be downloaded" in page
     assert "null `0.125`" in page  # S2-09's null, beside its rule
     # a chapter that measures an item reported as not rebuilt is an error
     cells[0]["outputs"].append(_glued("S2-21", 10.48))

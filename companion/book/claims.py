@@ -279,15 +279,30 @@ def record_all(measures: dict[str, Any], *, details: dict[str, str] | None = Non
                    ledger=ledger) for cid, m in measures.items()]
 
 
+SCOREBOARD_HREF = "../scoreboard.html"  # from a chapter page (book/chapters/*.html) to the scoreboard
+
+
 def verdict_table(results: list[ClaimResult], ledger: dict[str, Claim] | None = None):
-    """The table a chapter ends with: claim, source value, our measure, verdict."""
+    """The table a chapter ends with: claim (linked to its row on the scoreboard), what the source says,
+    the source's value, ours in the source's units, and the verdict as a badge. A pandas Styler: its
+    HTML carries the links and badges; `.data` is the plain frame."""
+    import html
+
     import pandas as pd
 
+    from companion.book.display import anchor, badge, load_dashboard, ours_text
+
     ledger = ledger if ledger is not None else load_ledger()
+    units = load_dashboard()["units"]
     rows = []
     for r in results:
         c = ledger[r.id]
-        rows.append({"claim": r.id, "statement": c.statement, "source": f"{c.source} {c.location}",
-                     "source value": c.source_value, "ours": format_measure(r.measure),
-                     "verdict": r.verdict + (f" ({', '.join(r.failed)} failed)" if r.failed else "")})
-    return pd.DataFrame(rows).set_index("claim")
+        link = f'<a href="{SCOREBOARD_HREF}#{anchor(r.id).lower()}" title="this claim on the scoreboard">{r.id}</a>'
+        failed = f" ({', '.join(r.failed)} failed)" if r.failed else ""
+        rows.append({"Claim": link, "What the source says": html.escape(c.statement),
+                     "Source": html.escape(f"{c.source} {c.location}"), "Source value": html.escape(c.source_value),
+                     "Ours": html.escape(ours_text(r.measure, r.id, units, r.detail)),
+                     "Verdict": badge(r.verdict) + html.escape(failed)})
+    frame = pd.DataFrame(rows)
+    return (frame.style.hide(axis="index")
+            .set_uuid("verdicts").set_table_attributes('class="dataframe verdict-table"'))

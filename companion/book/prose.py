@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["glue_all", "pct", "num", "signed"]
+__all__ = ["glue_all", "pct", "num", "signed", "checks_table", "page_table"]
 
 
 def glue_all(values: dict[str, Any]) -> None:
@@ -42,3 +42,41 @@ def signed(x: float, digits: int = 1) -> str:
         return "—"
     text = f"{x:+.{digits}f}"
     return text[1:] if float(text) == 0 else text
+
+
+def checks_table(checks: dict[str, Any], column: str = "result"):
+    """A {check: outcome} dict as a one-column table for the page: booleans read "yes"/"no", floats
+    keep 4 significant figures, other values as they are (a table, never a printed dict)."""
+    import pandas as pd
+
+    def cell(v):
+        if isinstance(v, bool) or (hasattr(v, "dtype") and str(getattr(v, "dtype", "")) == "bool"):
+            return "yes" if bool(v) else "no"
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return v
+
+    frame = pd.DataFrame({column: [cell(v) for v in checks.values()]}, index=list(checks))
+    frame.index.name = "check"
+    return frame
+
+
+def page_table(frame, digits: int = 2, *, labelled: bool = True):
+    """A numeric frame as the page shows it: numbers to `digits` places as text (no "-0.00"), "—" where
+    nothing was measured (NaN/None), and method or variant names in the index replaced by their
+    labels (`companion.book.labels.label`)."""
+    import pandas as pd
+
+    from companion.book.labels import label
+
+    def cell(v):
+        if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
+            return "—"
+        if isinstance(v, (float, int)) and not isinstance(v, bool):
+            return num(float(v), digits)
+        return v
+
+    out = frame.apply(lambda col: col.map(cell)) if hasattr(frame, "columns") else frame.map(cell)
+    if labelled:
+        out = out.rename(index=lambda v: label(v) if isinstance(v, str) else v)
+    return out

@@ -78,7 +78,8 @@ def _code_and_markdown(nb: dict) -> list:
 
 
 def strip_volatile(nb: dict) -> dict:
-    """Drop timestamps, durations and machine paths; keep outputs, glue data, tags and parameters."""
+    """Drop timestamps, durations and machine paths; keep outputs, glue data, tags and parameters; tag
+    papermill's injected-parameters cell `remove-cell` so the page does not show it."""
     meta = nb.setdefault("metadata", {})
     pm = meta.get("papermill")
     if pm is not None:
@@ -90,6 +91,8 @@ def strip_volatile(nb: dict) -> dict:
             cm.pop(key, None)
         if "injected-parameters" in cm.get("tags", []):
             cell["id"] = "injected-parameters"  # papermill draws a random id for the cell it inserts
+            if "remove-cell" not in cm["tags"]:
+                cm["tags"] = [*cm["tags"], "remove-cell"]  # machinery: executed and checked, not shown
     return nb
 
 

@@ -24,11 +24,19 @@ KNOWN_PAGE_ERRORS = {"Identifier 'THEBE_JS_URL' has already been declared"}
 _META_REFRESH = re.compile(
     r"""<meta\s+http-equiv=["']refresh["']\s+content=["']\d+;\s*url=([^"']+)["']""", re.I
 )
-# Pages every build of the book has; their screenshots land in _build/test-artifacts/.
+# Pages every build of the book has; their screenshots land in _build/screenshots/ (kept by CI).
 SCREENSHOT_PAGES = {
+    "landing": "intro.html",
     "chapter1": "chapters/01_masks_and_positions.html",
     "scoreboard": "scoreboard.html",
 }
+SCREENSHOT_DIR = "screenshots"
+# Text a reader must never meet in a page: pandas fillers and Python tracebacks. (An exception a
+# chapter demonstrates on purpose, such as Chapter 1's empty-row ValueError, is prose, not a traceback.)
+_BAD_TEXT = re.compile(r"\bNaN\b|Traceback \(most recent call last\)|error - gate")
+_BAD_CELLS = {"NaN", "nan", "None", "<NA>", "NaT", "-0.0", "-0.00", "-0"}
+VERDICT_CLASSES = ("verdict-reproduced", "verdict-partly", "verdict-not-reproduced", "verdict-inconclusive",
+                   "verdict-not-run-at-this-scale", "verdict-reported-not-rebuilt")
 
 # Waits for MathJax's initial typesetting and then for web fonts, so that every request the page
 # makes has been issued before the checks run. Returns what became of MathJax.
@@ -185,7 +193,109 @@ def test_screenshot(name: str, open_page, html_dir: Path, pages: list[str]):
     assert len(matches) == 1, f"expected one page ending in {wanted}, found {matches}"
     opened = open_page(matches[0])
     assert opened.status == 200
-    target = html_dir.parent / "test-artifacts" / f"{name}.png"
+    target = html_dir.parent / SCREENSHOT_DIR / f"{name}.png"
     target.parent.mkdir(parents=True, exist_ok=True)
     opened.page.screenshot(path=str(target), full_page=True)
     assert target.stat().st_size > 0
+
+
+def _visible_text(page) -> str:
+    """The article's text as a reader sees it (folded code, inline code spans that name a value on
+    purpose, and the source views left out)."""
+    return page.evaluate("""() => {
+      const main = document.querySelector("article") || document.body;
+      const copy = main.cloneNode(true);
+      copy.querySelectorAll("details, .cell_input, script, style, .MathJax, mjx-container, code.literal").forEach((el) => el.remove());
+      return copy.innerText;
+    }""")
+
+
+def test_no_filler_or_traceback_text(opened: OpenedPage):
+    text = _visible_text(opened.page)
+    hits = sorted({m.group(0) for m in _BAD_TEXT.finditer(text)})
+    if hits:
+        lines = [line.strip()[:140] for line in text.splitlines() if _BAD_TEXT.search(line)][:5]
+        pytest.fail(f"a reader meets {hits} on this page: {lines}")
+    cells = opened.page.eval_on_selector_all("article td, article th", "els => els.map((el) => el.textContent.trim())")
+    bad = sorted({c for c in cells if c in _BAD_CELLS})
+    assert not bad, f"table cells that say {bad} (a missing value reads \"—\")"
+
+
+def test_every_figure_has_a_caption(opened: OpenedPage):
+    uncaptioned = opened.page.eval_on_selector_all(
+        "article img",
+        """els => els.filter((img) => !img.closest("figure") || !img.closest("figure").querySelector("figcaption"))
+                    .filter((img) => !img.closest(".sidebar-brand, .navbar-brand, header, .bd-sidebar"))
+                    .map((img) => img.getAttribute("src"))""",
+    )
+    assert not uncaptioned, f"figures without a numbered caption: {uncaptioned}"
+    numbers = opened.page.eval_on_selector_all(
+        "figure figcaption", "els => els.map((c) => (c.querySelector('.caption-number') || {}).textContent || '')")
+    assert all(n.strip().startswith("Fig") for n in numbers), f"captions without a figure number: {numbers}"
+    alts = opened.page.eval_on_selector_all("article figure img", "els => els.map((i) => i.getAttribute('alt') || '')")
+    bad = [a for a in alts if not a.strip() or a.endswith(".png") or "/" in a.split(" ")[0]]
+    assert not bad, f"images whose alt text does not describe them: {bad}"
+
+
+def test_claim_links_resolve(html_dir: Path, pages: list[str]):
+    """Every link to a claim's anchor (chapter verdict tables, the landing page, the scoreboard itself)
+    points at an element that exists, and every claim of the scoreboard has its anchor."""
+    import json
+
+    ids_by_page: dict[str, set[str]] = {}
+
+    def ids(page: str) -> set[str]:
+        if page not in ids_by_page:
+            text = (html_dir / page).read_text(encoding="utf-8")
+            ids_by_page[page] = set(re.findall(r'\bid="([^"]+)"', text))
+        return ids_by_page[page]
+
+    scoreboard = next(p for p in pages if p.endswith("scoreboard.html"))
+    claims = json.loads((html_dir.parents[1] / "book" / "chapters" / "scoreboard.json").read_text())["claims"]
+    missing = [c["id"] for c in claims if c["anchor"].lower() not in ids(scoreboard)]
+    assert not missing, f"claims without an anchor on the scoreboard: {missing}"
+    broken, seen = [], 0
+    for page in pages:
+        text = (html_dir / page).read_text(encoding="utf-8")
+        for href in re.findall(r'href="([^"]*#claim-[^"]+)"', text):
+            seen += 1
+            path, _, frag = href.partition("#")
+            target = (Path(page).parent / path).as_posix() if path else page
+            target = str(Path(target)).replace("\\", "/")
+            target = "/".join(part for part in _normalise(target))
+            if not (html_dir / target).is_file() or frag not in ids(target):
+                broken.append(f"{page} → {href}")
+    assert seen >= len(claims), f"only {seen} links to claim anchors in the whole book"
+    assert not broken, f"claim links that do not resolve: {broken[:10]}"
+
+
+def _normalise(path: str) -> list[str]:
+    out: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            out.pop()
+        elif part not in ("", "."):
+            out.append(part)
+    return out
+
+
+def test_scoreboard_badges_render(open_page, pages: list[str]):
+    opened = open_page(next(p for p in pages if p.endswith("scoreboard.html")))
+    badges = opened.page.eval_on_selector_all(
+        ".verdict-badge",
+        """els => els.map((el) => { const s = getComputedStyle(el);
+              return {cls: el.className, text: el.textContent.trim(), bg: s.backgroundColor,
+                      radius: s.borderTopLeftRadius, visible: el.getBoundingClientRect().width > 0}; })""",
+    )
+    assert len(badges) >= 52, f"only {len(badges)} verdict badges on the scoreboard"
+    assert all(b["text"] and b["visible"] for b in badges)
+    assert all(b["radius"] != "0px" for b in badges), "the badge style (book/_static/scoreboard.css) is not loaded"
+    colours = {}
+    for b in badges:
+        colours.setdefault(b["cls"].split()[-1], set()).add(b["bg"])
+    assert all(len(c) == 1 for c in colours.values()), f"a verdict drawn in two colours: {colours}"
+    shown = {cls: next(iter(c)) for cls, c in colours.items()}
+    for a in shown:
+        for b in shown:
+            if a != b and a in VERDICT_CLASSES and b in VERDICT_CLASSES and "not-run" not in a + b:
+                assert shown[a] != shown[b], f"{a} and {b} share a colour"

@@ -1,0 +1,136 @@
+"""How a chapter source presents its cells: the machinery stays quiet, the reader sees results.
+
+`plan(nb, name)` returns the notebook with the presentation tags this book's convention gives each
+code cell, and the "rerun this chapter" note after the title cell; `tools/tag_cells.py` applies it to
+every source in notebooks/ and `tests/test_tag_cells.py` checks that every source already follows it.
+The convention (only the tags in MANAGED are set or cleared; other tags are left alone):
+
+- the `parameters` cell, and cells that only glue numbers or record claims (`glue`, `glue_all`,
+  `record`, `record_all`) or show the `{id: verdict}` summary: `remove-cell` (they still execute,
+  and nbval still checks their outputs);
+- the setup cell (imports, `check_parameters`, `plots.use_style`), `verdict_table(...)`, and cells
+  that glue or record and then show one table: `remove-input` (their output, if any, stays);
+- cells that draw a figure (`plt.`, `fig`, `.subplots(`), and cells that compute beside a `glue`:
+  `hide-input` (the code folds under its output).
+
+A figure cell's caption (`metadata.mystnb.figure.caption`, numbered by the build) also gives its image
+its alt text (`metadata.mystnb.image.alt`): the caption as plain text, so that a screen reader says
+what the figure shows rather than the image's file name.
+
+Papermill's injected-parameters cell is removed by the runner (`runner.strip_volatile`).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+
+__all__ = ["MANAGED", "RERUN_ID", "classify", "rerun_note", "alt_text", "plan"]
+
+MANAGED = ("remove-cell", "remove-input", "hide-input")
+RERUN_ID = "rerun-this-chapter"
+_BOOKKEEPING_CALLS = {"glue", "glue_all", "record", "record_all"}
+_SETUP_CALLS = {"check_parameters", "use_style"}
+_PLOTTING = re.compile(r"\bplt\.|\bfig\b|\.subplots\(|\bsns\.")
+
+
+def _call_name(node) -> str | None:
+    if isinstance(node, ast.Call):
+        f = node.func
+        return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+    return None
+
+
+def _statement_calls(stmt) -> str | None:
+    """The function a statement calls at its top (`f(...)`, `x = f(...)`, `x += f(...)`), else None."""
+    value = getattr(stmt, "value", None)
+    return _call_name(value) if isinstance(stmt, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign)) else None
+
+
+def classify(source: str, tags: list[str]) -> set[str]:
+    """The presentation tags (a subset of MANAGED) a code cell should carry."""
+    if "parameters" in tags:
+        return {"remove-cell"}
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:  # IPython magics: leave the cell as it is
+        return set(t for t in tags if t in MANAGED)
+    if not body:
+        return set()
+    calls = [_statement_calls(s) for s in body]
+    if all(c in _BOOKKEEPING_CALLS for c in calls):
+        return {"remove-cell"}
+    if len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.DictComp):
+        return {"remove-cell"}  # the {id: verdict} summary that nbval checks
+    if len(body) == 1 and calls[0] == "verdict_table":
+        return {"remove-input"}
+    if len(body) > 1 and all(c in _BOOKKEEPING_CALLS for c in calls[:-1]) and isinstance(body[-1], ast.Expr):
+        return {"remove-input"}  # bookkeeping, then the table it leads to: show the table only
+    imports = any(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
+    if imports and (set(calls) & _SETUP_CALLS or isinstance(body[0], (ast.Import, ast.ImportFrom))):
+        return {"remove-input"}
+    if _PLOTTING.search(source) or set(calls) & _BOOKKEEPING_CALLS:
+        return {"hide-input"}  # a figure, or computing beside glue: fold the code under its output
+    return set()
+
+
+def rerun_note(name: str) -> str:
+    """The note at the top of a chapter: how to rerun it at both profiles."""
+    return (
+        ":::{admonition} Rerun this chapter\n"
+        ":class: tip dropdown\n"
+        "The page shows the `ci` profile. From the repository root, after `make install`, execute the\n"
+        "chapter's source with papermill at either profile (`paper` uses the sources' own settings and is\n"
+        "meant for a GPU):\n"
+        "\n"
+        "```bash\n"
+        f".venv/bin/papermill notebooks/{name}.ipynb out.ipynb -p profile ci\n"
+        f".venv/bin/papermill notebooks/{name}.ipynb out.ipynb -p profile paper\n"
+        "```\n"
+        "\n"
+        f"`.venv/bin/companion chapters {name} --profile ci` does the same and writes the executed copy\n"
+        "into the book; trained runs are cached, so a second run only reads them back.\n"
+        ":::"
+    )
+
+
+def alt_text(caption: str) -> str:
+    """A caption as plain text for an image's alt attribute (no math dollars, emphasis or roles)."""
+    text = re.sub(r"\{[a-z:-]+\}`([^`<]*?)(?:\s*<[^>]*>)?`", r"\1", caption)  # {ref}`text <x>` → text
+    text = re.sub(r"[$*`]", "", text).replace("\\", "")
+    return " ".join(text.split())
+
+
+def _lines(text: str) -> list[str]:
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def plan(nb: dict, name: str) -> dict:
+    """A copy of `nb` that follows the convention (idempotent: plan(plan(nb)) == plan(nb))."""
+    out = copy.deepcopy(nb)
+    cells = out["cells"]
+    for cell in cells:
+        if cell["cell_type"] != "code":
+            continue
+        meta = cell.setdefault("metadata", {})
+        tags = list(meta.get("tags", []))
+        want = classify("".join(cell.get("source", "")), tags)
+        kept = [t for t in tags if t not in MANAGED]
+        new = kept + [t for t in MANAGED if t in want]
+        if new:
+            meta["tags"] = new
+        else:
+            meta.pop("tags", None)
+        caption = meta.get("mystnb", {}).get("figure", {}).get("caption")
+        if caption:
+            meta["mystnb"].setdefault("image", {})["alt"] = alt_text(caption)
+    note = {"cell_type": "markdown", "id": RERUN_ID, "metadata": {}, "source": _lines(rerun_note(name))}
+    existing = [i for i, c in enumerate(cells) if c.get("id") == RERUN_ID]
+    if existing:
+        cells[existing[0]]["source"] = note["source"]
+    else:
+        first_md = next((i for i, c in enumerate(cells) if c["cell_type"] == "markdown"), -1)
+        cells.insert(first_md + 1, note)
+    return out

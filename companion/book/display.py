@@ -1,0 +1,126 @@
+"""How verdicts and measures are written for readers: badges, claim anchors, units, rules in words.
+
+Shared by the scoreboard page and each chapter's verdict table, so both say the same thing the same
+way. `book/dashboard.yml` gives the unit of each measure (and the scoreboard's groups and headlines).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from companion.paths import repo_root
+
+__all__ = ["DASHBOARD", "anchor", "badge", "load_dashboard", "ours_text", "rule_words", "number"]
+
+DASHBOARD = Path("book") / "dashboard.yml"
+
+
+def number(m) -> str:
+    """A measure as a number (the ledger's own formatting: 4 significant figures, 3 when tiny or huge)."""
+    if isinstance(m, bool) or m is None:
+        return str(m)
+    if isinstance(m, float):
+        return f"{m:.3g}" if m != 0 and (abs(m) < 1e-3 or abs(m) >= 1e4) else f"{m:.4g}"
+    if isinstance(m, (list, tuple)):
+        return "[" + ", ".join(number(x) for x in m) + "]"
+    return str(m)
+
+
+def anchor(cid: str) -> str:
+    """The label of a claim on the scoreboard (`{ref}` target); its HTML id is the lower-case form."""
+    return f"claim-{cid}"
+
+
+def badge(verdict: str) -> str:
+    """A verdict as a coloured badge (inline HTML; the colours are in book/_static/scoreboard.css)."""
+    slug = re.sub(r"[^a-z]+", "-", verdict.lower()).strip("-")
+    return f'<span class="verdict-badge verdict-{slug}">{verdict}</span>'
+
+
+def load_dashboard(path: Path | None = None) -> dict:
+    """book/dashboard.yml: {sources: [{prefix, title, note}], headlines: [ids], units: {id: unit}}."""
+    doc = yaml.safe_load((path or repo_root() / DASHBOARD).read_text()) or {}
+    return {"sources": doc.get("sources", []), "headlines": list(doc.get("headlines", [])),
+            "units": dict(doc.get("units", {}))}
+
+
+# ---------------------------------------------------------------- words for numbers
+
+
+def _unit(units: dict, cid: str) -> tuple[str, str]:
+    kind, _, suffix = str(units.get(cid, "number")).partition(":")
+    return kind.strip(), suffix.strip()
+
+
+def _in_unit(x: float, kind: str, *, signed: bool = False, exact: bool = False) -> str:
+    x = 0.0 if round(100 * x, 1) == 0 and kind in ("percent", "points") else x  # never "-0.0"
+    if kind == "percent":
+        return f"{100 * x:.4g} %" if exact else f"{100 * x:.1f} %"
+    if kind == "points":
+        value = f"{100 * x:.4g}" if exact else f"{100 * x:.1f}"
+        return f"{'+' if signed and x > 0 else ''}{value} points"
+    if kind == "ratio":
+        return f"{x:.3g} ×"
+    return number(x)
+
+
+def ours_text(measure, cid: str, units: dict, detail: str = "") -> str:
+    """Our measure in the source's units: "75.0 %", "+66.1 points [48.2, 84.0]", "1.06 ×", "holds"."""
+    if measure is None:
+        return "—"
+    if isinstance(measure, bool):
+        return "holds" if measure else "does not hold"
+    if not isinstance(measure, (int, float)):
+        return number(measure)
+    kind, suffix = _unit(units, cid)
+    text = _in_unit(float(measure), kind, signed=True)
+    interval = re.search(r"(\d+) ?% interval \[([-\d.]+), ([-\d.]+)\]", detail or "")
+    if interval:  # shown only when it is the interval of this very measure (it contains it)
+        lo, hi = float(interval.group(2)), float(interval.group(3))
+        shown = 100 * float(measure) if kind in ("percent", "points") else float(measure)
+        if lo <= shown <= hi:
+            text += f", {interval.group(1)} % interval [{interval.group(2)}, {interval.group(3)}]"
+    return f"{text} {suffix}".strip()
+
+
+def rule_words(rule: dict | None, cid: str, units: dict) -> str:
+    """A claim's rule as a reader says it: "reproduced at ≥ 99.0 %, partly at ≥ 80.0 %"."""
+    if not rule:
+        return ""
+    kind = rule["kind"]
+    unit, suffix = _unit(units, cid)
+    u = (lambda v: f"{_in_unit(float(v), unit, exact=True)} {suffix}".strip())
+    if kind == "holds":
+        return "reproduced when it holds"
+    if kind == "equals":
+        return f"reproduced when it equals {rule['value']}"
+    if kind == "close":
+        text = f"reproduced within ±{_in_unit(float(rule['tol']), unit, exact=True)} of {u(rule['target'])}"
+        if "partly_tol" in rule:
+            text += f", partly within ±{_in_unit(float(rule['partly_tol']), unit, exact=True)}"
+        return text
+    sign = "≤" if kind == "at_most" else "≥"
+    text = f"reproduced at {sign} {u(rule['threshold'])}"
+    if "partly_threshold" in rule:
+        text += f", partly at {sign} {u(rule['partly_threshold'])}"
+    return text
+
+
+def _short(text: str, limit: int = 150) -> str:
+    """The first clause of a long description, cut at a clause boundary, at most `limit` characters."""
+    text = " ".join(str(text).split())
+    heads = [text.split(sep)[0] for sep in ("; ", ": ", ". ")]
+    heads = [h for h in heads if len(h) >= 30]
+    text = min(heads, key=len) if heads else text
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    for sep in (", ", " (", " "):
+        if sep in cut[limit // 3:]:
+            return cut[:cut.rindex(sep)].rstrip(",;:") + " …"
+    return cut + " …"
+
+

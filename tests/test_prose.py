@@ -1,0 +1,25 @@
+"""Numbers and small tables for the page (companion.book.prose)."""
+
+import numpy as np
+import pandas as pd
+
+from companion.book.prose import checks_table, num, page_table, pct, signed
+
+
+def test_checks_table_reads_like_a_table_not_a_dict():
+    t = checks_table({"bound holds": True, "violations": 0, "worst ratio": 2.6923076, "numpy flag": np.bool_(False)})
+    assert t.index.name == "check" and list(t.columns) == ["result"]
+    assert t["result"].tolist() == ["yes", 0, "2.692", "no"]
+    assert checks_table({"a": 1.0}, column="factor").columns.tolist() == ["factor"]
+
+
+def test_numbers_have_no_negative_zero_and_a_dash_for_missing():
+    assert num(-0.001) == "0.00" and signed(-0.04) == "0.0" and signed(0.26) == "+0.3"
+    assert pct(0.873) == "87.3 %" and pct(float("nan")) == "—" and num(None) == "—"
+
+
+def test_page_table_labels_rounds_and_dashes_missing_cells():
+    f = pd.DataFrame({256: [1.0, np.nan], 512: [-0.001, 1.234]}, index=["sdpa", "flex"])
+    t = page_table(f)
+    assert t.index.tolist() == ["SDPA, no prior", "GOAT (FlexAttention)"]
+    assert t.loc["GOAT (FlexAttention)"].tolist() == ["—", "1.23"] and t.loc["SDPA, no prior", 512] == "0.00"
