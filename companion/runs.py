@@ -161,6 +161,14 @@ def _record(cfg: RunConfig, hist, tracker, wall_time: float, members: int) -> Re
     )
 
 
+def _flat(data: dict, prefix: str = "") -> dict:
+    """{"train": {"lr": 1}} → {"train.lr": 1}."""
+    out = {}
+    for k, v in data.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
 def check_group(cfgs) -> None:
     """Raise ValueError, saying why, unless `cfgs` can train together (`run_group`): at least one
     config, all equal but for the seed, distinct seeds, and a model that stacks
@@ -170,11 +178,11 @@ def check_group(cfgs) -> None:
     cfgs = list(cfgs)
     if not cfgs:
         raise ValueError("a run group needs at least one config.")
-    base = {k: v for k, v in config_to_dict(cfgs[0]).items() if k != "seed"}
+    base = _flat({k: v for k, v in config_to_dict(cfgs[0]).items() if k != "seed"})
     for c in cfgs[1:]:
-        other = {k: v for k, v in config_to_dict(c).items() if k != "seed"}
+        other = _flat({k: v for k, v in config_to_dict(c).items() if k != "seed"})
         if other != base:
-            keys = sorted(k for k in base if base[k] != other[k])
+            keys = sorted(k for k in base.keys() | other.keys() if base.get(k) != other.get(k))
             raise ValueError(f"configs of a run group must be equal but for the seed; seed {c.seed} differs from "
                              f"seed {cfgs[0].seed} in {', '.join(keys)}. Group the seeds of one method only.")
     seeds = [c.seed for c in cfgs]
