@@ -153,7 +153,8 @@ def _pool_run(cfg: dict | list[dict], root: str):
 class LocalExecutor:
     """Processes on this machine; `jobs` defaults to os.cpu_count() (each run uses one core, see
     `companion.runs.THREADS`); each job trains one group of at most `max_members` seeds together
-    (`plan_groups`; 1 runs every run alone)."""
+    (`plan_groups`; 1 runs every run alone). Runs on a GPU go through one process (this one), group
+    after group: a pool of processes sharing a GPU time-slices it instead of overlapping."""
 
     jobs: int | None = None
     max_members: int = MAX_MEMBERS
@@ -161,6 +162,8 @@ class LocalExecutor:
     def execute(self, cfgs: Sequence[RunConfig], store: RunStore, *, progress: bool = False) -> list[str]:
         """Run `cfgs`; returns one line per failed run (empty when all succeeded)."""
         jobs = max(1, min(self.jobs or os.cpu_count() or 1, len(cfgs) or 1))
+        if any(str(c.device).startswith("cuda") for c in cfgs):
+            jobs = 1  # one process drives the GPU: processes sharing one time-slice it instead of overlapping
         groups = plan_groups(cfgs, max_members=self.max_members, jobs=jobs)
         jobs = min(jobs, len(groups) or 1)
         failures: list[str] = []
