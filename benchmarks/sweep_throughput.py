@@ -72,23 +72,25 @@ def bench_method(experiment: str, profile: str, method: str, seeds: list[int], o
 
 
 def bench_pool(experiment: str, profile: str, methods: list[str], seeds: list[int], overrides: list[str],
-               jobs: int) -> dict:
+               jobs: int, repeats: int) -> dict:
     from companion.executors import LocalExecutor
     from companion.store import RunStore
 
     exp = get_experiment(experiment)
     cfgs = [exp.config(profile, m, s, overrides) for m in methods for s in seeds]
-    out = {"jobs": jobs, "runs": len(cfgs)}
-    for name, members in (("solo", 1), ("batched", None)):
-        with tempfile.TemporaryDirectory() as root:
-            ex = LocalExecutor(jobs=jobs) if members is None else LocalExecutor(jobs=jobs, max_members=members)
-            start = time.perf_counter()
-            failures = ex.execute(cfgs, RunStore(root))
-            out[f"{name}_s"] = time.perf_counter() - start
-            if failures:
-                raise RuntimeError("\n".join(failures))
-        out[f"runs_per_hour_{name}"] = 3600 * len(cfgs) / out[f"{name}_s"]
+    out = {"jobs": jobs, "runs": len(cfgs), "solo_s": [], "batched_s": []}
+    for _ in range(repeats):  # alternate, so background load hits both alike
+        for name, ex in (("solo", LocalExecutor(jobs=jobs, max_members=1)), ("batched", LocalExecutor(jobs=jobs))):
+            with tempfile.TemporaryDirectory() as root:
+                start = time.perf_counter()
+                failures = ex.execute(cfgs, RunStore(root))
+                out[f"{name}_s"].append(time.perf_counter() - start)
+                if failures:
+                    raise RuntimeError("\n".join(failures))
+    for name in ("solo", "batched"):
+        out[f"runs_per_hour_{name}"] = 3600 * len(cfgs) / statistics.median(out[f"{name}_s"])
     out["ratio"] = out["runs_per_hour_batched"] / out["runs_per_hour_solo"]
+    out["ratio_per_repeat"] = [s / b for s, b in zip(out["solo_s"], out["batched_s"])]
     return out
 
 
@@ -102,6 +104,7 @@ def main() -> None:
     ap.add_argument("--overrides", nargs="*", default=[], help="key=value, e.g. train.epochs=2")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--pool", type=int, default=0, help="also time the local executor with N workers (CPU)")
+    ap.add_argument("--pool-only", action="store_true", help="time only the local executor (--pool N)")
     ap.add_argument("--tag", default=None)
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/sweep_throughput-<tag>.json)")
     args = ap.parse_args()
@@ -122,18 +125,19 @@ def main() -> None:
     warm = get_experiment(args.experiment).config(args.profile, methods[0], 0, overrides + ["train.steps=2", "train.epochs=0", "train.eval_every=0"])
     run_group([warm, get_experiment(args.experiment).config(args.profile, methods[0], 1, overrides + ["train.steps=2", "train.epochs=0", "train.eval_every=0"])])
     run(warm)  # pay the one-off imports (the optimiser's first step) before any timing
-    for method in methods:
+    for method in [] if args.pool_only else methods:
         r = bench_method(args.experiment, args.profile, method, seeds, overrides, args.repeats)
         result["methods"][method] = r
         print(f"{method:15s} one by one {r['runs_per_hour_solo']:8.0f} runs/h   batched ({len(seeds)}) "
               f"{r['runs_per_hour_batched']:8.0f} runs/h   ratio {r['ratio']:.2f}   identical {r['identical']}",
               flush=True)
-    total_solo = sum(statistics.median(r["solo_s"]) for r in result["methods"].values())
-    total_batched = sum(statistics.median(r["batched_s"]) for r in result["methods"].values())
-    result["ratio_all_methods"] = total_solo / total_batched
-    print(f"all methods: ratio {result['ratio_all_methods']:.2f}", flush=True)
+    if result["methods"]:
+        total_solo = sum(statistics.median(r["solo_s"]) for r in result["methods"].values())
+        total_batched = sum(statistics.median(r["batched_s"]) for r in result["methods"].values())
+        result["ratio_all_methods"] = total_solo / total_batched
+        print(f"all methods: ratio {result['ratio_all_methods']:.2f}", flush=True)
     if args.pool:
-        result["pool"] = bench_pool(args.experiment, args.profile, methods, seeds, overrides, args.pool)
+        result["pool"] = bench_pool(args.experiment, args.profile, methods, seeds, overrides, args.pool, args.repeats)
         p = result["pool"]
         print(f"pool of {args.pool}: one by one {p['runs_per_hour_solo']:.0f} runs/h, batched "
               f"{p['runs_per_hour_batched']:.0f} runs/h, ratio {p['ratio']:.2f}", flush=True)
