@@ -6,9 +6,8 @@ member axis M, under the same parameter names:
 
 - each `nn.Linear` becomes a `StackedLinear`: weight (M, out, in), input (M·B, …, in) viewed as
   (M, B·…, in) and multiplied with one `torch.baddbmm`;
-- each `nn.LayerNorm` a `StackedLayerNorm` (the plain normalisation, then each member's own weight
-  and bias); each `nn.Embedding` a `StackedEmbedding` (member m reads rows m·V … m·V + V − 1 of one
-  (M·V, d) table);
+- each `nn.LayerNorm` a `StackedLayerNorm` (one fused layer norm per member); each `nn.Embedding`
+  a `StackedEmbedding` (member m reads rows m·V … m·V + V − 1 of one (M·V, d) table);
 - every other parameter or buffer (cls, pos_emb, a mask prior's logits) gets the member axis and is
   given to each member's own samples by `companion.priors.members_over_batch`.
 
@@ -16,9 +15,14 @@ The members are folded into the batch dimension, member-major (M·B samples, mem
 m·B … m·B + B − 1), so the model's one forward serves both: attention is still one SDPA call on
 (M·B, h, n, d) with each member's prior expanded over its own samples. Every output sample depends on
 its own member's parameters only, and the loss is the sum of the members' own losses, so member m's
-gradient is the gradient it would get alone (up to float reassociation: a batched matrix product
-sums in another order than a plain one). Adam and AdamW are elementwise, so one optimiser over the
-stacked tensors is M optimisers; gradient clipping is per member (`clip_grad_norm_members_`).
+gradient is the gradient it would get alone, up to float reassociation. Each piece is written so that
+it sums in the order of a model alone where that was measurable (CPU, one thread, torch 2.14): a
+fused layer norm per member, a single-output map as w·xᵀ, a prior or a position table expanded per
+member to its samples' full shape. There a member's forward, gradient and whole run equal its run
+alone to the last bit, whatever the group (tests/test_batched.py); other kernels (a GPU, another BLAS)
+may round otherwise, which each record's `execution` notes. Adam and AdamW are elementwise, so one
+optimiser over the stacked tensors is M optimisers; gradient clipping is per member
+(`clip_grad_norm_members_`).
 
 `unstack_into(stacked, m, model)` copies member m back into a model alone, where the unchanged
 `evaluate`, drift tracking and the store take it. `batchable(cfg)` says which configs this covers

@@ -4,7 +4,8 @@
 the batch order from `stream(seed, "order")`, the task's data from its own task-level seed, and every
 run trains on `THREADS` torch threads, whoever calls it. A `Record` holds what the chapters read
 (final metrics, curves, drift with attention maps) and the provenance (code version, device,
-threads, versions, commit, wall time); `companion.store` keeps it.
+threads, versions, commit, wall time); `companion.store` keeps it. `run_group(cfgs)` trains the
+seeds of one config together (`companion.batched`) and returns one Record per seed.
 """
 
 from __future__ import annotations
@@ -203,6 +204,9 @@ def run_group(cfgs, *, progress: bool = False, return_models: bool = False) -> l
     from `stream(seed, "init")`, batch order from `stream(seed, "order")`, optimiser state, clipping
     and drift tracker; its record has its own run id (the identity never says how a run was
     executed) and notes the execution ("batched", M members) and an equal share of the wall time.
+    On the CPU (one thread, torch 2.14) the stacked sums run in the order of a model alone, so a
+    member's record equals its run alone to the last bit whatever the group (tests/test_batched.py,
+    tests/test_faults.py); on a GPU batched kernels may round otherwise, which `execution` records.
     A group of one is `run`. Raises ValueError (`check_group`) for configs that cannot train together.
     """
     cfgs = list(cfgs)

@@ -256,7 +256,7 @@ class RunStore:
         if not isinstance(data, dict):
             return None, "not a JSON object"
         version = data.get("schema_version")
-        if version not in READABLE_SCHEMAS:
+        if not isinstance(version, int) or version not in READABLE_SCHEMAS:
             return None, (f"schema_version {version!r}, expected {SCHEMA_VERSION} (readable: "
                           f"{', '.join(map(str, sorted(READABLE_SCHEMAS)))})")
         missing = [k for k in RECORD_KEYS if k not in data and k not in READABLE_SCHEMAS[version]]
