@@ -33,7 +33,8 @@ from torch import Tensor, nn
 
 from companion.config import ModelConfig
 from companion.init import apply_qk_init_
-from companion.priors import NO_PRIOR, Prior, PriorContext, build_positions, build_prior, needs_pattern
+from companion.priors import (NO_PRIOR, Prior, PriorContext, build_positions, build_prior, members_over_batch,
+                              needs_pattern)
 from companion.tasks import TaskSpec
 
 __all__ = ["Attention", "Block", "Transformer", "build_model", "init_weights_"]
@@ -140,7 +141,14 @@ class Transformer(nn.Module):
         cfg: the model settings.
         spec: the task's input/output description.
         pattern: bool (n, n) open pattern over token positions incl. CLS (priors that need one).
+
+    Attributes:
+        members: 0 for a model alone; M for M seed-stacked models (`companion.batched.stack`), whose
+            direct parameters (cls, pos_emb, prior logits) carry a leading member axis and whose
+            batch is member-major (M·B samples); the same forward serves both.
     """
+
+    members: int = 0
 
     def __init__(self, cfg: ModelConfig, spec: TaskSpec, *, pattern: Tensor | None = None,
                  generator: torch.Generator | None = None):
@@ -185,14 +193,16 @@ class Transformer(nn.Module):
             h = self.patch_emb(patches)
         else:
             h = self.tok_emb(x)  # (b, n, d)
+        b = h.shape[0]
         if self.has_cls:
-            h = torch.cat([self.cls.expand(h.shape[0], 1, -1), h], dim=1)
+            cls = members_over_batch(self.cls[..., None, :], b, self.members)  # (1, d) alone, (b, 1, d) stacked
+            h = torch.cat([cls.expand(b, 1, -1), h], dim=1)
         n = h.shape[1]
         if self.cfg.positions == "learned":
             if n > self.n_positions:
                 raise ValueError(f"the model learned {self.n_positions} position embeddings but the input has "
                                  f"{n} positions; use positions 'sinusoidal', 'rope' or 'none' to read longer inputs.")
-            return h + self.pos_emb[:n]
+            return h + members_over_batch(self.pos_emb[..., :n, :], b, self.members)
         return self.positions.embed(h) if self.positions is not None else h
 
     def readout(self, h: Tensor) -> Tensor:

@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from companion.attention import attend
 
 __all__ = ["Prior", "PriorContext", "PRIORS", "POSITIONS", "prior_class", "build_prior", "build_positions",
-           "needs_pattern", "LearnableMask", "sinusoidal_positions"]
+           "needs_pattern", "LearnableMask", "sinusoidal_positions", "members_over_batch"]
 
 # kind → "module:Class" (the class has `from_config(cfg: PriorConfig, ctx: PriorContext)`).
 PRIORS = {
@@ -93,7 +93,8 @@ class Prior(nn.Module):
         return q, k
 
     def bias(self, i: int, j: int | None = None) -> Tensor | None:
-        """Additive log-prior (h or 1, i, j) on the scores, or None (default)."""
+        """Additive log-prior (h or 1, i, j) on the scores, or None (default); a stacked prior
+        (`companion.batched`) returns (M, h or 1, i, j), one per member."""
         return None
 
     def content(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
@@ -107,11 +108,34 @@ class Prior(nn.Module):
                return_weights: bool = False, check: bool = False):
         """Attention of q, k, v (b, h, n, d) under the prior: `attend(content(q, k), v, bias=bias(n, n))`."""
         qc, kc = self.content(q, k)
-        return attend(qc, kc, v, bias=self.bias(q.shape[-2], k.shape[-2]), causal=causal, backend=backend,
+        bias = self.bias(q.shape[-2], k.shape[-2])
+        if bias is not None and bias.dim() == 4:  # (M, h or 1, i, j): a stacked prior, one per member
+            bias = members_over_batch(bias, q.shape[0], bias.shape[0], (q.shape[1], *bias.shape[2:]))
+        return attend(qc, kc, v, bias=bias, causal=causal, backend=backend,
                       return_weights=return_weights, check=check)
 
 
 NO_PRIOR = Prior()
+
+
+def members_over_batch(t: Tensor, batch: int, members: int, shape: tuple[int, ...] | None = None) -> Tensor:
+    """A tensor of a seed-stacked model (`companion.batched`) given to each member's own samples.
+
+    With `members` = 0 (a model alone) `t` is returned as is and broadcasting does the rest. With
+    `members` = M, `t` has a leading member axis (M, ...) and the batch is member-major (M·B samples,
+    member m owning samples m·B … m·B + B − 1): the result is (M·B, *shape), row s holding t[s // B]
+    broadcast to `shape` (default: t's own shape without the member axis).
+    """
+    if not members:
+        return t
+    if batch % members:
+        raise ValueError(f"a batch of {batch} samples does not split over {members} stacked members; "
+                         "give each member the same number of samples, member-major.")
+    # one expand per member: its gradient is then summed over that member's samples alone, in the
+    # order a model alone sums it (one expand of the whole stack would reduce another axis)
+    per = batch // members
+    shape = tuple(t.shape[1:]) if shape is None else tuple(shape)
+    return torch.cat([m.expand(per, *shape) for m in t.unbind(0)])
 
 
 def prior_class(spec: str) -> type[Prior]:
@@ -230,17 +254,18 @@ class LearnableMask(Prior):
 
     @property
     def heads(self) -> int:
-        return self.logits.shape[0]
+        return self.logits.shape[-3]
 
     def forward(self, i: int, j: int | None = None) -> Tensor:
-        """Bias log σ(M[:, :i, :j]) of shape (h, i, j); sequences shorter than n use a slice."""
+        """Bias log σ(M[:, :i, :j]) of shape (h, i, j); sequences shorter than n use a slice. Stacked
+        logits (members, h, n, n) (`companion.batched`) give (members, h, i, j)."""
         j = i if j is None else j
         if i > self.size or j > self.size:
             raise ValueError(
                 f"the mask covers {self.size} positions but the sequence needs ({i}, {j}); "
                 "build the mask for the longest sequence the model will see."
             )
-        return F.logsigmoid(self.logits[:, :i, :j])
+        return F.logsigmoid(self.logits[..., :i, :j])
 
     def bias(self, i: int, j: int | None = None) -> Tensor:
         """The protocol's additive log-prior: log σ(M) over (i, j), as `forward`."""

@@ -4,7 +4,8 @@
 the batch order from `stream(seed, "order")`, the task's data from its own task-level seed, and every
 run trains on `THREADS` torch threads, whoever calls it. A `Record` holds what the chapters read
 (final metrics, curves, drift with attention maps) and the provenance (code version, device,
-threads, versions, commit, wall time); `companion.store` keeps it.
+threads, versions, commit, wall time); `companion.store` keeps it. `run_group(cfgs)` trains the
+seeds of one config together (`companion.batched`) and returns one Record per seed.
 """
 
 from __future__ import annotations
@@ -23,11 +24,15 @@ from companion.config import RunConfig, config_from_dict, config_to_dict
 from companion.identity import code_version, run_id
 from companion.paths import repo_root
 
-__all__ = ["SCHEMA_VERSION", "RECORD_KEYS", "THREADS", "Record", "run", "stream", "git_commit"]
+__all__ = ["SCHEMA_VERSION", "READABLE_SCHEMAS", "RECORD_KEYS", "THREADS", "Record", "run", "run_group",
+           "check_group", "stream", "git_commit", "execution_note"]
 
-SCHEMA_VERSION = 2  # 2: records say how many threads trained them
+SCHEMA_VERSION = 3  # 2: records say how many threads trained them; 3: and how they were executed
 RECORD_KEYS = ("schema_version", "run_id", "code_version", "config", "seed", "device", "threads",
-               "torch_version", "git_commit", "wall_time", "metrics", "curves", "drift", "finished_at")
+               "torch_version", "git_commit", "wall_time", "metrics", "curves", "drift", "finished_at",
+               "execution")
+# Older schemas that still load, with the keys they lack: every schema-2 record was trained alone.
+READABLE_SCHEMAS = {2: {"execution": {"mode": "solo", "members": 1}}, SCHEMA_VERSION: {}}
 
 # Torch intra-op threads of every run, on every executor. A float32 sum split over another number of
 # threads rounds differently, and a few dozen steps later two runs of one config part (smoke, seed 0:
@@ -67,6 +72,8 @@ class Record:
         metrics: {split: {metric: value}} at the last evaluation.
         curves: `History.to_dict()`: steps, eval curves, per-step train loss and lr, wall time.
         drift: `DriftTracker.result()`.
+        execution: how the run was executed, {"mode": "solo" | "batched", "members": M}: alone, or
+            as one of M seed-stacked members (`run_group`); never part of the run's identity.
     """
 
     run_id: str
@@ -82,6 +89,7 @@ class Record:
     git_commit: str | None = None
     finished_at: str = ""
     schema_version: int = SCHEMA_VERSION
+    execution: dict[str, Any] = field(default_factory=lambda: execution_note(1))
     seed: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -94,9 +102,16 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Record":
+        """The record of `data` (any of `READABLE_SCHEMAS`; an older one gets the keys it lacks)."""
+        data = {**READABLE_SCHEMAS.get(data.get("schema_version"), {}), **data}
         kwargs = {k: data[k] for k in RECORD_KEYS if k != "seed"}
         kwargs["config"] = config_from_dict(RunConfig, data["config"])
         return cls(**kwargs)
+
+
+def execution_note(members: int) -> dict[str, Any]:
+    """A record's `execution`: "solo" for a run alone, "batched" with the group's size otherwise."""
+    return {"mode": "batched" if members > 1 else "solo", "members": members}
 
 
 def run(cfg: RunConfig, *, progress: bool = False, return_model: bool = False):
@@ -117,23 +132,107 @@ def run(cfg: RunConfig, *, progress: bool = False, return_model: bool = False):
 
 def _run(cfg: RunConfig, progress: bool, return_model: bool):
     from companion.drift import DriftTracker
-    from companion.model import build_model
     from companion.tasks import make_task
     from companion.train import train
 
     start = time.perf_counter()
     task = make_task(cfg.task)
-    model = build_model(cfg.model, task, generator=stream(cfg.seed, "init")).to(cfg.device)
+    model = _build(cfg, task)
     tracker = DriftTracker(task.probe_inputs())
     hist = train(model, task, cfg.train, generator=stream(cfg.seed, "order"), callbacks=[tracker],
                  progress=progress)
-    record = Record(
-        run_id=run_id(cfg), config=cfg, metrics=hist.final(), curves=hist.to_dict(),
-        drift=tracker.result(), wall_time=time.perf_counter() - start,
-        code_version=code_version(cfg.task.name),
-        device=cfg.device, threads=torch.get_num_threads(), git_commit=git_commit(),
-        finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    )
+    record = _record(cfg, hist, tracker, time.perf_counter() - start, 1)
     return (record, model.cpu()) if return_model else record
 
 
+def _build(cfg: RunConfig, task):
+    from companion.model import build_model
+
+    return build_model(cfg.model, task, generator=stream(cfg.seed, "init")).to(cfg.device)
+
+
+def _record(cfg: RunConfig, hist, tracker, wall_time: float, members: int) -> Record:
+    return Record(
+        run_id=run_id(cfg), config=cfg, metrics=hist.final(), curves=hist.to_dict(),
+        drift=tracker.result(), wall_time=wall_time,
+        code_version=code_version(cfg.task.name),
+        device=cfg.device, threads=torch.get_num_threads(), git_commit=git_commit(),
+        finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        execution=execution_note(members),
+    )
+
+
+def _flat(data: dict, prefix: str = "") -> dict:
+    """{"train": {"lr": 1}} → {"train.lr": 1}."""
+    out = {}
+    for k, v in data.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def check_group(cfgs) -> None:
+    """Raise ValueError, saying why, unless `cfgs` can train together (`run_group`): at least one
+    config, all equal but for the seed, distinct seeds, and a model that stacks
+    (`companion.batched.why_not_batchable`)."""
+    from companion.batched import why_not_batchable
+
+    cfgs = list(cfgs)
+    if not cfgs:
+        raise ValueError("a run group needs at least one config.")
+    base = _flat({k: v for k, v in config_to_dict(cfgs[0]).items() if k != "seed"})
+    for c in cfgs[1:]:
+        other = _flat({k: v for k, v in config_to_dict(c).items() if k != "seed"})
+        if other != base:
+            keys = sorted(k for k in base.keys() | other.keys() if base.get(k) != other.get(k))
+            raise ValueError(f"configs of a run group must be equal but for the seed; seed {c.seed} differs from "
+                             f"seed {cfgs[0].seed} in {', '.join(keys)}. Group the seeds of one method only.")
+    seeds = [c.seed for c in cfgs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"a run group holds a seed twice ({seeds}); each member must be its own run.")
+    if len(cfgs) > 1:
+        why = why_not_batchable(cfgs[0])
+        if why is not None:
+            raise ValueError(f"runs of {cfgs[0].experiment}/{cfgs[0].method} cannot train seed-stacked: {why}. "
+                             "Run them alone (`run`).")
+
+
+def run_group(cfgs, *, progress: bool = False, return_models: bool = False) -> list:
+    """Train configs that differ only in the seed together, seed-stacked (`companion.batched`), and
+    return one `Record` per config (with `return_models`, (Record, model on the CPU) pairs).
+
+    Each member is what `run` would make of its config, up to float reassociation: its own weights
+    from `stream(seed, "init")`, batch order from `stream(seed, "order")`, optimiser state, clipping
+    and drift tracker; its record has its own run id (the identity never says how a run was
+    executed) and notes the execution ("batched", M members) and an equal share of the wall time.
+    On the CPU (one thread, torch 2.14) the stacked sums run in the order of a model alone, so a
+    member's record equals its run alone to the last bit whatever the group (tests/test_batched.py,
+    tests/test_faults.py); on a GPU batched kernels may round otherwise, which `execution` records.
+    A group of one is `run`. Raises ValueError (`check_group`) for configs that cannot train together.
+    """
+    cfgs = list(cfgs)
+    check_group(cfgs)
+    if len(cfgs) == 1:
+        out = run(cfgs[0], progress=progress, return_model=return_models)
+        return [out]
+    before = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    try:
+        return _run_group(cfgs, progress, return_models)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_group(cfgs, progress: bool, return_models: bool) -> list:
+    from companion.drift import DriftTracker
+    from companion.tasks import make_task
+    from companion.train import train_stacked
+
+    start = time.perf_counter()
+    task = make_task(cfgs[0].task)
+    models = [_build(c, task) for c in cfgs]
+    trackers = [DriftTracker(task.probe_inputs()) for _ in cfgs]
+    hists = train_stacked(models, task, cfgs[0].train, generators=[stream(c.seed, "order") for c in cfgs],
+                          callbacks=[[t] for t in trackers], progress=progress)
+    wall = (time.perf_counter() - start) / len(cfgs)
+    records = [_record(c, h, t, wall, len(cfgs)) for c, h, t in zip(cfgs, hists, trackers)]
+    return [(r, m.cpu()) for r, m in zip(records, models)] if return_models else records

@@ -33,7 +33,7 @@ import torch
 from companion.config import RunConfig
 from companion.identity import run_id
 from companion.paths import repo_root
-from companion.runs import RECORD_KEYS, SCHEMA_VERSION, Record, stream
+from companion.runs import READABLE_SCHEMAS, RECORD_KEYS, SCHEMA_VERSION, Record, stream
 
 __all__ = ["RunStore", "StoreError", "default_store_root", "STALE_AGE_S"]
 
@@ -255,9 +255,11 @@ class RunStore:
             return None, f"not readable JSON ({err}); probably a partial write"
         if not isinstance(data, dict):
             return None, "not a JSON object"
-        if data.get("schema_version") != SCHEMA_VERSION:
-            return None, f"schema_version {data.get('schema_version')!r}, expected {SCHEMA_VERSION}"
-        missing = [k for k in RECORD_KEYS if k not in data]
+        version = data.get("schema_version")
+        if not isinstance(version, int) or version not in READABLE_SCHEMAS:
+            return None, (f"schema_version {version!r}, expected {SCHEMA_VERSION} (readable: "
+                          f"{', '.join(map(str, sorted(READABLE_SCHEMAS)))})")
+        missing = [k for k in RECORD_KEYS if k not in data and k not in READABLE_SCHEMAS[version]]
         if missing:
             return None, f"missing keys {missing}"
         if data["run_id"] != path.stem:

@@ -3,6 +3,7 @@
 Adam or AdamW, constant / cosine / one-cycle schedule with warm-up, grad-norm clipping, evaluation at
 step 0, every `eval_every` steps and at the end, where callbacks `cb(step, model, metrics)` run.
 Weight decay skips priors, biases and norms, chosen by parameter name (see `companion.model`).
+`train_stacked` runs the same loop over M seed-stacked models (`companion.batched`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 import torch
 from torch import nn
@@ -20,7 +21,7 @@ from tqdm import tqdm  # the console bar: chapters run quietly, so no notebook w
 from companion.config import TrainConfig
 from companion.tasks import Task, model_device
 
-__all__ = ["History", "train", "param_groups", "total_steps", "lr_factor", "evaluate"]
+__all__ = ["History", "train", "train_stacked", "param_groups", "total_steps", "lr_factor", "evaluate"]
 
 Callback = Callable[[int, nn.Module, dict], None]
 
@@ -139,37 +140,91 @@ def train(model: nn.Module, task: Task, cfg: TrainConfig, *, generator: torch.Ge
     Returns:
         The `History` of the run.
     """
-    start, callbacks = time.perf_counter(), list(callbacks)
-    device, total = model_device(model), total_steps(task, cfg)
-    opt = _optimizer(model, cfg)
+    return _train(model, [model], task, cfg, [generator], [list(callbacks)], progress)[0]
+
+
+def train_stacked(models: Sequence[nn.Module], task: Task, cfg: TrainConfig, *,
+                  generators: Sequence[torch.Generator], callbacks: Sequence[Iterable[Callback]] | None = None,
+                  progress: bool = False) -> list[History]:
+    """Train M models of one config together, each as if by `train` alone (`companion.batched`).
+
+    Member m draws its batches from `generators[m]`, and its loss, gradient, optimiser state and
+    clipping are its own (the updates equal its updates alone up to float reassociation). At each
+    evaluation the trained member is copied into `models[m]`, which the unchanged `evaluate` and
+    `callbacks[m]` then see; at the end every `models[m]` holds its trained weights. Each History
+    gets its own losses and an equal share of the wall time.
+    """
+    from companion.batched import stack
+
+    models = list(models)
+    if len(generators) != len(models):
+        raise ValueError(f"{len(models)} models but {len(generators)} data-order generators; give one each.")
+    cbs = [list(c) for c in callbacks] if callbacks is not None else [[] for _ in models]
+    if len(cbs) != len(models):
+        raise ValueError(f"{len(models)} models but {len(cbs)} callback lists; give one each.")
+    return _train(stack(models), models, task, cfg, list(generators), cbs, progress)
+
+
+def _train(net: nn.Module, models: list[nn.Module], task: Task, cfg: TrainConfig,
+           generators: list[torch.Generator], callbacks: list[list[Callback]], progress: bool) -> list[History]:
+    """The one loop. `net` is what trains: `models[0]` itself (alone), or the stack of `models`
+    (`net.members` = M), whose batch is the members' batches one after another and whose loss is the
+    sum of theirs. Losses stay on the device until the end (no host synchronisation per step)."""
+    from companion.batched import clip_grad_norm_members_, unstack_into
+
+    start = time.perf_counter()
+    members = getattr(net, "members", 0)
+    device, total = model_device(net), total_steps(task, cfg)
+    opt = _optimizer(net, cfg)
     sched = _schedule(opt, cfg, total)
-    steps, evals, losses, lrs = [], {}, [], []
+    steps: list[int] = []
+    evals: list[dict] = [{} for _ in models]
+    losses, lrs = [], []
 
     def checkpoint(step: int) -> None:
-        metrics = evaluate(model, task, final=step == total)
         steps.append(step)
-        for split, ms in metrics.items():
-            for name, value in ms.items():
-                evals.setdefault(split, {}).setdefault(name, []).append(float(value))
-        with torch.no_grad():
-            for cb in callbacks:
-                cb(step, model, metrics)
+        for m, model in enumerate(models):
+            if model is not net:
+                unstack_into(net, m, model)
+            metrics = evaluate(model, task, final=step == total)
+            for split, ms in metrics.items():
+                for name, value in ms.items():
+                    evals[m].setdefault(split, {}).setdefault(name, []).append(float(value))
+            with torch.no_grad():
+                for cb in callbacks[m]:
+                    cb(step, model, metrics)
 
-    model.train()
+    net.train()
     checkpoint(0)
-    batches = _batches(task, cfg.batch_size, generator)
+    batches = [_batches(task, cfg.batch_size, g) for g in generators]
     for step in tqdm(range(1, total + 1), disable=not progress, desc="train", leave=False):
-        x, y = next(batches)
+        parts = [next(b) for b in batches]
+        if members:
+            if len({len(x) for x, _ in parts}) != 1:
+                raise ValueError("stacked members drew batches of different sizes; they must share task and batch size.")
+            x, y = torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
+        else:
+            x, y = parts[0]
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        loss = task.loss(model(x), y)
+        out = net(x)
+        if members:
+            loss = torch.stack([task.loss(o, t) for o, t in zip(out.chunk(members), y.chunk(members))])
+            objective = loss.sum()  # d objective / d loss_m = 1: each member gets its own gradient
+        else:
+            loss = objective = task.loss(out, y)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        objective.backward()
         if cfg.clip_norm > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+            if members:
+                clip_grad_norm_members_(list(net.parameters()), cfg.clip_norm, members)
+            else:
+                nn.utils.clip_grad_norm_(net.parameters(), cfg.clip_norm)
         lrs.append(opt.param_groups[0]["lr"])
         opt.step()
         sched.step()
-        losses.append(float(loss.detach()))
+        losses.append(loss.detach())
         if step == total or (cfg.eval_every and step % cfg.eval_every == 0):
             checkpoint(step)
-    return History(steps, evals, losses, lrs, time.perf_counter() - start)
+    per_member = torch.stack(losses).reshape(len(losses), -1).T.tolist() if losses else [[] for _ in models]
+    wall = (time.perf_counter() - start) / len(models)
+    return [History(list(steps), evals[m], per_member[m], list(lrs), wall) for m in range(len(models))]

@@ -280,9 +280,9 @@ def test_a_write_killed_midway_leaves_a_temporary_that_the_next_sweep_removes(tm
 
 
 def _result(record) -> dict:
-    """What a run computed, without when it finished and how long it took."""
+    """What a run computed, without when it finished, how long it took and how it was executed."""
     data = record.to_dict()
-    del data["wall_time"], data["finished_at"]
+    del data["wall_time"], data["finished_at"], data["execution"]
     data["curves"] = {k: v for k, v in data["curves"].items() if k != "wall_time"}
     return data
 
@@ -290,7 +290,8 @@ def _result(record) -> dict:
 def test_one_run_id_gives_one_result_on_every_executor(tmp_path):
     """A float32 sum over 2 threads rounds unlike one over 1: before runs fixed their threads, `--jobs 1`
     (all cores in this process) and `--jobs 2` (one per worker) stored different numbers under one id,
-    from the second step on."""
+    from the second step on. The two seeds train together (batched) on one worker and alone on two:
+    the same numbers either way."""
     import torch
 
     from companion.sweep import ensure_runs
@@ -308,6 +309,10 @@ def test_one_run_id_gives_one_result_on_every_executor(tmp_path):
     assert [r["threads"] for r in first] == [1, 1] and first[0]["run_id"] != first[1]["run_id"]
     for name, got in results.items():
         assert got == first, name
+    modes = {name: [r.execution["mode"] for r in ensure_runs("smoke", "ci", [0, 1], ["mask"], store=tmp_path / name,
+                                                            overrides=TINY, **kw)]
+             for name, kw in executors.items()}
+    assert modes == {"jobs-1": ["batched"] * 2, "jobs-2": ["solo"] * 2, "submitit-debug": ["batched"] * 2}
 
 
 # ---------------------------------------------------------------- killed sweeps leave nothing running

@@ -1,5 +1,6 @@
 """Sweeps: resume after SIGKILL, the Slurm path through submitit's local/debug clusters, CLI errors."""
 
+import json
 import os
 import signal
 import subprocess
@@ -90,7 +91,9 @@ def test_slurm_path_through_submitit_local_cluster(tmp_path, seeds):
     n = len(parse_seeds(seeds))
     _check_complete(root, range(n))
     results = list((root / ".submitit").rglob("*_result.pkl"))
-    assert len(results) == 2 * n  # one submitit array task per run, each wrote its own record
+    assert len(results) == 2  # one submitit array task per method: its seeds train together
+    notes = [json.loads(p.read_text())["execution"] for p in root.glob("*.json")]
+    assert notes == [{"mode": "batched", "members": n}] * (2 * n)  # each member wrote its own record
 
 
 def test_slurm_path_debug_cluster_runs_only_missing(tmp_path):

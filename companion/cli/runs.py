@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 import warnings
 
+from companion.batched import MAX_MEMBERS
 from companion.experiments import EXPERIMENTS, GRIDS, load_experiments
 from companion.store import RunStore, StoreError
 from companion.sweep import run_missing, parse_seeds, plan, plan_grid
@@ -88,14 +89,17 @@ def _cmd_sweep(args) -> int:
             cfgs = plan(args.experiment, args.profile, seeds, methods, args.set or ())
         if args.jobs is not None and args.jobs < 1:
             raise ValueError(f"--jobs must be >= 1, got {args.jobs}.")
+        if args.batch < 1:
+            raise ValueError(f"--batch must be >= 1 (1 runs every run alone), got {args.batch}.")
     except ValueError as err:
         return _fail("sweep", str(err))
     if args.executor == "local":
-        options = {"jobs": args.jobs}
+        options = {"jobs": args.jobs, "max_members": args.batch}
     else:
         options = {"cluster": args.cluster, "timeout_min": args.timeout_min,
                    "gpus_per_node": args.gpus_per_node, "cpus_per_task": args.cpus_per_task,
-                   "array_parallelism": args.array_parallelism, "partition": args.partition}
+                   "array_parallelism": args.array_parallelism, "partition": args.partition,
+                   "max_members": args.batch}
     store = RunStore(args.store)
     try:
         records, ran = run_missing(cfgs, store, args.executor, True, options)
@@ -131,6 +135,9 @@ def add_commands(subparsers) -> None:
                    help="override a setting, e.g. --set train.lr=1e-4 (repeatable)")
     p.add_argument("--executor", choices=("local", "slurm"), default="local")
     p.add_argument("--jobs", type=int, default=None, help="local worker processes (default: all cores)")
+    p.add_argument("--batch", type=int, default=MAX_MEMBERS,
+                   help=f"at most this many seeds of a method train together in one job (default {MAX_MEMBERS}; "
+                        "1 runs every run alone)")
     p.add_argument("--store", default=None, help="run store folder (default $COMPANION_RUNS or <repo>/runs)")
     g = p.add_argument_group("slurm executor (submitit)")
     g.add_argument("--cluster", default="slurm", choices=("slurm", "local", "debug"),

@@ -1,0 +1,152 @@
+"""Runs per hour of a sweep, seeds run one by one against seeds trained together (seed-batched).
+
+For each method, the same seeds of the GOTU experiment run twice in this process: one by one
+(`companion.runs.run`, what a sweep did before) and as one group (`companion.runs.run_group`, what
+the executors now do), whole runs each time (build, training, every evaluation, drift tracking), on
+`companion.runs.THREADS` torch threads. The two alternate per repeat, so background load hits both
+alike; the ratio is runs/hour batched over runs/hour one by one, both measured in this run. Each
+record pair is also compared (`identical`: curves, metrics and drift equal to the last bit).
+
+With `--pool N` (CPU), the whole request (every method × seed) also goes through the local executor
+with N worker processes, once with every run alone (`max_members=1`) and once grouped: the figure a
+chapter's sweep sees on N cores, worker start-up included.
+
+    python benchmarks/sweep_throughput.py                       # CPU: GOTU ci, default + mask, 5 seeds
+    python benchmarks/sweep_throughput.py --device cuda --profile paper --seeds 5 \\
+        --overrides train.epochs=2                              # GPU: the paper model, shortened
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import socket
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from companion.experiments import get_experiment
+from companion.runs import THREADS, run, run_group
+
+
+def _computed(record) -> dict:
+    data = record.to_dict()
+    for key in ("wall_time", "finished_at", "execution"):
+        del data[key]
+    data["curves"] = {k: v for k, v in data["curves"].items() if k != "wall_time"}
+    return data
+
+
+def _max_metric_diff(a, b) -> float:
+    return max(abs(a.metrics[s][m] - b.metrics[s][m]) for s in a.metrics for m in a.metrics[s])
+
+
+def bench_method(experiment: str, profile: str, method: str, seeds: list[int], overrides: list[str],
+                 repeats: int) -> dict:
+    exp = get_experiment(experiment)
+    cfgs = [exp.config(profile, method, s, overrides) for s in seeds]
+    solo_t, batched_t = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        solo = [run(c) for c in cfgs]
+        solo_t.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        together = run_group(cfgs)
+        batched_t.append(time.perf_counter() - start)
+    n = len(cfgs)
+    rph_solo, rph_batched = 3600 * n / statistics.median(solo_t), 3600 * n / statistics.median(batched_t)
+    return {
+        "method": method, "seeds": seeds, "runs": n, "solo_s": solo_t, "batched_s": batched_t,
+        "runs_per_hour_solo": rph_solo, "runs_per_hour_batched": rph_batched, "ratio": rph_batched / rph_solo,
+        "ratio_per_repeat": [s / b for s, b in zip(solo_t, batched_t)],
+        "identical": all(_computed(a) == _computed(b) for a, b in zip(solo, together)),
+        "max_final_metric_diff": max(_max_metric_diff(a, b) for a, b in zip(solo, together)),
+        "execution": together[0].execution,
+    }
+
+
+def bench_pool(experiment: str, profile: str, methods: list[str], seeds: list[int], overrides: list[str],
+               jobs: int, repeats: int) -> dict:
+    from companion.executors import LocalExecutor
+    from companion.store import RunStore
+
+    exp = get_experiment(experiment)
+    cfgs = [exp.config(profile, m, s, overrides) for m in methods for s in seeds]
+    out = {"jobs": jobs, "runs": len(cfgs), "solo_s": [], "batched_s": []}
+    for _ in range(repeats):  # alternate, so background load hits both alike
+        for name, ex in (("solo", LocalExecutor(jobs=jobs, max_members=1)), ("batched", LocalExecutor(jobs=jobs))):
+            with tempfile.TemporaryDirectory() as root:
+                start = time.perf_counter()
+                failures = ex.execute(cfgs, RunStore(root))
+                out[f"{name}_s"].append(time.perf_counter() - start)
+                if failures:
+                    raise RuntimeError("\n".join(failures))
+    for name in ("solo", "batched"):
+        out[f"runs_per_hour_{name}"] = 3600 * len(cfgs) / statistics.median(out[f"{name}_s"])
+    out["ratio"] = out["runs_per_hour_batched"] / out["runs_per_hour_solo"]
+    out["ratio_per_repeat"] = [s / b for s, b in zip(out["solo_s"], out["batched_s"])]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--experiment", default="gotu-2parity")
+    ap.add_argument("--profile", default="ci")
+    ap.add_argument("--methods", default="default,mask")
+    ap.add_argument("--seeds", type=int, default=5, help="seeds 0 … N−1 per method")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--overrides", nargs="*", default=[], help="key=value, e.g. train.epochs=2")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--pool", type=int, default=0, help="also time the local executor with N workers (CPU)")
+    ap.add_argument("--pool-only", action="store_true", help="time only the local executor (--pool N)")
+    ap.add_argument("--tag", default=None)
+    ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/sweep_throughput-<tag>.json)")
+    args = ap.parse_args()
+    tag = args.tag or ("cpu" if args.device == "cpu" else torch.cuda.get_device_name(0).replace(" ", "-").lower())
+    overrides = list(args.overrides) + ([f"device={args.device}"] if args.device != "cpu" else [])
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    seeds = list(range(args.seeds))
+    result = {
+        "benchmark": "sweep_throughput", "schema": 1, "tag": tag,
+        "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
+        "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(0),
+        "torch": torch.__version__, "threads_per_run": THREADS, "load_avg_at_start": os.getloadavg(),
+        "settings": {"experiment": args.experiment, "profile": args.profile, "methods": methods, "seeds": seeds,
+                     "overrides": overrides, "repeats": args.repeats},
+        "methods": {},
+    }
+    warm = get_experiment(args.experiment).config(args.profile, methods[0], 0, overrides + ["train.steps=2", "train.epochs=0", "train.eval_every=0"])
+    run_group([warm, get_experiment(args.experiment).config(args.profile, methods[0], 1, overrides + ["train.steps=2", "train.epochs=0", "train.eval_every=0"])])
+    run(warm)  # pay the one-off imports (the optimiser's first step) before any timing
+    for method in [] if args.pool_only else methods:
+        r = bench_method(args.experiment, args.profile, method, seeds, overrides, args.repeats)
+        result["methods"][method] = r
+        print(f"{method:15s} one by one {r['runs_per_hour_solo']:8.0f} runs/h   batched ({len(seeds)}) "
+              f"{r['runs_per_hour_batched']:8.0f} runs/h   ratio {r['ratio']:.2f}   identical {r['identical']}",
+              flush=True)
+    if result["methods"]:
+        total_solo = sum(statistics.median(r["solo_s"]) for r in result["methods"].values())
+        total_batched = sum(statistics.median(r["batched_s"]) for r in result["methods"].values())
+        result["ratio_all_methods"] = total_solo / total_batched
+        print(f"all methods: ratio {result['ratio_all_methods']:.2f}", flush=True)
+    if args.pool:
+        result["pool"] = bench_pool(args.experiment, args.profile, methods, seeds, overrides, args.pool, args.repeats)
+        p = result["pool"]
+        print(f"pool of {args.pool}: one by one {p['runs_per_hour_solo']:.0f} runs/h, batched "
+              f"{p['runs_per_hour_batched']:.0f} runs/h, ratio {p['ratio']:.2f}", flush=True)
+    result["load_avg_at_end"] = os.getloadavg()
+    out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"sweep_throughput-{tag}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
