@@ -28,15 +28,15 @@ from companion.book.frames import long_curves, open_mass, records_frame
 from companion.book.labels import label, task_title
 from companion.book.prose import num, pct, signed
 from companion.book.stats import Paired, paired, paired_table, summarize, summary_table
-from companion.experiments import get_experiment
+from companion.experiments import get_experiment, get_grid
 from companion.experiments.images import LM_METHODS, METHODS, WINDOW
 from companion.masks import causal_local_pattern, patch_pattern
-from companion.sweep import ensure_grid
+from companion.sweep import ensure_many
 
 __all__ = ["TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
-           "text_pattern", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
+           "patterns", "digit_examples", "paired_frame", "text_pattern", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
            "inconsistency", "reading", "map_frame", "open_share", "map_panels", "accuracy_curves", "table6",
-           "perplexity_pairs", "perplexity_interval", "claim_measures", "claim_preconditions", "prose_numbers"]
+           "perplexity_pairs", "perplexity_interval", "mask_movement", "claim_measures", "claim_preconditions", "prose_numbers"]
 
 TABLE3 = ("default", "mimetic", "structured-svd", "mask")  # the initialisations Table 3 compares
 TABLE5 = ("default", "zero-mask", "fixed-mask", "mask")  # the mask ablations of Table 5
@@ -60,9 +60,17 @@ def text_frame(records: Sequence) -> pd.DataFrame:
     return records_frame(records)
 
 
-def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None):
-    """The chapter's runs (trained when missing): (records {cell: [Record]}, image frame, text frame)."""
-    records = ensure_grid("images-and-language", profile, seeds, jobs=jobs)
+def load(profile: str, seeds: Sequence[int], text_seeds: Sequence[int] | None = None, *, jobs: int | None = None):
+    """The chapter's runs (trained when missing): (records {cell: [Record]}, image frame, text frame).
+
+    The image cells of the `images-and-language` grid run with `seeds`, its "text" cell with
+    `text_seeds` (default `seeds`): a paired interval of a small perplexity change needs more seeds."""
+    cells = get_grid("images-and-language").cells(profile)
+    text_seeds = seeds if text_seeds is None else text_seeds
+    images = [k for k in cells if k != "text"]
+    blocks = ensure_many([cells[k] for k in images], profile, seeds, jobs=jobs)
+    records = dict(zip(images, blocks))
+    records["text"] = ensure_many([cells["text"]], profile, text_seeds, jobs=jobs)[0]
     return records, image_frame(records), text_frame(records["text"])
 
 
@@ -81,10 +89,28 @@ def budget(profile: str, datasets: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def image_pattern(dataset: str = "digits", patch_size: int = 2, size: int = 8, radius: int = 1) -> np.ndarray:
-    """The open pattern of the image mask: the (size/patch)² patches, Chebyshev radius `radius`, no CLS."""
-    side = size // patch_size
+def image_pattern(side: int = 4, radius: int = 1) -> np.ndarray:
+    """The open pattern of the image mask over a side × side grid of patches (no CLS, mean pooling)."""
     return patch_pattern(side, side, radius, cls=False).numpy()
+
+
+def patterns(records: Mapping[str, Sequence]) -> dict[str, np.ndarray]:
+    """The mask of every image set run, its grid read from the size of the runs' attention maps."""
+    out = {}
+    for ds, recs in records.items():
+        if ds != "text":
+            n = len(recs[0].drift["maps"]["init"][0])
+            out[ds] = image_pattern(int(round(n ** 0.5)))
+    return out
+
+
+def digit_examples(n: int = 10) -> tuple[np.ndarray, list[int]]:
+    """The first test image of each class 0 … n − 1 of the digits (0–255) and their labels."""
+    from companion.tasks.images import load_digits_images
+
+    x, y = load_digits_images()["test"]
+    idx = [int((y == k).nonzero()[0]) for k in range(n)]
+    return x[idx, 0].numpy(), [int(y[i]) for i in idx]
 
 
 def text_pattern(seq_len: int, window: int) -> np.ndarray:
@@ -124,6 +150,18 @@ def paired_vs_default(frame: pd.DataFrame, metric: str = "test.acc (%)") -> pd.D
     return out
 
 
+def paired_frame(frame: pd.DataFrame, metric: str = "test.acc (%)") -> pd.DataFrame:
+    """Long form of each method minus the default, seed by seed (dataset, method, seed, difference)."""
+    rows = []
+    for ds, sub in frame.groupby("dataset", sort=False):
+        base = dict(zip(sub[sub.method == "default"]["seed"], sub[sub.method == "default"][metric]))
+        for _, r in sub[sub.method != "default"].iterrows():
+            if r["seed"] in base:
+                rows.append({"dataset": ds, "method": r["method"], "seed": r["seed"],
+                             "difference": r[metric] - base[r["seed"]]})
+    return pd.DataFrame(rows)
+
+
 def _by_seed(frame: pd.DataFrame, dataset: str, method: str, column: str = "test.acc") -> dict[int, float]:
     sub = frame[(frame.dataset == dataset) & (frame.method == method)]
     return dict(zip(sub["seed"], sub[column]))
@@ -131,13 +169,15 @@ def _by_seed(frame: pd.DataFrame, dataset: str, method: str, column: str = "test
 
 def table3_measures(frame: pd.DataFrame) -> dict[str, dict]:
     """Per image set: the mean test accuracy of every method (`means`), the best of `OTHERS` by mean
-    (`best_other`) and the mask minus it paired by seed (`lead`, a `Paired` in fractions)."""
+    (`best_other`), the mask minus it paired by seed (`lead`, a `Paired` in fractions) and the all-zero
+    mask minus the default (`zero`)."""
     out = {}
     for ds in dict.fromkeys(frame["dataset"]):
         means = {m: float(np.mean(list(_by_seed(frame, ds, m).values()))) for m in METHODS}
         best = max(OTHERS, key=means.__getitem__)
         out[ds] = {"means": means, "best_other": best,
-                   "lead": paired(_by_seed(frame, ds, "mask"), _by_seed(frame, ds, best))}
+                   "lead": paired(_by_seed(frame, ds, "mask"), _by_seed(frame, ds, best)),
+                   "zero": paired(_by_seed(frame, ds, "zero-mask"), _by_seed(frame, ds, "default"))}
     return out
 
 
@@ -169,6 +209,20 @@ def inconsistency(t3: pd.DataFrame, t5: pd.DataFrame, frame: pd.DataFrame) -> di
             for ds in t3.index.get_level_values(0).unique()]
     spread = frame[frame.method == "mask"].groupby("dataset")["test.acc (%)"].std(ddof=1)
     return {"gap": max(gaps), "spread": float(spread.min()), "spread_max": float(spread.max())}
+
+
+def mask_movement(records: Mapping[str, Sequence], masks: Mapping[str, np.ndarray], method: str = "mask") -> float:
+    """How far a mask's bias moved in training: ‖log σ(M_T) − log σ(M_0)‖_F / ‖log σ(M_0)‖_F at the
+    end, averaged over layers, seeds and image sets (M_0 = ±10 on the pattern)."""
+    values = []
+    for ds, recs in records.items():
+        if ds == "text":
+            continue
+        start = np.where(masks[ds], -np.log1p(np.exp(-10.0)), -np.log1p(np.exp(10.0)))
+        for rec in recs:
+            if rec.config.method == method:
+                values += [layer[-1][0] / np.linalg.norm(start) for layer in rec.drift["mask"].values()]
+    return float(np.mean(values))
 
 
 def map_frame(records: Mapping[str, Sequence], patterns: Mapping[str, np.ndarray],
@@ -260,7 +314,8 @@ def claim_preconditions(t3m: dict, text: pd.DataFrame) -> dict[str, dict[str, fl
 
 
 def prose_numbers(t3m: dict, fixed: dict[str, Paired], inc: dict, ppl: Paired, shares: pd.DataFrame,
-                  results: Sequence, dataset: str = "digits") -> dict[str, str]:
+                  masks: Mapping[str, np.ndarray], moved: float, results: Sequence,
+                  dataset: str = "digits") -> dict[str, str]:
     """The numbers the prose cites (for `dataset`, the first image set): accuracies, leads, readings,
     the inconsistency check, the open shares and the perplexity interval, and the verdicts."""
     m = t3m[dataset]
@@ -274,7 +329,7 @@ def prose_numbers(t3m: dict, fixed: dict[str, Paired], inc: dict, ppl: Paired, s
     def interval(p: Paired, scale: float = 100, digits: int = 1) -> str:
         return f"{signed(scale * p.mean_diff, digits)} [{signed(scale * p.lo, digits)}, {signed(scale * p.hi, digits)}]"
 
-    out = {f"ch5_acc_{k}": pct(v) for k, v in m["means"].items()}
+    out = {f"ch5_acc_{k.replace('-', '_')}": pct(v) for k, v in m["means"].items()}
     out |= {"ch5_best_other": label(m["best_other"]), "ch5_lead": interval(lead),
             "ch5_lead_reading": reading(lead), "ch5_fixed": interval(fx), "ch5_fixed_reading": reading(fx),
             "ch5_gap": num(inc["gap"], 2), "ch5_spread": num(inc["spread"], 2),
@@ -282,6 +337,7 @@ def prose_numbers(t3m: dict, fixed: dict[str, Paired], inc: dict, ppl: Paired, s
             "ch5_margin": pct(MARGIN, 0),
             "ch5_share_default_end": share("default", "end"), "ch5_share_svd_start": share("structured-svd", "start"),
             "ch5_share_svd_end": share("structured-svd", "end"), "ch5_share_mask_end": share("mask", "end"),
-            "ch5_share_uniform": num(float(image_pattern().mean()))}
+            "ch5_share_uniform": num(float(masks[dataset].mean())), "ch5_mask_moved": pct(moved, 3),
+            "ch5_zero": interval(m["zero"])}
     out |= {f"ch5_verdict_{cid.replace('-', '_')}": v for cid, v in verdicts.items()}
     return out
