@@ -189,7 +189,7 @@ def test_claim_measures_preconditions_and_prose(loaded):
         "ch5_fixed": "0.0 [-2.5, +2.5]", "ch5_fixed_reading": "undecided", "ch5_gap": "0.00", "ch5_spread": "2.00",
         "ch5_ppl_change": "-1.00 [-3.48, +1.48]", "ch5_ppl_reading": "undecided", "ch5_margin": "1 %",
         "ch5_share_default_end": "0.39", "ch5_share_svd_start": "1.00", "ch5_share_svd_end": "0.39",
-        "ch5_share_mask_end": "1.00", "ch5_share_uniform": "0.39", "ch5_mask_moved": "1.230 %",
+        "ch5_share_mask_end": "1.00", "ch5_share_uniform": "0.39", "ch5_mask_moved": "1.2 %",
         "ch5_zero": "0.0 [0.0, 0.0]",
         "ch5_verdict_S2_23": "reproduced", "ch5_verdict_R_07": "reproduced"}
 

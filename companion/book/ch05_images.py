@@ -337,7 +337,7 @@ def prose_numbers(t3m: dict, fixed: dict[str, Paired], inc: dict, ppl: Paired, s
             "ch5_margin": pct(MARGIN, 0),
             "ch5_share_default_end": share("default", "end"), "ch5_share_svd_start": share("structured-svd", "start"),
             "ch5_share_svd_end": share("structured-svd", "end"), "ch5_share_mask_end": share("mask", "end"),
-            "ch5_share_uniform": num(float(masks[dataset].mean())), "ch5_mask_moved": pct(moved, 3),
+            "ch5_share_uniform": num(float(masks[dataset].mean())), "ch5_mask_moved": pct(moved, 1),
             "ch5_zero": interval(m["zero"])}
     out |= {f"ch5_verdict_{cid.replace('-', '_')}": v for cid, v in verdicts.items()}
     return out
