@@ -220,3 +220,17 @@ def test_tinystories_keeps_its_own_split_and_caps_documents(tmp_path):
 def test_missing_tinystories_names_the_folders_and_the_files(tmp_path):
     with pytest.raises(ValueError, match=r"TinyStories not found; looked in: .*empty.*TinyStoriesV2-GPT4-train.txt"):
         CharCorpusTask(corpus=f"tinystories:{tmp_path / 'empty'}")
+
+
+def test_the_paper_vit_builds_on_cifar_geometry_with_every_prior(tmp_path):
+    from companion.experiments import get_experiment
+
+    _write_cifar(tmp_path)
+    cfgs = get_experiment("vit-cifar10").configs("paper")
+    task = ImageTask("cifar10", root=str(tmp_path), patch_size=cfgs["mask"].task.kwargs["patch_size"], verify=False)
+    assert task.grid == (16, 16)  # 32 px in 2-pixel patches: 256 tokens
+    for method in ("mask", "structured-svd"):
+        model = build_model(cfgs[method].model, task, generator=torch.Generator().manual_seed(0))
+        assert model.n_positions == 256 and len(model.blocks) == 12
+    assert torch.equal(task.mask_pattern("default", cls=False),
+                       patch_pattern(16, 16, 1, cls=False))
