@@ -196,7 +196,20 @@ def test_claim_measures_preconditions_and_prose(loaded):
 
 def test_the_text_mask_and_the_budget():
     assert np.array_equal(ch.text_pattern(8, 3), causal_local_pattern(8, 3).numpy())
+    pattern, length, window = ch.text_mask("ci")
+    assert (length, window) == (64, 16) and np.array_equal(pattern, causal_local_pattern(64, 16).numpy())
+    assert ch.text_mask("paper")[1:] == (256, 64)
     b = ch.budget("ci", ["digits"])
     assert list(b.columns) == ["vit-digits", "lm-local"]
     assert b.loc["patch / window", "vit-digits"] == 2 and b.loc["patch / window", "lm-local"] == 16
     assert b.loc["data", "vit-digits"] == "digits" and b.loc["data", "lm-local"] == "pydoc"
+
+
+def test_mask_movement_is_the_relative_drift_of_the_bias():
+    start = np.where(MASK, -np.log1p(np.exp(-10.0)), -np.log1p(np.exp(10.0)))
+    norm = float(np.linalg.norm(start))
+    assert norm == pytest.approx(10 * 156 ** 0.5, rel=1e-5)  # 156 closed entries at log σ(−10) ≈ −10
+    recs = [_record("vit-digits", "mask", s, {}, {"mask": {"0": [[0.0], [0.1 * norm]], "1": [[0.0], [0.3 * norm]]}})
+            for s in range(2)]
+    other = [_record("vit-digits", "fixed-mask", 0, {}, {"mask": {"0": [[0.0], [5.0 * norm]]}})]
+    assert ch.mask_movement({"digits": recs + other, "text": []}, {"digits": MASK}) == pytest.approx(0.2)

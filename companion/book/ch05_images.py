@@ -34,7 +34,7 @@ from companion.masks import causal_local_pattern, patch_pattern
 from companion.sweep import ensure_many
 
 __all__ = ["TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
-           "patterns", "digit_examples", "paired_frame", "text_pattern", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
+           "patterns", "digit_examples", "paired_frame", "text_pattern", "text_mask", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
            "inconsistency", "reading", "map_frame", "open_share", "map_panels", "accuracy_curves", "table6",
            "perplexity_pairs", "perplexity_interval", "mask_movement", "claim_measures", "claim_preconditions", "prose_numbers"]
 
@@ -116,6 +116,13 @@ def digit_examples(n: int = 10) -> tuple[np.ndarray, list[int]]:
 def text_pattern(seq_len: int, window: int) -> np.ndarray:
     """The causal local band of the language model (query × key, True = open)."""
     return causal_local_pattern(seq_len, window).numpy()
+
+
+def text_mask(profile: str) -> tuple[np.ndarray, int, int]:
+    """The language model's mask at `profile` with its length L and window W: (pattern, L, W)."""
+    cfg = get_experiment("lm-local").configs(profile)["mask"]
+    length, window = cfg.task.kwargs["seq_len"], WINDOW[profile]
+    return text_pattern(length, window), length, window
 
 
 def _table(frame: pd.DataFrame, methods: Sequence[str], metrics: Sequence[str], digits: int) -> pd.DataFrame:
