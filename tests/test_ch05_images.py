@@ -37,6 +37,9 @@ def test_methods_differ_only_where_they_should():
     assert lm["mask"].model.arch == "decoder" and lm["default"].model.prior.kind == "none"
     paper = get_experiment("vit-cifar10").configs("paper")["default"]
     assert (paper.model.d_model, paper.model.n_layers, paper.model.n_heads, paper.model.patch_size) == (192, 12, 3, 2)
+    over = get_experiment("vit-cifar100").config("paper", "mask", 0, ["task.root=/data", "task.download=true"])
+    assert over.task.kwargs["root"] == "/data" and over.task.kwargs["download"] is True
+    assert "root" not in cfgs["default"].task.kwargs  # the digits need no data settings
     with pytest.raises(ValueError, match="unknown profile 'paper' for experiment 'vit-digits'; valid: ci"):
         get_experiment("vit-digits").configs("paper")
 

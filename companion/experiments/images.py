@@ -43,6 +43,14 @@ WINDOW = {"ci": 16, "paper": 64}
 _PROFILES = {"digits": ("ci",), "cifar10": ("ci", "paper"), "cifar100": ("ci", "paper"), "imagenet100": ("paper",)}
 
 
+def _data_params(dataset: str) -> dict:
+    """The data settings a user overrides on the command line (`--set task.root=PATH`,
+    `--set task.download=true`): none for the digits, which ship with scikit-learn."""
+    if dataset == "digits":
+        return {}
+    return {"root": ""} | ({"download": False} if dataset != "imagenet100" else {})
+
+
 def vit_configs(dataset: str, profile: str) -> dict[str, RunConfig]:
     """method → RunConfig (seed 0) of the ViT on `dataset` at `profile`."""
     if profile not in _PROFILES[dataset]:
@@ -51,14 +59,15 @@ def vit_configs(dataset: str, profile: str) -> dict[str, RunConfig]:
         patch, size = (16, 224) if dataset == "imagenet100" else (2, 0)
         model = ModelConfig(arch="vit", d_model=192, n_layers=12, n_heads=3, d_ff=768, pool="mean", patch_size=patch)
         task = TaskConfig.of("images", dataset=dataset, patch_size=patch, image_size=size, augment=True,
-                             eval_points=2000)
+                             eval_points=2000, **_data_params(dataset))
         train = TrainConfig(optimizer="adamw", lr=1e-3, weight_decay=0.05, batch_size=512, epochs=PAPER_EPOCHS,
                             steps=0, schedule="cosine", warmup=0.05, clip_norm=1.0, eval_every=1000)
     else:
         patch = 2 if dataset == "digits" else 4
         model = ModelConfig(arch="vit", d_model=32, n_layers=2, n_heads=4, d_ff=64, pool="mean", patch_size=patch)
         params = {"n_train": 10000} if dataset != "digits" else {}
-        task = TaskConfig.of("images", dataset=dataset, patch_size=patch, eval_points=500, **params)
+        task = TaskConfig.of("images", dataset=dataset, patch_size=patch, eval_points=500, **params,
+                             **_data_params(dataset))
         train = TrainConfig(optimizer="adamw", lr=3e-3, weight_decay=0.05, batch_size=64, steps=CI_STEPS,
                             schedule="cosine", warmup=0.1, eval_every=CI_STEPS // 5)
     base = RunConfig(f"vit-{dataset}", "default", profile, 0, model, task, train)
