@@ -175,13 +175,13 @@ def test_claim_measures_preconditions_and_prose(loaded):
     ppl = ch.perplexity_interval(pairs)
     assert ppl.mean_diff == pytest.approx(-0.01) and ppl.hi == pytest.approx(-0.01 + HALF)
     assert ch.claim_measures(t3m, fx, inc["gap"], ppl) == {
-        "S2-23": 0.02, "S2-24": round(HALF, 4), "R-07": 0.0, "S2-25": round(HALF - 0.01, 4),
-        "S2-26": round(HALF - 0.01, 4)}
+        "S2-27": 0.02, "S2-28": round(HALF, 4), "R-08": 0.0, "S2-29": round(HALF - 0.01, 4),
+        "S2-30": round(HALF - 0.01, 4)}
     assert ch.claim_preconditions(t3m, text) == {
-        "S2-23": {"default-learns-images": 0.92}, "S2-24": {"default-learns-images": 0.92},
-        "S2-25": {"default-learns-text": 3.0}, "S2-26": {"default-learns-text": 3.0}}
+        "S2-27": {"default-learns-images": 0.92}, "S2-28": {"default-learns-images": 0.92},
+        "S2-29": {"default-learns-text": 3.0}, "S2-30": {"default-learns-text": 3.0}}
     shares = ch.open_share(ch.map_frame(records, ch.patterns(records)))
-    results = [SimpleNamespace(id="S2-23", verdict="reproduced"), SimpleNamespace(id="R-07", verdict="reproduced")]
+    results = [SimpleNamespace(id="S2-27", verdict="reproduced"), SimpleNamespace(id="R-08", verdict="reproduced")]
     masks = ch.patterns(records)
     assert ch.mask_movement(records, masks) == 0.0  # the synthetic records carry no mask drift
     prose = ch.prose_numbers(t3m, fx, inc, ppl, shares, masks, 0.0123, results)

@@ -302,22 +302,22 @@ def perplexity_interval(pairs: pd.DataFrame) -> Paired:
 
 
 def claim_measures(t3m: dict, fixed: dict[str, Paired], gap: float, ppl: Paired) -> dict[str, float]:
-    """S2-23: the smallest lead of the mask over the best other initialisation (mean, fraction) over image
-    sets; S2-24: the largest |end| of the fixed-minus-learnable interval; R-07: the gap between the mask
-    rows of Tables 3 and 5 (points); S2-25 and S2-26: the upper end of the perplexity interval."""
-    return {"S2-23": round(min(v["lead"].mean_diff for v in t3m.values()), 4),
-            "S2-24": round(max(max(abs(p.lo), abs(p.hi)) for p in fixed.values()), 4),
-            "R-07": round(gap, 4),
-            "S2-25": round(ppl.hi, 4), "S2-26": round(ppl.hi, 4)}
+    """S2-27: the smallest lead of the mask over the best other initialisation (mean, fraction) over image
+    sets; S2-28: the largest |end| of the fixed-minus-learnable interval; R-08: the gap between the mask
+    rows of Tables 3 and 5 (points); S2-29 and S2-30: the upper end of the perplexity interval."""
+    return {"S2-27": round(min(v["lead"].mean_diff for v in t3m.values()), 4),
+            "S2-28": round(max(max(abs(p.lo), abs(p.hi)) for p in fixed.values()), 4),
+            "R-08": round(gap, 4),
+            "S2-29": round(ppl.hi, 4), "S2-30": round(ppl.hi, 4)}
 
 
 def claim_preconditions(t3m: dict, text: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """The default learns the images (lowest mean test accuracy over image sets, for S2-23 and S2-24) and
-    the text (its mean test bits per character, for S2-25 and S2-26)."""
+    """The default learns the images (lowest mean test accuracy over image sets, for S2-27 and S2-28) and
+    the text (its mean test bits per character, for S2-29 and S2-30)."""
     learns = round(min(v["means"]["default"] for v in t3m.values()), 4)
     bpc = round(float(text[text.method == "default"]["test.bpc"].mean()), 4)
-    return {"S2-23": {"default-learns-images": learns}, "S2-24": {"default-learns-images": learns},
-            "S2-25": {"default-learns-text": bpc}, "S2-26": {"default-learns-text": bpc}}
+    return {"S2-27": {"default-learns-images": learns}, "S2-28": {"default-learns-images": learns},
+            "S2-29": {"default-learns-text": bpc}, "S2-30": {"default-learns-text": bpc}}
 
 
 def prose_numbers(t3m: dict, fixed: dict[str, Paired], inc: dict, ppl: Paired, shares: pd.DataFrame,
