@@ -194,7 +194,7 @@ def test_claim_measures_preconditions_and_prose(loaded):
         "ch5_share_default_end": "0.39", "ch5_share_svd_start": "1.00", "ch5_share_svd_end": "0.39",
         "ch5_share_mask_end": "1.00", "ch5_share_uniform": "0.39", "ch5_mask_moved": "1.2 %",
         "ch5_zero": "0.0 [0.0, 0.0]",
-        "ch5_verdict_S2_23": "reproduced", "ch5_verdict_R_07": "reproduced"}
+        "ch5_verdict_S2_27": "reproduced", "ch5_verdict_R_08": "reproduced"}
 
 
 def test_the_text_mask_and_the_budget():
