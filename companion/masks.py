@@ -22,6 +22,14 @@ it) to the operand digits c_s depends on:
   i + j ∈ {s, s−1} (two anti-diagonals of the digit-product table).
 - "chain": every operand digit of significance ≤ s (addition) or every a_i, b_j with i + j ≤ s
   (multiplication): the whole carry chain, which an answer written most-significant digit first needs.
+
+Images (a ViT reads a grid of patches, row-major; `companion.tasks.images`): `patch_pattern` opens each
+patch to the patches within Chebyshev distance `radius` on the grid ("local:R", the 3×3
+neighbourhood for R = 1, as Zheng et al.'s impulse targets use), itself included; a CLS token, if
+any, reads every patch and is read by every patch (its row and column are open).
+
+Causal language models (`companion.tasks.text`): `causal_local_pattern` opens the last `window` keys
+of each query (itself included), a band under the diagonal ("local:W").
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["support_pattern", "per_token_pattern", "pattern_for", "MASK_VARIANTS", "digit_pattern", "DIGIT_VARIANTS"]
+__all__ = ["support_pattern", "per_token_pattern", "pattern_for", "MASK_VARIANTS", "digit_pattern", "DIGIT_VARIANTS",
+           "patch_pattern", "causal_local_pattern", "parse_local"]
 
 MASK_VARIANTS = ("support", "per-token", "pair:A-B", "group:A-B-C")
 
@@ -116,3 +125,38 @@ def digit_pattern(a_pos, b_pos, c_pos, *, n: int, op: str, variant: str = "windo
             keys = sorted({a_pos[i] for i, _ in pairs} | {b_pos[j] for _, j in pairs})
         pattern[q, keys] = True
     return pattern & torch.ones(n, n, dtype=torch.bool).tril()
+
+
+def parse_local(variant: str, *, what: str, default: int) -> int:
+    """The integer of a "local:N" variant ("default" gives `default`); ValueError naming the form."""
+    if variant == "default":
+        return default
+    kind, _, spec = variant.partition(":")
+    if kind == "local" and spec.isdigit():
+        return int(spec)
+    raise ValueError(f"unknown mask variant {variant!r}; valid: default (local:{default}) or local:N with N the "
+                     f"{what}, e.g. local:{default}.")
+
+
+def patch_pattern(rows: int, cols: int, radius: int, *, cls: bool) -> Tensor:
+    """Open pattern over a `rows` × `cols` grid of patches (row-major), [CLS first]: patch (r, c) reads
+    patch (r', c') iff max(|r − r'|, |c − c'|) ≤ radius; the CLS row and column are open."""
+    if rows < 1 or cols < 1 or radius < 0:
+        raise ValueError(f"a patch grid needs rows, cols >= 1 and radius >= 0, got {rows}, {cols}, {radius}.")
+    r, c = torch.arange(rows).repeat_interleave(cols), torch.arange(cols).repeat(rows)
+    grid = torch.maximum((r[:, None] - r[None]).abs(), (c[:, None] - c[None]).abs()) <= radius
+    if not cls:
+        return grid
+    n = rows * cols + 1
+    pattern = torch.ones(n, n, dtype=torch.bool)
+    pattern[1:, 1:] = grid
+    return pattern
+
+
+def causal_local_pattern(n: int, window: int) -> Tensor:
+    """Open pattern (n, n) of a causal decoder: query i reads keys i − window + 1 … i."""
+    if n < 1 or window < 1:
+        raise ValueError(f"a causal local pattern needs n >= 1 and window >= 1, got n={n}, window={window}.")
+    i = torch.arange(n)
+    d = i[:, None] - i[None]
+    return (d >= 0) & (d < window)

@@ -1,11 +1,12 @@
-"""Where things live: the book's root (the folder holding `_toc.yml`) and the paths under it."""
+"""Where things live: the book's root (the folder holding `_toc.yml`), the paths under it, and the
+folders searched for datasets that cannot ship with the book (`data_roots`)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-__all__ = ["repo_root"]
+__all__ = ["repo_root", "data_roots"]
 
 
 def repo_root(start: str | os.PathLike | None = None) -> Path:
@@ -22,3 +23,13 @@ def repo_root(start: str | os.PathLike | None = None) -> Path:
             if (folder / "_toc.yml").is_file():
                 return folder
     return Path.cwd().resolve()
+
+
+def data_roots(root: str | os.PathLike = "") -> list[Path]:
+    """The folders searched for datasets, in order: `root` alone if given; else `$COMPANION_DATA` (if
+    set), `<repo>/data` and `<repo>/../shared/data`."""
+    if root:
+        return [Path(root).expanduser()]
+    env = os.environ.get("COMPANION_DATA")
+    base = repo_root()
+    return ([Path(env).expanduser()] if env else []) + [base / "data", base.parent / "shared" / "data"]

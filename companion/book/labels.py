@@ -16,7 +16,8 @@ METHODS = {
 }
 TASKS = {"2parity": "2Parity", "cyclic3": "Cyclic3", "maj3": "3-bit Majority", "threesym": "3-symmetric (f1)",
          "add": "addition", "mul": "multiplication", "charlm": "character LM", "passkey": "passkey retrieval",
-         "copymix": "copy mixture"}
+         "copymix": "copy mixture", "digits": "8×8 digits", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
+         "imagenet100": "ImageNet-100"}
 # Benchmark variants (Chapter 10): how attention with a prior is computed.
 VARIANTS = {"sdpa": "SDPA, no prior", "goat-lanes": "GOAT lanes (SDPA)", "mask-sdpa": "learnable mask (SDPA)",
             "mask-sdpa-math": "learnable mask (SDPA, math kernel)", "eager-bias": "eager, materialised bias",

@@ -7,6 +7,12 @@ Corpora:
 - a path to a `.txt` file whose documents are separated by `<|endoftext|>` (TinyStories' release
   format; a file without the separator is one document), or to a `.jsonl` file with one
   {"text": …} object per line.
+- "tinystories" or "tinystories:ROOT": TinyStories (Eldan & Li 2023) as its Hugging Face repository
+  `roneneldan/TinyStories` ships it, `TinyStoriesV2-GPT4-train.txt` / `-valid.txt` (or the older
+  `TinyStories-train.txt` / `-valid.txt`), stories separated by `<|endoftext|>`, in ROOT or in a
+  `tinystories/` folder of the data roots (`companion.paths.data_roots`). Its own train / valid
+  split is kept (valid is the test split); `max_documents` caps how many stories are read from each
+  file (the training file holds about 2.7 million), reading only as far as needed.
 
 Tokens are characters: id 0 ends a document (EOT), id 1 stands for a character never seen in the
 training split (UNK), then the training split's characters in code-point order. The documents are
@@ -29,12 +35,48 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from companion.masks import causal_local_pattern, parse_local
+from companion.paths import data_roots
 from companion.tasks import TaskSpec, model_device, register_task
 
-__all__ = ["CharCorpusTask", "load_documents", "EOT", "UNK", "SEPARATOR"]
+__all__ = ["CharCorpusTask", "load_documents", "tinystories_files", "read_stories", "EOT", "UNK", "SEPARATOR"]
 
 EOT, UNK = 0, 1
 SEPARATOR = "<|endoftext|>"
+TINYSTORIES = (("TinyStoriesV2-GPT4-train.txt", "TinyStoriesV2-GPT4-valid.txt"),
+               ("TinyStories-train.txt", "TinyStories-valid.txt"))
+
+
+def tinystories_files(root: str = "") -> tuple[Path, Path]:
+    """The (train, valid) text files of TinyStories in `root`, or in `tinystories/` under the data roots.
+
+    Raises ValueError naming every folder searched and how to provide the files."""
+    folders = [Path(root).expanduser()] if root else [r / "tinystories" for r in data_roots()]
+    for folder in folders:
+        for train, valid in TINYSTORIES:
+            if (folder / train).is_file() and (folder / valid).is_file():
+                return folder / train, folder / valid
+    names = " or ".join(f"{t} + {v}" for t, v in TINYSTORIES)
+    raise ValueError(f"TinyStories not found; looked in: {', '.join(map(str, folders))}. To provide it, put {names} "
+                     "(from the Hugging Face dataset roneneldan/TinyStories) in one of those folders, or name the "
+                     "folder as corpus 'tinystories:PATH'.")
+
+
+def read_stories(path: Path, max_documents: int = 0, chunk: int = 1 << 20) -> list[str]:
+    """The stories of a TinyStories text file (separated by `SEPARATOR`), the first `max_documents`
+    only if > 0, read in chunks so that a cap stops the reading early."""
+    docs, tail = [], ""
+    with open(path, encoding="utf-8") as f:
+        while True:
+            block = f.read(chunk)
+            parts = (tail + block).split(SEPARATOR)
+            tail = parts.pop() if block else ""
+            docs.extend(d.strip() for d in parts if d.strip())
+            if not block or (max_documents and len(docs) >= max_documents):
+                break
+    if tail.strip():
+        docs.append(tail.strip())
+    return docs[:max_documents] if max_documents else docs
 
 
 def load_documents(corpus: str) -> list[str]:
@@ -81,30 +123,41 @@ class CharCorpusTask:
     """Next-character prediction on a corpus (module docstring).
 
     Args:
-        corpus: "pydoc" or a file path. seq_len: tokens the model reads in training (L).
-        n_train: training windows per epoch. test_fraction: share of characters held out.
+        corpus: "pydoc", "tinystories[:ROOT]" or a file path. seq_len: tokens the model reads in training (L).
+        n_train: training windows per epoch. test_fraction: share of characters held out (a
+            TinyStories corpus keeps its own valid split instead).
         eval_windows: test windows scored by intermediate evaluations (the final one reads all).
+        max_documents: stories read from each TinyStories file (0: all).
         data_seed: seed of the document shuffle (task-level).
+
+    Mask pattern ("local:W"): every query reads its last W tokens, itself included (a causal band,
+    `companion.masks.causal_local_pattern`); "default" is local:seq_len/4.
     """
 
     def __init__(self, corpus: str = "pydoc", seq_len: int = 64, n_train: int = 8192, test_fraction: float = 0.1,
-                 eval_windows: int = 64, data_seed: int = 0):
-        if seq_len < 2 or n_train < 1 or eval_windows < 1:
-            raise ValueError("char-lm needs seq_len ≥ 2, n_train ≥ 1 and eval_windows ≥ 1.")
+                 eval_windows: int = 64, max_documents: int = 0, data_seed: int = 0):
+        if seq_len < 2 or n_train < 1 or eval_windows < 1 or max_documents < 0:
+            raise ValueError("char-lm needs seq_len ≥ 2, n_train ≥ 1, eval_windows ≥ 1 and max_documents ≥ 0.")
         if not 0 < test_fraction < 1:
             raise ValueError(f"test_fraction is a share of the corpus in (0, 1), got {test_fraction}.")
-        docs = load_documents(corpus)
-        if len(docs) < 2:
-            raise ValueError(f"corpus {corpus!r} has one document; the split is by documents, so give at least two.")
-        g = torch.Generator().manual_seed(data_seed)
-        docs = [docs[i] for i in torch.randperm(len(docs), generator=g).tolist()]
-        total, cut, seen = sum(len(d) for d in docs), len(docs), 0
-        for n, d in enumerate(docs):
-            if seen >= (1 - test_fraction) * total:
-                cut = n
-                break
-            seen += len(d)
-        cut = min(max(cut, 1), len(docs) - 1)
+        if corpus == "tinystories" or corpus.startswith("tinystories:"):
+            train_file, valid_file = tinystories_files(corpus.partition(":")[2])
+            docs = read_stories(train_file, max_documents)
+            cut = len(docs)
+            docs += read_stories(valid_file, max_documents)
+        else:
+            docs = load_documents(corpus)
+            if len(docs) < 2:
+                raise ValueError(f"corpus {corpus!r} has one document; the split is by documents, so give at least two.")
+            g = torch.Generator().manual_seed(data_seed)
+            docs = [docs[i] for i in torch.randperm(len(docs), generator=g).tolist()]
+            total, cut, seen = sum(len(d) for d in docs), len(docs), 0
+            for n, d in enumerate(docs):
+                if seen >= (1 - test_fraction) * total:
+                    cut = n
+                    break
+                seen += len(d)
+            cut = min(max(cut, 1), len(docs) - 1)
         self.chars = sorted(set("".join(docs[:cut])))
         index = {c: i + 2 for i, c in enumerate(self.chars)}
         self.streams = {"train": _stream(docs[:cut], index), "test": _stream(docs[cut:], index)}
@@ -167,7 +220,11 @@ class CharCorpusTask:
         return {"test": {"ce": r["ce"], "ppl": r["ppl"], "bpc": r["bpc"]}}
 
     def mask_pattern(self, variant: str, *, cls: bool) -> Tensor:
-        raise ValueError("char-lm has no mask pattern: its priors are positional (GOAT, ALiBi, RoPE, sinusoidal).")
+        """Causal local band (seq_len, seq_len): query i reads keys i − W + 1 … i ("local:W")."""
+        if cls:
+            raise ValueError("char-lm is read by a causal decoder, which has no CLS token.")
+        window = parse_local(variant, what="window of keys each query reads", default=max(1, self.seq_len // 4))
+        return causal_local_pattern(self.seq_len, window)
 
     def probe_inputs(self) -> Tensor:
         return self.windows(self.seq_len)[:16, :-1]

@@ -1,0 +1,350 @@
+"""Chapter 5 (the mask on images and on language): Tables 3, 5 and 6 read back from stored runs.
+
+The `images-and-language` grid (`companion.experiments.images`) has one cell per image set (the digits
+at `ci`, CIFAR-10 and CIFAR-100 at `paper`) with the six methods of `METHODS`, and the cell "text":
+the same character decoder with and without a causal local mask (`LM_METHODS`).
+
+Section by section, as the chapter reads:
+- the runs: `load` → (records, image frame, text frame); `budget`;
+- the masks: `image_pattern`, `text_pattern`;
+- Table 3: `table3`, `paired_vs_default`, `table3_measures`;
+- Table 5 and the referee's inconsistency: `table5`, `fixed_vs_learnable`, `inconsistency`, `reading`;
+- attention against the mask: `map_frame`, `open_share`, `map_panels`, `accuracy_curves`;
+- Table 6: `table6`, `perplexity_pairs`, `perplexity_interval`;
+- the claims and the prose: `claim_measures`, `claim_preconditions`, `prose_numbers`.
+
+Accuracies in tables and prose are in %; claim measures are fractions, rounded to 4 decimals. Nothing
+here trains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from companion.book.frames import long_curves, open_mass, records_frame
+from companion.book.labels import label, task_title
+from companion.book.prose import num, pct, signed
+from companion.book.stats import Paired, paired, paired_table, summarize, summary_table
+from companion.experiments import get_experiment, get_grid
+from companion.experiments.images import LM_METHODS, METHODS, WINDOW
+from companion.masks import causal_local_pattern, patch_pattern
+from companion.sweep import ensure_many
+
+__all__ = ["TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
+           "patterns", "digit_examples", "paired_frame", "text_pattern", "text_mask", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
+           "inconsistency", "reading", "map_frame", "open_share", "map_panels", "accuracy_curves", "table6",
+           "perplexity_pairs", "perplexity_interval", "mask_movement", "claim_measures", "claim_preconditions", "prose_numbers"]
+
+TABLE3 = ("default", "mimetic", "structured-svd", "mask")  # the initialisations Table 3 compares
+TABLE5 = ("default", "zero-mask", "fixed-mask", "mask")  # the mask ablations of Table 5
+OTHERS = ("default", "mimetic", "structured-svd")  # what the mask must beat in Table 3
+SHOWN = ("default", "structured-svd", "mask")  # the methods of the attention-map figure
+MARGIN = 0.01  # the equivalence margin (fraction) of "no difference": one point of accuracy, 1 % of perplexity
+
+
+def image_frame(records: Mapping[str, Sequence]) -> pd.DataFrame:
+    """One row per image run: dataset, then `records_frame`'s columns, and accuracies in % ("test.acc (%)")."""
+    parts = [records_frame(recs).assign(dataset=ds) for ds, recs in records.items() if ds != "text"]
+    frame = pd.concat(parts, ignore_index=True)
+    frame = frame[["dataset", *frame.columns.drop("dataset")]]
+    for split in ("train", "test"):
+        frame[f"{split}.acc (%)"] = 100 * frame[f"{split}.acc"]
+    return frame
+
+
+def text_frame(records: Sequence) -> pd.DataFrame:
+    """One row per language-model run (`records_frame`)."""
+    return records_frame(records)
+
+
+def load(profile: str, seeds: Sequence[int], text_seeds: Sequence[int] | None = None, *, jobs: int | None = None):
+    """The chapter's runs (trained when missing): (records {cell: [Record]}, image frame, text frame).
+
+    The image cells of the `images-and-language` grid run with `seeds`, its "text" cell with
+    `text_seeds` (default `seeds`): a paired interval of a small perplexity change needs more seeds."""
+    cells = get_grid("images-and-language").cells(profile)
+    text_seeds = seeds if text_seeds is None else text_seeds
+    images = [k for k in cells if k != "text"]
+    blocks = ensure_many([cells[k] for k in images], profile, seeds, jobs=jobs)
+    records = dict(zip(images, blocks))
+    records["text"] = ensure_many([cells["text"]], profile, text_seeds, jobs=jobs)[0]
+    return records, image_frame(records), text_frame(records["text"])
+
+
+def budget(profile: str, datasets: Sequence[str]) -> pd.DataFrame:
+    """The model and training budget of every image set and of the language model at `profile`."""
+    cols = {}
+    names = [f"vit-{ds}" for ds in datasets] + ["lm-local"]
+    for name in names:
+        cfg = get_experiment(name).configs(profile)["default"]
+        m, t, task = cfg.model, cfg.train, cfg.task.kwargs
+        cols[name] = {"arch": m.arch, "width": m.d_model, "layers": m.n_layers, "heads": m.n_heads,
+                      "patch / window": m.patch_size if m.arch == "vit" else WINDOW[profile],
+                      "optimiser": t.optimizer, "lr": t.lr, "batch": t.batch_size,
+                      "updates": t.steps or f"{t.epochs} epochs",
+                      "data": task.get("dataset") or task.get("corpus", "pydoc")}
+    return pd.DataFrame(cols)
+
+
+def image_pattern(side: int = 4, radius: int = 1) -> np.ndarray:
+    """The open pattern of the image mask over a side × side grid of patches (no CLS, mean pooling)."""
+    return patch_pattern(side, side, radius, cls=False).numpy()
+
+
+def patterns(records: Mapping[str, Sequence]) -> dict[str, np.ndarray]:
+    """The mask of every image set run, its grid read from the size of the runs' attention maps."""
+    out = {}
+    for ds, recs in records.items():
+        if ds != "text":
+            n = len(recs[0].drift["maps"]["init"][0])
+            out[ds] = image_pattern(int(round(n ** 0.5)))
+    return out
+
+
+def digit_examples(n: int = 10) -> tuple[np.ndarray, list[int]]:
+    """The first test image of each class 0 … n − 1 of the digits (0–255) and their labels."""
+    from companion.tasks.images import load_digits_images
+
+    x, y = load_digits_images()["test"]
+    idx = [int((y == k).nonzero()[0]) for k in range(n)]
+    return x[idx, 0].numpy(), [int(y[i]) for i in idx]
+
+
+def text_pattern(seq_len: int, window: int) -> np.ndarray:
+    """The causal local band of the language model (query × key, True = open)."""
+    return causal_local_pattern(seq_len, window).numpy()
+
+
+def text_mask(profile: str) -> tuple[np.ndarray, int, int]:
+    """The language model's mask at `profile` with its length L and window W: (pattern, L, W)."""
+    cfg = get_experiment("lm-local").configs(profile)["mask"]
+    length, window = cfg.task.kwargs["seq_len"], WINDOW[profile]
+    return text_pattern(length, window), length, window
+
+
+def _table(frame: pd.DataFrame, methods: Sequence[str], metrics: Sequence[str], digits: int) -> pd.DataFrame:
+    sub = frame[frame["method"].isin(methods)].copy()
+    sub["method"] = pd.Categorical(sub["method"], categories=list(methods), ordered=True)
+    sub = sub.sort_values(["dataset", "method"], kind="stable")
+    sub["method"] = sub["method"].astype(str).map(label)
+    sub["dataset"] = sub["dataset"].map(task_title)
+    return summary_table(sub, ["dataset", "method"], metrics, digits=digits)
+
+
+def table3(frame: pd.DataFrame) -> pd.DataFrame:
+    """Table 3: test top-1 accuracy (%) of default, mimetic, structured and mask initialisation, mean ±
+    std [95 % interval] over seeds, per image set."""
+    return _table(frame, TABLE3, ["test.acc (%)", "train.acc (%)"], 1)
+
+
+def table5(frame: pd.DataFrame) -> pd.DataFrame:
+    """Table 5: default, all-zero mask, fixed mask and learnable mask, test top-1 accuracy (%)."""
+    return _table(frame, TABLE5, ["test.acc (%)"], 1)
+
+
+def paired_vs_default(frame: pd.DataFrame, metric: str = "test.acc (%)") -> pd.DataFrame:
+    """Each method minus the default, paired by seed, per image set: "diff [lo, hi]", p and n."""
+    parts = []
+    for ds, sub in frame.groupby("dataset", sort=False):
+        t = paired_table(sub, "method", "seed", metric, "default", digits=2)
+        t.insert(0, "dataset", task_title(ds))
+        parts.append(t)
+    out = pd.concat(parts)
+    out.index = out.index.map(label)
+    return out
+
+
+def paired_frame(frame: pd.DataFrame, metric: str = "test.acc (%)") -> pd.DataFrame:
+    """Long form of each method minus the default, seed by seed (dataset, method, seed, difference)."""
+    rows = []
+    for ds, sub in frame.groupby("dataset", sort=False):
+        base = dict(zip(sub[sub.method == "default"]["seed"], sub[sub.method == "default"][metric]))
+        for _, r in sub[sub.method != "default"].iterrows():
+            if r["seed"] in base:
+                rows.append({"dataset": ds, "method": r["method"], "seed": r["seed"],
+                             "difference": r[metric] - base[r["seed"]]})
+    return pd.DataFrame(rows)
+
+
+def _by_seed(frame: pd.DataFrame, dataset: str, method: str, column: str = "test.acc") -> dict[int, float]:
+    sub = frame[(frame.dataset == dataset) & (frame.method == method)]
+    return dict(zip(sub["seed"], sub[column]))
+
+
+def table3_measures(frame: pd.DataFrame) -> dict[str, dict]:
+    """Per image set: the mean test accuracy of every method (`means`), the best of `OTHERS` by mean
+    (`best_other`), the mask minus it paired by seed (`lead`, a `Paired` in fractions) and the all-zero
+    mask minus the default (`zero`)."""
+    out = {}
+    for ds in dict.fromkeys(frame["dataset"]):
+        means = {m: float(np.mean(list(_by_seed(frame, ds, m).values()))) for m in METHODS}
+        best = max(OTHERS, key=means.__getitem__)
+        out[ds] = {"means": means, "best_other": best,
+                   "lead": paired(_by_seed(frame, ds, "mask"), _by_seed(frame, ds, best)),
+                   "zero": paired(_by_seed(frame, ds, "zero-mask"), _by_seed(frame, ds, "default"))}
+    return out
+
+
+def fixed_vs_learnable(frame: pd.DataFrame) -> dict[str, Paired]:
+    """Per image set: fixed mask minus learnable mask in test accuracy (fraction), paired by seed."""
+    return {ds: paired(_by_seed(frame, ds, "fixed-mask"), _by_seed(frame, ds, "mask"))
+            for ds in dict.fromkeys(frame["dataset"])}
+
+
+def reading(p: Paired, margin: float = MARGIN, *, higher_is_better: bool = True) -> str:
+    """What a paired interval says about "a − b": "improvement" (wholly on the good side of 0), "harm"
+    (wholly on the bad side), "no difference" (wholly within ±margin) or "undecided"."""
+    lo, hi = (p.lo, p.hi) if higher_is_better else (-p.hi, -p.lo)
+    if lo > 0:
+        return "improvement"
+    if hi < 0:
+        return "harm"
+    if -margin <= lo and hi <= margin:
+        return "no difference"
+    return "undecided"
+
+
+def inconsistency(t3: pd.DataFrame, t5: pd.DataFrame, frame: pd.DataFrame) -> dict[str, float]:
+    """The referee's Table 3 vs Table 5 check on our own tables: the largest gap between the learnable
+    mask's row as Table 3 and as Table 5 print it (points), and the seed spread (std, points) of the
+    mask's accuracy, the size a rerun with another seed would move it."""
+    mask = label("mask")
+    gaps = [abs(float(t3.loc[(ds, mask), "test.acc (%)"].split()[0]) - float(t5.loc[(ds, mask), "test.acc (%)"].split()[0]))
+            for ds in t3.index.get_level_values(0).unique()]
+    spread = frame[frame.method == "mask"].groupby("dataset")["test.acc (%)"].std(ddof=1)
+    return {"gap": max(gaps), "spread": float(spread.min()), "spread_max": float(spread.max())}
+
+
+def mask_movement(records: Mapping[str, Sequence], masks: Mapping[str, np.ndarray], method: str = "mask") -> float:
+    """How far a mask's bias moved in training: ‖log σ(M_T) − log σ(M_0)‖_F / ‖log σ(M_0)‖_F at the
+    end, averaged over layers, seeds and image sets (M_0 = ±10 on the pattern)."""
+    values = []
+    for ds, recs in records.items():
+        if ds == "text":
+            continue
+        start = np.where(masks[ds], -np.log1p(np.exp(-10.0)), -np.log1p(np.exp(10.0)))
+        for rec in recs:
+            if rec.config.method == method:
+                values += [layer[-1][0] / np.linalg.norm(start) for layer in rec.drift["mask"].values()]
+    return float(np.mean(values))
+
+
+def map_frame(records: Mapping[str, Sequence], patterns: Mapping[str, np.ndarray],
+              methods: Sequence[str] = METHODS) -> pd.DataFrame:
+    """Share of attention on the mask's open keys (every query averaged), at the start and the end of
+    training, one row per image set × method × seed × layer."""
+    rows = []
+    for ds, recs in records.items():
+        if ds == "text":
+            continue
+        for rec in recs:
+            if rec.config.method not in methods:
+                continue
+            maps = rec.drift["maps"]
+            for layer in range(len(maps["init"])):
+                rows.append({"dataset": ds, "method": rec.config.method, "seed": rec.seed, "layer": layer,
+                             "init": open_mass(maps["init"][layer], patterns[ds]),
+                             "final": open_mass(maps["final"][layer], patterns[ds])})
+    return pd.DataFrame(rows)
+
+
+def open_share(maps: pd.DataFrame) -> pd.DataFrame:
+    """Image set × method rows; columns start and end: the open share averaged over seeds and layers,
+    with the share a uniform map would give (the mask's open fraction) as a reference row."""
+    table = maps.groupby(["dataset", "method"], sort=False)[["init", "final"]].mean()
+    table = table.rename(columns={"init": "start", "final": "end"})
+    table.index = table.index.map(lambda k: (task_title(k[0]), label(k[1])))
+    return table.round(3)
+
+
+def map_panels(records: Sequence, seed: int, methods: Sequence[str] = SHOWN) -> list[tuple[str, list]]:
+    """Panels of the attention-map figure: per method, the first and last layer at the end of training
+    (and the first layer at the start), for the run with `seed`: (title, map)."""
+    runs = {r.config.method: r for r in records if r.seed == seed}
+    panels = []
+    for m in methods:
+        maps = runs[m].drift["maps"]
+        last = len(maps["init"]) - 1
+        for when, layer in (("init", 0), ("final", 0), ("final", last)):
+            panels.append((f"{label(m)}: layer {layer + 1}, {'start' if when == 'init' else 'end'}", maps[when][layer]))
+    return panels
+
+
+def accuracy_curves(records: Sequence) -> pd.DataFrame:
+    """Test accuracy (%) during training, long form (method, seed, step, "test accuracy (%)")."""
+    return long_curves(records, "test", "acc", scale=100).rename(columns={"value": "test accuracy (%)"})
+
+
+def table6(frame: pd.DataFrame) -> pd.DataFrame:
+    """Table 6: test perplexity and bits per character of the decoder without and with the local mask."""
+    sub = frame[frame.method.isin(LM_METHODS)].copy()
+    sub["method"] = sub["method"].map({"default": "Default", "mask": "Causal local mask (learnable)"})
+    return summary_table(sub, "method", ["test.ppl", "test.bpc"], digits=3)
+
+
+def perplexity_pairs(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per seed: the default's and the masked model's test perplexity and their relative difference
+    (mask / default − 1), for the paired figure."""
+    a = dict(zip(frame[frame.method == "mask"]["seed"], frame[frame.method == "mask"]["test.ppl"]))
+    b = dict(zip(frame[frame.method == "default"]["seed"], frame[frame.method == "default"]["test.ppl"]))
+    seeds = sorted(set(a) & set(b))
+    return pd.DataFrame({"seed": seeds, "default": [b[s] for s in seeds], "mask": [a[s] for s in seeds],
+                         "relative change": [a[s] / b[s] - 1 for s in seeds]})
+
+
+def perplexity_interval(pairs: pd.DataFrame) -> Paired:
+    """The mean relative change of perplexity (mask / default − 1) with its 95 % interval over seeds."""
+    s = summarize(pairs["relative change"])
+    return Paired(s.mean, s.lo, s.hi, float("nan"), s.n)
+
+
+def claim_measures(t3m: dict, fixed: dict[str, Paired], gap: float, ppl: Paired) -> dict[str, float]:
+    """S2-27: the smallest lead of the mask over the best other initialisation (mean, fraction) over image
+    sets; S2-28: the largest |end| of the fixed-minus-learnable interval; R-08: the gap between the mask
+    rows of Tables 3 and 5 (points); S2-29 and S2-30: the upper end of the perplexity interval."""
+    return {"S2-27": round(min(v["lead"].mean_diff for v in t3m.values()), 4),
+            "S2-28": round(max(max(abs(p.lo), abs(p.hi)) for p in fixed.values()), 4),
+            "R-08": round(gap, 4),
+            "S2-29": round(ppl.hi, 4), "S2-30": round(ppl.hi, 4)}
+
+
+def claim_preconditions(t3m: dict, text: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """The default learns the images (lowest mean test accuracy over image sets, for S2-27 and S2-28) and
+    the text (its mean test bits per character, for S2-29 and S2-30)."""
+    learns = round(min(v["means"]["default"] for v in t3m.values()), 4)
+    bpc = round(float(text[text.method == "default"]["test.bpc"].mean()), 4)
+    return {"S2-27": {"default-learns-images": learns}, "S2-28": {"default-learns-images": learns},
+            "S2-29": {"default-learns-text": bpc}, "S2-30": {"default-learns-text": bpc}}
+
+
+def prose_numbers(t3m: dict, fixed: dict[str, Paired], inc: dict, ppl: Paired, shares: pd.DataFrame,
+                  masks: Mapping[str, np.ndarray], moved: float, results: Sequence,
+                  dataset: str = "digits") -> dict[str, str]:
+    """The numbers the prose cites (for `dataset`, the first image set): accuracies, leads, readings,
+    the inconsistency check, the open shares and the perplexity interval, and the verdicts."""
+    m = t3m[dataset]
+    lead, fx = m["lead"], fixed[dataset]
+    verdicts = {r.id: r.verdict for r in results}
+    title = task_title(dataset)
+
+    def share(method: str, when: str) -> str:
+        return num(float(shares.loc[(title, label(method)), when]))
+
+    def interval(p: Paired, scale: float = 100, digits: int = 1) -> str:
+        return f"{signed(scale * p.mean_diff, digits)} [{signed(scale * p.lo, digits)}, {signed(scale * p.hi, digits)}]"
+
+    out = {f"ch5_acc_{k.replace('-', '_')}": pct(v) for k, v in m["means"].items()}
+    out |= {"ch5_best_other": label(m["best_other"]), "ch5_lead": interval(lead),
+            "ch5_lead_reading": reading(lead), "ch5_fixed": interval(fx), "ch5_fixed_reading": reading(fx),
+            "ch5_gap": num(inc["gap"], 2), "ch5_spread": num(inc["spread"], 2),
+            "ch5_ppl_change": interval(ppl, digits=2), "ch5_ppl_reading": reading(ppl, higher_is_better=False),
+            "ch5_margin": pct(MARGIN, 0),
+            "ch5_share_default_end": share("default", "end"), "ch5_share_svd_start": share("structured-svd", "start"),
+            "ch5_share_svd_end": share("structured-svd", "end"), "ch5_share_mask_end": share("mask", "end"),
+            "ch5_share_uniform": num(float(masks[dataset].mean())), "ch5_mask_moved": pct(moved, 1),
+            "ch5_zero": interval(m["zero"])}
+    out |= {f"ch5_verdict_{cid.replace('-', '_')}": v for cid, v in verdicts.items()}
+    return out

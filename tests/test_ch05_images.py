@@ -1,0 +1,218 @@
+"""Chapter 5: the experiments build what their names promise, a tiny ViT run keeps its mask, and the
+chapter module's tables, readings, claim measures and prose numbers on synthetic records."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from companion.book import ch05_images as ch
+from companion.book.stats import Paired
+from companion.experiments import get_experiment, get_grid
+from companion.experiments.images import METHODS
+from companion.masks import causal_local_pattern, patch_pattern
+from companion.runs import run
+
+T_975_2 = 4.302652729911275  # Student t quantile for a 95 % interval over three seeds
+HALF = T_975_2 * 0.01 / 3 ** 0.5  # the half-width of an interval over three seeds with std 0.01
+
+
+# ---------------------------------------------------------------- the experiments
+
+
+def test_methods_differ_only_where_they_should():
+    cfgs = get_experiment("vit-digits").configs("ci")
+    assert list(cfgs) == list(METHODS)
+    assert {c.model.arch for c in cfgs.values()} == {"vit"} and cfgs["default"].model.pool == "mean"
+    assert cfgs["default"].model.prior.kind == "none" and cfgs["mimetic"].model.qk_init == "mimetic"
+    assert cfgs["structured-svd"].model.qk_init == "structured-svd" and cfgs["structured-svd"].model.prior.variant == "local:1"
+    assert cfgs["mask"].model.prior.trainable and not cfgs["fixed-mask"].model.prior.trainable
+    assert cfgs["zero-mask"].model.prior.init == "zero"
+    assert {c.train for c in cfgs.values()} == {cfgs["default"].train}  # one budget
+    lm = get_experiment("lm-local").configs("ci")
+    assert list(lm) == ["default", "mask"] and lm["mask"].model.prior.variant == "local:16"
+    assert lm["mask"].model.arch == "decoder" and lm["default"].model.prior.kind == "none"
+    paper = get_experiment("vit-cifar10").configs("paper")["default"]
+    assert (paper.model.d_model, paper.model.n_layers, paper.model.n_heads, paper.model.patch_size) == (192, 12, 3, 2)
+    over = get_experiment("vit-cifar100").config("paper", "mask", 0, ["task.root=/data", "task.download=true"])
+    assert over.task.kwargs["root"] == "/data" and over.task.kwargs["download"] is True
+    assert "root" not in cfgs["default"].task.kwargs  # the digits need no data settings
+    with pytest.raises(ValueError, match="unknown profile 'paper' for experiment 'vit-digits'; valid: ci"):
+        get_experiment("vit-digits").configs("paper")
+
+
+def test_the_grid_reads_the_digits_at_ci_and_cifar_at_paper():
+    grid = get_grid("images-and-language")
+    assert list(grid.cells("ci")) == ["digits", "text"]
+    assert list(grid.cells("paper")) == ["cifar10", "cifar100", "text"]
+
+
+def test_a_tiny_vit_run_keeps_a_fixed_mask_and_records_its_maps():
+    exp = get_experiment("vit-digits")
+    tiny = ["train.steps=4", "train.eval_every=2", "task.eval_points=50"]
+    before = torch.get_num_threads()
+    try:
+        fixed = run(exp.config("ci", "fixed-mask", 0, tiny))
+    finally:
+        torch.set_num_threads(before)
+    assert all(d == 0.0 for step in fixed.drift["mask"]["0"] for d in step)
+    final = np.asarray(fixed.drift["maps"]["final"][0])
+    assert final.shape == (16, 16) and np.allclose(final.sum(-1), 1, atol=1e-3)
+    assert final[~patch_pattern(4, 4, 1, cls=False).numpy()].max() < 1e-3  # closed keys stay closed
+    assert 0.0 <= fixed.metrics["test"]["acc"] <= 1.0 and set(fixed.metrics) == {"train", "test"}
+
+
+# ---------------------------------------------------------------- the chapter module, synthetic records
+
+DEFAULT = {0: 0.90, 1: 0.92, 2: 0.94}
+OFFSET = {"default": 0.0, "mimetic": 0.01, "structured-svd": -0.01, "mask": 0.03, "zero-mask": 0.0}
+FIXED = {0: -0.01, 1: 0.0, 2: 0.01}  # fixed mask minus learnable mask, per seed
+MASK = patch_pattern(4, 4, 1, cls=False).numpy()
+UNIFORM = np.full((16, 16), 1 / 16)
+ON_MASK = MASK / MASK.sum(-1, keepdims=True)
+
+
+def _acc(method: str, seed: int) -> float:
+    if method == "fixed-mask":
+        return DEFAULT[seed] + OFFSET["mask"] + FIXED[seed]
+    return DEFAULT[seed] + OFFSET[method]
+
+
+def _maps(method: str) -> dict:
+    start = ON_MASK if method in ("structured-svd", "mask", "fixed-mask") else UNIFORM
+    end = ON_MASK if method in ("mask", "fixed-mask") else UNIFORM
+    mask = {"0": [[0.0], [0.0]], "1": [[0.0], [0.0]]} if "mask" in method else {}
+    return {"maps": {"init": [start.tolist(), start.tolist()], "final": [end.tolist(), end.tolist()]}, "mask": mask}
+
+
+def _record(experiment: str, method: str, seed: int, metrics: dict, drift=None) -> SimpleNamespace:
+    config = SimpleNamespace(experiment=experiment, profile="ci", method=method, seed=seed)
+    return SimpleNamespace(config=config, seed=seed, run_id=f"{experiment}-{method}-{seed}", wall_time=1.0,
+                           metrics=metrics, drift=drift)
+
+
+PPL = {("default", 0): 10.0, ("default", 1): 10.0, ("default", 2): 10.0,
+       ("mask", 0): 9.9, ("mask", 1): 10.0, ("mask", 2): 9.8}
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    images = [_record("vit-digits", m, s, {"test": {"acc": _acc(m, s), "ce": 0.3}, "train": {"acc": 1.0, "ce": 0.0}},
+                      _maps(m)) for m in METHODS for s in range(3)]
+    text = [_record("lm-local", m, s, {"test": {"ppl": PPL[m, s], "ce": float(np.log(PPL[m, s])), "bpc": 3.0}})
+            for m in ("default", "mask") for s in range(3)]
+    asked = []
+
+    def ensure_many(requests, profile, seeds, jobs=None):
+        asked.append(([r.experiment for r in requests], list(seeds)))
+        return [images if r.experiment == "vit-digits" else text for r in requests]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ch, "ensure_many", ensure_many)
+        out = ch.load("ci", range(3), text_seeds=range(3))
+    assert asked == [(["vit-digits"], [0, 1, 2]), (["lm-local"], [0, 1, 2])]
+    return out
+
+
+def test_load_gives_an_image_frame_in_percent_and_a_text_frame(loaded):
+    records, frame, text = loaded
+    assert len(frame) == 18 and len(text) == 6 and set(frame.dataset) == {"digits"}
+    row = frame[(frame.method == "mask") & (frame.seed == 1)].iloc[0]
+    assert row["test.acc (%)"] == pytest.approx(95.0) and row["train.acc (%)"] == 100.0
+
+
+def test_table3_and_table5_rows(loaded):
+    _, frame, _ = loaded
+    t3, t5 = ch.table3(frame), ch.table5(frame)
+    assert list(t3.index) == [("8×8 digits", m) for m in ("Default", "Mimetic", "Structured (SVD)", "Mask (learnable)")]
+    assert t3.loc[("8×8 digits", "Mask (learnable)"), "test.acc (%)"].startswith("95.0 ± 2.0 [")
+    assert list(t5.index.get_level_values(1)) == ["Default", "All-zero mask", "Fixed mask", "Mask (learnable)"]
+    assert t5.loc[("8×8 digits", "Fixed mask"), "test.acc (%)"].startswith("95.0 ± 3.0 [")
+
+
+def test_table3_measures_pick_the_best_other_and_pair_the_mask_with_it(loaded):
+    _, frame, _ = loaded
+    m = ch.table3_measures(frame)["digits"]
+    assert m["best_other"] == "mimetic" and m["means"]["default"] == pytest.approx(0.92)
+    assert m["lead"].mean_diff == pytest.approx(0.02) and m["lead"].lo == pytest.approx(0.02)
+    fx = ch.fixed_vs_learnable(frame)["digits"]
+    assert fx.mean_diff == pytest.approx(0.0, abs=1e-12) and fx.hi == pytest.approx(HALF)
+    diffs = ch.paired_frame(frame)
+    assert len(diffs) == 15 and diffs[diffs.method == "mask"]["difference"].tolist() == pytest.approx([3.0] * 3)
+
+
+def test_readings_of_a_paired_interval():
+    assert ch.reading(Paired(0.02, 0.01, 0.03, 0.0, 5)) == "improvement"
+    assert ch.reading(Paired(-0.02, -0.03, -0.01, 0.0, 5)) == "harm"
+    assert ch.reading(Paired(0.0, -0.005, 0.005, 0.5, 5)) == "no difference"
+    assert ch.reading(Paired(0.0, -0.02, 0.02, 0.5, 5)) == "undecided"
+    assert ch.reading(Paired(-0.02, -0.03, -0.01, 0.0, 5), higher_is_better=False) == "improvement"
+
+
+def test_open_shares_of_the_maps(loaded):
+    records, _, _ = loaded
+    masks = ch.patterns(records)
+    assert np.array_equal(masks["digits"], MASK)
+    shares = ch.open_share(ch.map_frame(records, masks))
+    uniform = MASK.mean()  # 100 open pairs of 256
+    assert uniform == 100 / 256
+    assert shares.loc[("8×8 digits", "Structured (SVD)")].tolist() == [1.0, round(uniform, 3)]
+    assert shares.loc[("8×8 digits", "Mask (learnable)")].tolist() == [1.0, 1.0]
+    assert shares.loc[("8×8 digits", "Default")].tolist() == [round(uniform, 3)] * 2
+
+
+def test_claim_measures_preconditions_and_prose(loaded):
+    records, frame, text = loaded
+    t3m, fx = ch.table3_measures(frame), ch.fixed_vs_learnable(frame)
+    t3, t5 = ch.table3(frame), ch.table5(frame)
+    inc = ch.inconsistency(t3, t5, frame)
+    assert inc["gap"] == 0.0 and inc["spread"] == pytest.approx(2.0)
+    pairs = ch.perplexity_pairs(text)
+    assert pairs["relative change"].tolist() == pytest.approx([-0.01, 0.0, -0.02])
+    ppl = ch.perplexity_interval(pairs)
+    assert ppl.mean_diff == pytest.approx(-0.01) and ppl.hi == pytest.approx(-0.01 + HALF)
+    assert ch.claim_measures(t3m, fx, inc["gap"], ppl) == {
+        "S2-27": 0.02, "S2-28": round(HALF, 4), "R-08": 0.0, "S2-29": round(HALF - 0.01, 4),
+        "S2-30": round(HALF - 0.01, 4)}
+    assert ch.claim_preconditions(t3m, text) == {
+        "S2-27": {"default-learns-images": 0.92}, "S2-28": {"default-learns-images": 0.92},
+        "S2-29": {"default-learns-text": 3.0}, "S2-30": {"default-learns-text": 3.0}}
+    shares = ch.open_share(ch.map_frame(records, ch.patterns(records)))
+    results = [SimpleNamespace(id="S2-27", verdict="reproduced"), SimpleNamespace(id="R-08", verdict="reproduced")]
+    masks = ch.patterns(records)
+    assert ch.mask_movement(records, masks) == 0.0  # the synthetic records carry no mask drift
+    prose = ch.prose_numbers(t3m, fx, inc, ppl, shares, masks, 0.0123, results)
+    assert prose == {
+        "ch5_acc_default": "92.0 %", "ch5_acc_mimetic": "93.0 %", "ch5_acc_structured_svd": "91.0 %",
+        "ch5_acc_mask": "95.0 %", "ch5_acc_fixed_mask": "95.0 %", "ch5_acc_zero_mask": "92.0 %",
+        "ch5_best_other": "Mimetic", "ch5_lead": "+2.0 [+2.0, +2.0]", "ch5_lead_reading": "improvement",
+        "ch5_fixed": "0.0 [-2.5, +2.5]", "ch5_fixed_reading": "undecided", "ch5_gap": "0.00", "ch5_spread": "2.00",
+        "ch5_ppl_change": "-1.00 [-3.48, +1.48]", "ch5_ppl_reading": "undecided", "ch5_margin": "1 %",
+        "ch5_share_default_end": "0.39", "ch5_share_svd_start": "1.00", "ch5_share_svd_end": "0.39",
+        "ch5_share_mask_end": "1.00", "ch5_share_uniform": "0.39", "ch5_mask_moved": "1.2 %",
+        "ch5_zero": "0.0 [0.0, 0.0]",
+        "ch5_verdict_S2_27": "reproduced", "ch5_verdict_R_08": "reproduced"}
+
+
+def test_the_text_mask_and_the_budget():
+    assert np.array_equal(ch.text_pattern(8, 3), causal_local_pattern(8, 3).numpy())
+    pattern, length, window = ch.text_mask("ci")
+    assert (length, window) == (64, 16) and np.array_equal(pattern, causal_local_pattern(64, 16).numpy())
+    assert ch.text_mask("paper")[1:] == (256, 64)
+    b = ch.budget("ci", ["digits"])
+    assert list(b.columns) == ["vit-digits", "lm-local"]
+    assert b.loc["patch / window", "vit-digits"] == 2 and b.loc["patch / window", "lm-local"] == 16
+    assert b.loc["data", "vit-digits"] == "digits" and b.loc["data", "lm-local"] == "pydoc"
+
+
+def test_mask_movement_is_the_relative_drift_of_the_bias():
+    start = np.where(MASK, -np.log1p(np.exp(-10.0)), -np.log1p(np.exp(10.0)))
+    norm = float(np.linalg.norm(start))
+    assert norm == pytest.approx(10 * 156 ** 0.5, rel=1e-5)  # 156 closed entries at log σ(−10) ≈ −10
+    recs = [_record("vit-digits", "mask", s, {}, {"mask": {"0": [[0.0], [0.1 * norm]], "1": [[0.0], [0.3 * norm]]}})
+            for s in range(2)]
+    other = [_record("vit-digits", "fixed-mask", 0, {}, {"mask": {"0": [[0.0], [5.0 * norm]]}})]
+    assert ch.mask_movement({"digits": recs + other, "text": []}, {"digits": MASK}) == pytest.approx(0.2)
