@@ -119,6 +119,48 @@ def test_propositions_meet_the_closed_forms_and_are_reproducible():
     assert shown.iloc[0, 0] == f"{eot.iloc[0, 0]:.1e}" and shown[ch.BETTER].tolist() == [0, 0, 0, 0]
 
 
+def test_psi_and_margin_follow_definitions_5_2_and_5_3_exactly():
+    # z = (ln 4, 0, 0): p = (2/3, 1/6, 1/6), Ψ = 1/3, margin ln 4, and the cap (L−1)/(e^m + L−1) = 2/6 is attained
+    z = torch.tensor([[math.log(4.0), 0.0, 0.0], [0.0, 1.0, -1.0]], dtype=torch.float64)
+    sink = torch.tensor([0, 2])
+    psi, gap = ch._psi(z, sink), ch._gap(z, sink)
+    assert abs(psi[0] - 1 / 3) < 1e-15 and abs(gap[0] - math.log(4.0)) < 1e-15
+    assert abs(2 / (gap[0].exp() + 2) - psi[0]) < 1e-15
+    # a key that is not the largest has a negative margin, and Ψ is everything but its own weight
+    assert abs(gap[1] - (-2.0)) < 1e-15 and abs(psi[1] - (1 - torch.softmax(z[1], -1)[2])) < 1e-15
+
+
+def test_sensitivity_holds_is_attained_and_is_reproducible():
+    sens = ch.sensitivity((4, 16), rows=8)
+    assert list(sens.index) == [4, 16]
+    assert sens[ch.SENS].max() <= 1e-12 and sens[ch.SENS].max() < 0  # random perturbations stay strictly inside
+    assert sens[[ch.SENS_TIGHT, ch.SINK_TIGHT]].to_numpy().max() < 1e-14
+    assert sens[ch.UNIFORM].tolist() == [0.0, 0.0]  # 1/4 and 1/16 are exact in binary
+    assert sens[ch.SINK].max() < 0 and sens[ch.MARGIN].max() <= 1e-12
+    assert sens[ch.PSI_UNIFORM].tolist() == [0.75, 15 / 16] and sens[ch.PSI_LOG_L].tolist() == [3 / 7, 15 / 31]
+    pd.testing.assert_frame_equal(sens, ch.sensitivity((4, 16), rows=8))
+    assert all(ch.sensitivity_checks(sens).values()) and len(ch.sensitivity_checks(sens)) == 6
+    shown = ch.sensitivity_table(sens)
+    assert shown[ch.SENS].iloc[0] == f"{sens[ch.SENS].iloc[0]:.0e}" and shown[ch.PSI_LOG_L].iloc[0] == 0.429
+
+
+def test_sensitivity_measures_details_and_numbers():
+    sens = pd.DataFrame({ch.SENS: [-1e-4, 2e-13], ch.SENS_TIGHT: [1e-16, 3e-15], ch.UNIFORM: [0.0, 1e-16],
+                         ch.SINK: [-0.03, -0.001], ch.SINK_TIGHT: [2e-16, 4e-15], ch.MARGIN: [-2e-5, 5e-16],
+                         ch.PSI_UNIFORM: [0.75, 1023 / 1024], ch.PSI_LOG_L: [3 / 7, 1023 / 2047]},
+                        index=pd.Index([4, 1024], name="L"))
+    assert ch.sensitivity_measures(sens) == {"S3-20": 2e-13, "S3-23": 5e-16}
+    assert ch.sensitivity_details(sens) == {"S3-20": "aligned perturbations attain it to 3e-15",
+                                            "S3-23": "the extremal prior attains the sink bound to 4e-15"}
+    assert ch.sensitivity_numbers(sens) == {"ch7_sens_worst": "2e-13", "ch7_sens_tight": "3e-15",
+                                            "ch7_limit_worst": "5e-16", "ch7_sink_tight": "4e-15",
+                                            "ch7_sens_lmax": "1,024", "ch7_psi_uniform_lmax": "0.999",
+                                            "ch7_psi_logl_lmax": "0.500"}
+    # a violation of 2e-13 ε is within rounding; the null's 0.1 is not
+    assert ch.sensitivity_checks(sens)["‖Δo‖ ≤ εΨ(C) everywhere (to 1e-12)"]
+    assert not ch.sensitivity_checks(sens.assign(**{ch.SENS: [0.1, 0.0]}))["‖Δo‖ ≤ εΨ(C) everywhere (to 1e-12)"]
+
+
 def _runs_and_models():
     runs = {m: [SimpleNamespace(seed=s) for s in (3, 5)] for m in ("goat", "alibi")}
     models = {"goat": [_model(GOAT), _model(replace(GOAT, d_ff=16))], "alibi": [_model(ALIBI), _model(ALIBI)]}

@@ -3,6 +3,9 @@ Theorem 5.1 and Figure 2c measured on the trained copy-mixture models.
 
 - the propositions: `propositions` (random problems, the optimiser against the closed forms),
   `propositions_table`, `proposition_checks`;
+- Definitions 5.2, 5.3 and Theorem 5.4: `sensitivity` (random problems: the context-sensitivity
+  bound and its two limits), `sensitivity_table`, `sensitivity_checks`, `sensitivity_measures`,
+  `sensitivity_details`, `sensitivity_numbers`;
 - the models: `load` (the `copymix` runs with their weights), `trained`, `fixed_batch`, `run_summary`;
 - Theorem 5.1: `theorem` (per model and seed), `theorem_table`, `theorem_checks`;
 - Figure 2c: `load_control`, `control_batch` (the char-LM runs where key 0 carries no task
@@ -15,6 +18,7 @@ Everything reads stored runs and their weights; nothing trains.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -31,7 +35,9 @@ from companion.tasks import make_task
 
 __all__ = ["PROP22", "PROP31", "EQ3", "BETTER", "CLOSED_FORM_TOL", "RECOMPUTE_TOL", "load", "trained",
            "fixed_batch", "run_summary", "propositions", "propositions_table", "proposition_checks", "theorem",
-           "theorem_table", "theorem_checks", "load_control", "control_batch", "matched_curve", "sink_curve",
+           "theorem_table", "theorem_checks", "SENS", "SENS_TIGHT", "UNIFORM", "SINK", "SINK_TIGHT", "MARGIN",
+           "PSI_UNIFORM", "PSI_LOG_L", "sensitivity", "sensitivity_table", "sensitivity_checks", "sensitivity_measures",
+           "sensitivity_details", "sensitivity_numbers", "load_control", "control_batch", "matched_curve", "sink_curve",
            "sink_curves", "mean_curve", "shed", "sink_heads", "pooled_shed", "sink_table", "claim_measures",
            "claim_preconditions", "claim_details", "prose_numbers"]
 
@@ -93,6 +99,119 @@ def proposition_checks(eot: pd.DataFrame) -> dict[str, object]:
     """Whether every closed form was met to `CLOSED_FORM_TOL`, and how many random points did better."""
     return {f"closed forms met to {_tol(CLOSED_FORM_TOL)}": bool(eot[[PROP22, PROP31, EQ3]].max().max() < CLOSED_FORM_TOL),
             "random points better": int(eot[BETTER].sum())}
+
+
+# ---------------------------------------------------------------- Definitions 5.2, 5.3 and Theorem 5.4
+
+SENS = "Thm 5.4: max (‖Δo‖ − εΨ)/ε"
+SENS_TIGHT = "Thm 5.4, aligned Δv: max |‖Δo‖/(εΨ) − 1|"
+UNIFORM = "uniform, ω = 0: max |Ψ − (L−1)/L|"
+SINK = "sink prior, ω = 0: max Ψ − (L−1)/(e^δ + L−1)"
+SINK_TIGHT = "extremal prior: max |Ψ − (L−1)/(e^δ + L−1)|"
+MARGIN = "Def 5.2 margin m: max Ψ − (L−1)/(e^m + L−1)"
+PSI_UNIFORM = "Ψ, uniform prior, ω = 0"
+PSI_LOG_L = "bound at δ = ln L"
+
+
+def _psi(z: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """Definition 5.3: Ψ(C) = Σ_{k ∈ C} p_k with C every key but j* (= 1 − p_j*, summed over C so that a
+    small Ψ keeps its digits), p = softmax(z) along the last axis."""
+    return torch.softmax(z, -1).scatter(-1, sink[:, None], 0.0).sum(-1)
+
+
+def _gap(z: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """Definition 5.2: the margin min_{k ≠ j*} (z_j* − z_k) of key j* in each row of z."""
+    others = z.scatter(-1, sink[:, None], float("-inf"))
+    return z.gather(-1, sink[:, None])[:, 0] - others.amax(-1)
+
+
+def sensitivity(lengths: Sequence[int] = (4, 64, 1024), *, rows: int = 64, width: int = 16, eps: float = 0.1,
+                seed: int = 0) -> pd.DataFrame:
+    """Definitions 5.2–5.3 and Theorem 5.4 on random problems, float64, one generator seeded `seed`.
+
+    Per length L, `rows` problems: content scores s = 3·N(0, 1), a log-prior K = 2·N(0, 1) whose key j*
+    (uniform) is raised to a margin δ ~ U(0, 2 ln L) above every other key, values V = N(0, 1) of
+    `width`, and value perturbations Δv_k of random direction and norm ε·U(0, 1) on every key but j*.
+    Columns: `SENS` (the bound ‖Δo‖ ≤ εΨ(C), violated when > 0), `SENS_TIGHT` (all Δv_k = ε·e_1, where
+    the bound is attained), `UNIFORM` (Ψ of the uniform prior at ω = 0 against (L−1)/L), `SINK` (Ψ of
+    the peaked prior at ω = 0, i.e. of π itself, against (L−1)/(e^δ + L−1)), `SINK_TIGHT` (the prior
+    that is δ on j* and 0 elsewhere, which attains that bound), `MARGIN` (with content, Ψ against
+    (L−1)/(e^m + L−1) for Definition 5.2's margin m on z = s + K), `PSI_UNIFORM` and `PSI_LOG_L` (the
+    bound at δ = ln L). Index L."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for length in lengths:
+        f64 = dict(generator=g, dtype=torch.float64)
+        s = 3 * torch.randn(rows, length, **f64)
+        k = 2 * torch.randn(rows, length, **f64)
+        sink = torch.randint(0, length, (rows,), generator=g)
+        delta = 2 * math.log(length) * torch.rand(rows, **f64)
+        k = k.scatter(-1, sink[:, None], (k.scatter(-1, sink[:, None], float("-inf")).amax(-1) + delta)[:, None])
+        v = torch.randn(rows, length, width, **f64)
+        direction = torch.randn(rows, length, width, **f64)
+        dv = eps * torch.rand(rows, length, 1, **f64) * direction / direction.norm(dim=-1, keepdim=True)
+        keep = torch.ones(rows, length, 1, dtype=torch.float64).scatter(1, sink[:, None, None], 0.0)
+        z = s + k
+        p = torch.softmax(z, -1)[:, None]
+        psi = _psi(z, sink)
+        moved = ((p @ (v + dv * keep)) - p @ v)[:, 0].norm(dim=-1)
+        aligned = torch.zeros_like(v)
+        aligned[..., 0] = eps
+        moved_aligned = (p @ (aligned * keep))[:, 0].norm(dim=-1)  # Δo = p·ΔV: no cancellation
+        bound = lambda d: (length - 1) / (d.exp() + length - 1)  # noqa: E731
+        flat = torch.zeros(rows, length, dtype=torch.float64)
+        extremal = flat.scatter(-1, sink[:, None], delta[:, None])
+        out.append({"L": length, SENS: float(((moved - eps * psi) / eps).max()),
+                    SENS_TIGHT: float((moved_aligned / (eps * psi) - 1).abs().max()),
+                    UNIFORM: float((_psi(flat, sink) - (length - 1) / length).abs().max()),
+                    SINK: float((_psi(k, sink) - bound(_gap(k, sink))).max()),
+                    SINK_TIGHT: float((_psi(extremal, sink) - bound(delta)).abs().max()),
+                    MARGIN: float((psi - bound(_gap(z, sink))).max()),
+                    PSI_UNIFORM: (length - 1) / length, PSI_LOG_L: (length - 1) / (2 * length - 1)})
+    return pd.DataFrame(out).set_index("L")
+
+
+def sensitivity_table(sens: pd.DataFrame) -> pd.DataFrame:
+    """`sensitivity` as shown: gaps in scientific notation (one digit), Ψ and the bound to three decimals."""
+    gaps = [SENS, SENS_TIGHT, UNIFORM, SINK, SINK_TIGHT, MARGIN]
+    return sens.assign(**{c: sens[c].map(lambda v: f"{v:.0e}") for c in gaps}).round(3)
+
+
+def sensitivity_checks(sens: pd.DataFrame) -> dict[str, object]:
+    """Whether each bound holds to S3-20's and S3-23's thresholds (book/claims.yml) and is attained
+    where it should be."""
+    ledger = load_ledger()
+    t20, t23 = float(ledger["S3-20"].rule["threshold"]), float(ledger["S3-23"].rule["threshold"])
+    return {f"‖Δo‖ ≤ εΨ(C) everywhere (to {_tol(t20)})": bool(sens[SENS].max() <= t20),
+            f"attained by aligned perturbations (to {_tol(t20)})": bool(sens[SENS_TIGHT].max() <= t20),
+            f"Ψ of the uniform prior is (L−1)/L (to {_tol(t23)})": bool(sens[UNIFORM].max() <= t23),
+            f"Ψ ≤ (L−1)/(e^δ + L−1) for the sink prior (to {_tol(t23)})": bool(sens[SINK].max() <= t23),
+            f"attained by the extremal prior (to {_tol(t23)})": bool(sens[SINK_TIGHT].max() <= t23),
+            f"Ψ ≤ (L−1)/(e^m + L−1) with content (to {_tol(t23)})": bool(sens[MARGIN].max() <= t23)}
+
+
+def sensitivity_measures(sens: pd.DataFrame) -> dict[str, float]:
+    """S3-20: the largest violation of ‖Δo‖ ≤ εΨ(C), in units of ε; S3-23: the largest violation of
+    Theorem 5.4's two limits (the uniform prior's Ψ = (L−1)/L, the peaked prior's Ψ ≤ (L−1)/(e^δ + L−1))
+    and of the margin form (L−1)/(e^m + L−1)."""
+    return {"S3-20": float(sens[SENS].max()),
+            "S3-23": float(max(sens[UNIFORM].max(), sens[SINK].max(), sens[MARGIN].max()))}
+
+
+def sensitivity_details(sens: pd.DataFrame) -> dict[str, str]:
+    """What the verdict rows add: how tight the bounds are where they are attained."""
+    return {"S3-20": f"aligned perturbations attain it to {sens[SENS_TIGHT].max():.0e}",
+            "S3-23": f"the extremal prior attains the sink bound to {sens[SINK_TIGHT].max():.0e}"}
+
+
+def sensitivity_numbers(sens: pd.DataFrame) -> dict[str, str]:
+    """The numbers the section's text cites, by glue name."""
+    lengths = list(sens.index)
+    return {"ch7_sens_worst": f"{sens[SENS].max():.0e}", "ch7_sens_tight": f"{sens[SENS_TIGHT].max():.0e}",
+            "ch7_limit_worst": f"{max(sens[UNIFORM].max(), sens[SINK].max(), sens[MARGIN].max()):.0e}",
+            "ch7_sink_tight": f"{sens[SINK_TIGHT].max():.0e}", "ch7_sens_lmax": f"{lengths[-1]:,}",
+            "ch7_psi_uniform_lmax": f"{sens[PSI_UNIFORM].iloc[-1]:.3f}",
+            "ch7_psi_logl_lmax": f"{sens[PSI_LOG_L].iloc[-1]:.3f}"}
 
 
 # ---------------------------------------------------------------- the models
