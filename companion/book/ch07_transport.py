@@ -1,5 +1,6 @@
 """Chapter 7, attention as transport with a prior: Propositions 2.2 and 3.1 solved by an optimiser,
-Theorem 5.1 and Figure 2c measured on the trained copy-mixture models.
+Theorem 5.4 checked on random problems, Theorem 5.1 and Figure 2c measured on the trained
+copy-mixture models (Figure 2c also on the char-LM models of Chapter 9, as a control).
 
 - the propositions: `propositions` (random problems, the optimiser against the closed forms),
   `propositions_table`, `proposition_checks`;
