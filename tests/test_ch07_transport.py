@@ -255,10 +255,12 @@ def _synthetic():
 
 def test_claim_measures_details_and_prose_numbers():
     eot, thm, curves, control, heads = _synthetic()
-    # GOAT drops 0.8 and 0.6 (mean 0.7); RoPE 0.2; ALiBi −0.05: GOAT's lead over the better one is 0.5
+    # GOAT sheds 0.8/0.9 and 0.6/0.8 (mean 0.81944…); RoPE 0.2/0.5 = 0.4; ALiBi −0.05/0.2 = −0.25:
+    # GOAT's lead over the better one is 0.41944…
     assert ch.claim_measures(eot, thm, curves) == {"S3-01": 3e-15, "S3-02": 2e-15, "S3-03": 4.4e-15,
-                                                   "S3-04": 0.7, "S3-22": 0.5}
-    both = "copy-mixture: GOAT +0.700, RoPE +0.200, ALiBi -0.050; char-LM control: GOAT +0.010, RoPE +0.020, ALiBi +0.030"
+                                                   "S3-04": 0.819, "S3-22": 0.419}
+    both = ("share of sink mass shed, copy-mixture: GOAT +0.819, RoPE +0.400, ALiBi -0.250; "
+            "char-LM control: GOAT +0.500, RoPE +0.667, ALiBi +0.600")
     assert ch.claim_details(eot, thm, curves, control) == {"S3-02": "random simplex points better: 2",
                                                            "S3-03": "3,345 (query, key, head) triples",
                                                            "S3-04": both, "S3-22": both}
@@ -267,17 +269,28 @@ def test_claim_measures_details_and_prose_numbers():
     assert numbers == {
         "ch7_prop22": "3.0e-15", "ch7_prop31": "2.0e-15", "ch7_thm_worst": "4.4e-15", "ch7_thm_checked": "3,345",
         "ch7_thm_recompute": "2e-15", "ch7_thm_tight": "0.99", "ch7_pooled_goat": "0.86",
-        "ch7_p0_low_goat": "0.850", "ch7_p0_high_goat": "0.150", "ch7_drop_goat": "+0.700",
-        "ch7_p0_low_rope": "0.500", "ch7_p0_high_rope": "0.300", "ch7_drop_rope": "+0.200",
+        "ch7_p0_low_goat": "0.850", "ch7_p0_high_goat": "0.150", "ch7_drop_goat": "+0.700", "ch7_share_goat": "+82%",
+        "ch7_p0_low_rope": "0.500", "ch7_p0_high_rope": "0.300", "ch7_drop_rope": "+0.200", "ch7_share_rope": "+40%",
         "ch7_p0_low_alibi": "0.200", "ch7_p0_high_alibi": "0.250", "ch7_drop_alibi": "-0.050",
+        "ch7_share_alibi": "-25%",
         "ch7_ctl_p0_low_goat": "0.020", "ch7_ctl_p0_high_goat": "0.010", "ch7_ctl_drop_goat": "+0.010",
+        "ch7_ctl_share_goat": "+50%",
         "ch7_ctl_p0_low_rope": "0.030", "ch7_ctl_p0_high_rope": "0.010", "ch7_ctl_drop_rope": "+0.020",
+        "ch7_ctl_share_rope": "+67%",
         "ch7_ctl_p0_low_alibi": "0.050", "ch7_ctl_p0_high_alibi": "0.020", "ch7_ctl_drop_alibi": "+0.030",
+        "ch7_ctl_share_alibi": "+60%",
         "ch7_sinkhead_low": "0.96", "ch7_sinkhead_high": "0.94"}
     table = ch.sink_table(curves, control)
     assert list(table.index) == [("copy-mixture", "GOAT"), ("copy-mixture", "RoPE"), ("copy-mixture", "ALiBi"),
                                  ("char-LM control", "GOAT"), ("char-LM control", "RoPE"), ("char-LM control", "ALiBi")]
     assert table.loc[("copy-mixture", "GOAT"), "drop"] == 0.7 and table.loc[("char-LM control", "ALiBi"), "p0, lowest ω bin"] == 0.05
+    assert table.loc[("copy-mixture", "GOAT"), "share shed"] == 0.819
+
+
+def test_shed_share_is_scale_free():
+    # one sink head of four that sheds fully: head-mean 0.25 → 0, a drop of 0.25 but a share of 1
+    curve = pd.DataFrame({"run": [0, 0], "bin": [0, 1], "omega": [0.5, 4.0], "p0": [0.25, 0.0]}).set_index(["run", "bin"])
+    assert ch.shed(curve).tolist() == [0.25] and ch.shed_share(curve).tolist() == [1.0]
 
 
 def test_control_batch_is_the_first_test_windows_at_the_training_length(monkeypatch):

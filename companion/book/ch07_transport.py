@@ -10,7 +10,7 @@ copy-mixture models (Figure 2c also on the char-LM models of Chapter 9, as a con
 - the models: `load` (the `copymix` runs with their weights), `trained`, `fixed_batch`, `run_summary`;
 - Theorem 5.1: `theorem` (per model and seed), `theorem_table`, `theorem_checks`;
 - Figure 2c: `load_control`, `control_batch` (the char-LM runs where key 0 carries no task
-  information), `matched_curve`, `sink_curve`, `sink_curves`, `mean_curve`, `shed`, `sink_heads`,
+  information), `matched_curve`, `sink_curve`, `sink_curves`, `mean_curve`, `shed`, `shed_share`, `sink_heads`,
   `pooled_shed` (the measure used before), `sink_table`;
 - the verdicts and the prose: `claim_measures`, `claim_preconditions`, `claim_details`, `prose_numbers`.
 
@@ -39,7 +39,7 @@ __all__ = ["PROP22", "PROP31", "EQ3", "BETTER", "CLOSED_FORM_TOL", "RECOMPUTE_TO
            "theorem_table", "theorem_checks", "SENS", "SENS_TIGHT", "UNIFORM", "SINK", "SINK_TIGHT", "MARGIN",
            "PSI_UNIFORM", "PSI_LOG_L", "sensitivity", "sensitivity_table", "sensitivity_checks", "sensitivity_measures",
            "sensitivity_details", "sensitivity_numbers", "load_control", "control_batch", "matched_curve", "sink_curve",
-           "sink_curves", "mean_curve", "shed", "sink_heads", "pooled_shed", "sink_table", "claim_measures",
+           "sink_curves", "mean_curve", "shed", "shed_share", "sink_heads", "pooled_shed", "sink_table", "claim_measures",
            "claim_preconditions", "claim_details", "prose_numbers"]
 
 PROP22 = "Prop 2.2: max |p − softmax(s/τ)|"
@@ -342,6 +342,12 @@ def shed(curve: pd.DataFrame) -> pd.Series:
     return p0.iloc[:, 0] - p0.iloc[:, -1]
 
 
+def shed_share(curve: pd.DataFrame) -> pd.Series:
+    """Per run of a `sink_curve`: the share of its lowest-ω bin's sink mass that is gone in the highest
+    bin, `shed` / p0(lowest bin): 1 when ≈ 1 → ≈ 0 as in the source, whatever share of heads sinks."""
+    return shed(curve) / curve["p0"].unstack("bin").iloc[:, 0]
+
+
 def sink_heads(models: Mapping[str, Sequence], x: torch.Tensor, *, bins: int = 8, layer: int = -1) -> pd.DataFrame:
     """Per method and run, the head that parks the most attention on key 0 (its mean p0 over queries
     ≥ 1, "mean p0"), and that head's p0 in its own lowest and highest position-matched ω bin. Index (model label, run)."""
@@ -373,34 +379,34 @@ def pooled_shed(models: Sequence, x: torch.Tensor, *, bins: int = 8, layer: int 
 
 
 def sink_table(curves: Mapping[str, pd.DataFrame], control: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per task and method (rows): sink mass in the lowest and highest ω bin and the drop (mean over
-    runs, three decimals)."""
+    """Per task and method (rows): sink mass in the lowest and highest ω bin, the drop and the share
+    shed (means over runs, three decimals)."""
     rows = {}
     for task, cs in (("copy-mixture", curves), ("char-LM control", control)):
         for m, c in cs.items():
             mc = mean_curve(c)
             rows[(task, label(m))] = {"p0, lowest ω bin": mc["p0"].iloc[0], "p0, highest ω bin": mc["p0"].iloc[-1],
-                                      "drop": float(shed(c).mean())}
+                                      "drop": float(shed(c).mean()), "share shed": float(shed_share(c).mean())}
     return pd.DataFrame(rows).T.rename_axis(["task", "model"]).round(3)
 
 
 # ---------------------------------------------------------------- verdicts and prose
 
 def _drops(curves: Mapping[str, pd.DataFrame]) -> dict[str, float]:
-    """Per method, the mean over runs of `shed`."""
-    return {m: float(shed(c).mean()) for m, c in curves.items()}
+    """Per method, the mean over runs of `shed_share`."""
+    return {m: float(shed_share(c).mean()) for m, c in curves.items()}
 
 
 def _edge(drops: Mapping[str, float]) -> float:
-    """GOAT's drop minus the larger drop of the other methods."""
+    """GOAT's share shed minus the larger share of the other methods."""
     return drops["goat"] - max(v for m, v in drops.items() if m != "goat")
 
 
 def claim_measures(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame]) -> dict[str, float]:
     """S3-01 and S3-02: the largest gap to Proposition 2.2's and 3.1's closed forms; S3-03: the
-    largest violation of Theorem 5.1; S3-04: GOAT's drop in sink mass from the lowest to the highest
-    position-matched ω bin (head means, mean over runs) on copy-mixture; S3-22: GOAT's drop minus the
-    larger of RoPE's and ALiBi's (3 decimals)."""
+    largest violation of Theorem 5.1; S3-04: the share of GOAT's sink mass in the lowest
+    position-matched ω bin that is shed by the highest (`shed_share`, head means, mean over runs) on
+    copy-mixture; S3-22: GOAT's share shed minus the larger of RoPE's and ALiBi's (3 decimals)."""
     drops = _drops(curves)
     return {"S3-01": float(eot[PROP22].max()), "S3-02": float(eot[PROP31].max()),
             "S3-03": float(thm["max violation"].max()), "S3-04": round(drops["goat"], 3), "S3-22": round(_edge(drops), 3)}
@@ -415,10 +421,10 @@ def claim_preconditions(heads: pd.DataFrame) -> dict[str, dict[str, float]]:
 
 def claim_details(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame],
                   control: Mapping[str, pd.DataFrame]) -> dict[str, str]:
-    """What the verdict rows add: random points that did better, entries checked, every method's drop
-    on copy-mixture and on the char-LM control."""
+    """What the verdict rows add: random points that did better, entries checked, every method's share
+    shed on copy-mixture and on the char-LM control."""
     drops = lambda cs: ", ".join(f"{label(m)} {v:+.3f}" for m, v in _drops(cs).items())  # noqa: E731
-    both = f"copy-mixture: {drops(curves)}; char-LM control: {drops(control)}"
+    both = f"share of sink mass shed, copy-mixture: {drops(curves)}; char-LM control: {drops(control)}"
     return {"S3-02": f"random simplex points better: {int(eot[BETTER].sum())}",
             "S3-03": f"{int(thm['checked'].sum()):,} (query, key, head) triples", "S3-04": both, "S3-22": both}
 
@@ -437,6 +443,7 @@ def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.
             out[f"{prefix}_p0_low_{m}"] = f"{mc['p0'].iloc[0]:.3f}"
             out[f"{prefix}_p0_high_{m}"] = f"{mc['p0'].iloc[-1]:.3f}"
             out[f"{prefix}_drop_{m}"] = f"{float(shed(c).mean()):+.3f}"
+            out[f"{prefix}_share_{m}"] = f"{float(shed_share(c).mean()):+.0%}"
     goat = heads.loc[label("goat")]
     out["ch7_sinkhead_low"] = f"{goat['p0, lowest ω bin'].mean():.2f}"
     out["ch7_sinkhead_high"] = f"{goat['p0, highest ω bin'].mean():.2f}"
