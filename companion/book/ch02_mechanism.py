@@ -15,8 +15,10 @@ central finite differences in the tests and in Chapter 2.
 Chapter 2's checks: `log_sigmoid_values` (what an open and a closed entry do to a score),
 `theorem1_gaps` and `qk_gaps` (closed forms against autograd and finite differences),
 `corollary1_worst_ratio` (observed mask derivative over its bound), `norm_sweep` / `key_growth` /
-`peak_scale` (derivatives as the norms grow), `saturation` (the mask's own gradient at contrast ±c),
-then `claim_measures` (the S2-… measures) and `prose_numbers` (the numbers the text cites).
+`peak_scale` / `growth_share` (derivatives as the norms grow, over the whole sweep), `saturation` (the
+mask's own gradient at contrast ±c), `content_sweep` (at contrast ±10, as the content scores spread),
+`adam_first_step` (a tiny gradient is not a tiny Adam step), then `claim_measures` (the S2-… measures)
+and `prose_numbers` (the numbers the text cites).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from torch import Tensor
 __all__ = [
     "mask_probs", "dp_dm", "dp_dq", "dp_dk", "autograd_jacobian", "central_difference",
     "norm_sweep", "contrast_sweep", "log_sigmoid_values", "theorem1_gaps", "qk_gaps", "ROUNDING", "within_rounding",
-    "corollary1_worst_ratio", "key_growth", "peak_scale", "saturation", "grad_at", "claim_measures", "prose_numbers",
+    "corollary1_worst_ratio", "key_growth", "peak_scale", "growth_share", "saturation", "grad_at", "content_sweep",
+    "adam_first_step", "claim_measures", "prose_numbers",
 ]
 
 # A closed-form derivative that differs from autograd or finite differences by less than this is
@@ -193,6 +196,44 @@ def peak_scale(sweep: dict) -> float:
     return sweep["scale"][int(np.argmax(sweep["key"]))]
 
 
+def growth_share(sweep: dict, column: str = "key") -> float:
+    """Share of a `norm_sweep`'s whole range of norms, on a log scale, over which the largest `column`
+    derivative grows with the norm: 1 when it grows everywhere (as the linear bounds do), 0 when it
+    never does (a derivative independent of the norms)."""
+    x, y = np.log(sweep["scale"]), np.asarray(sweep[column])
+    rising = sum(x[i + 1] - x[i] for i in range(len(x) - 1) if y[i + 1] > y[i])
+    return float(rising / (x[-1] - x[0]))
+
+
+def content_sweep(spreads: list[float], *, contrast: float, open_: Tensor, draws: int,
+                  generator: torch.Generator) -> pd.DataFrame:
+    """The mask's derivatives at contrast ±`contrast` as the content scores spread: for each spread σ,
+    `draws` draws of scores a ~ N(0, σ²) (one per key of `open_`, from `generator` in order); per draw
+    the largest |∂p_i/∂m_j| over open and over closed keys j. Columns: the largest over draws of
+    each ("open, max", "closed, max"), the median over draws of the closed one ("closed, median") and
+    the mean weight on closed keys. Index "spread"."""
+    m = torch.where(open_, torch.tensor(contrast, dtype=torch.float64), torch.tensor(-contrast, dtype=torch.float64))
+    rows = []
+    for spread in spreads:
+        a = spread * torch.randn(draws, open_.numel(), generator=generator, dtype=torch.float64)
+        jac = torch.stack([dp_dm(row, m).abs() for row in a])  # (draws, n, n)
+        closed = jac[:, :, ~open_].amax((1, 2))
+        rows.append({"spread": spread, "open, max": float(jac[:, :, open_].max()), "closed, max": float(closed.max()),
+                     "closed, median": float(closed.median()),
+                     "closed weight": float(torch.stack([mask_probs(row, m)[~open_].sum() for row in a]).mean())})
+    return pd.DataFrame(rows).set_index("spread")
+
+
+def adam_first_step(grad: float, *, lr: float = 1e-3) -> float:
+    """|Δθ| of torch.optim.Adam's first update (default β and ε) on a parameter whose gradient is
+    `grad`: about lr whenever |grad| ≫ ε = 1e-8, however small the gradient."""
+    theta = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.Adam([theta], lr=lr)
+    theta.grad = torch.tensor(grad, dtype=torch.float64)
+    opt.step()
+    return float(theta.detach().abs())
+
+
 def saturation(contrasts: list[float], *, a: Tensor, open_: Tensor) -> pd.DataFrame:
     """`contrast_sweep` as a table indexed by contrast."""
     return pd.DataFrame(contrast_sweep(contrasts, a=a, open_=open_)).set_index("contrast")
@@ -203,15 +244,20 @@ def grad_at(sat: pd.DataFrame, contrast: float) -> float:
     return max(sat.loc[contrast, "grad_open"], sat.loc[contrast, "grad_closed"])
 
 
-def claim_measures(gaps: dict[str, float], worst: float, sweep: dict, sat: pd.DataFrame) -> dict[str, float]:
-    """The S2-… measures: Theorem 1 against finite differences, Corollary 1's worst ratio, the growth
-    of the key derivative up to norm 3, and the largest mask derivative at contrast 10."""
-    return {"S2-01": gaps["finite differences"], "S2-02": worst, "S2-03": key_growth(sweep), "S2-04": grad_at(sat, 10)}
+def claim_measures(gaps: dict[str, float], worst: float, sweep: dict, sat: pd.DataFrame,
+                   content: pd.DataFrame) -> dict[str, float]:
+    """The S2-… measures: Theorem 1 against finite differences, Corollary 1's worst ratio, the share
+    of the whole norm sweep over which the key derivative grows, and the largest mask derivative at
+    contrast 10 over every draw of unit-spread content scores (`content`, a `content_sweep`)."""
+    return {"S2-01": gaps["finite differences"], "S2-02": worst, "S2-03": round(growth_share(sweep), 3),
+            "S2-04": max(content.loc[1.0, "open, max"], content.loc[1.0, "closed, max"])}
 
 
 def prose_numbers(values: pd.Series, draws: int, gaps: dict[str, float], worst: float, sweep: dict,
-                  sat: pd.DataFrame) -> dict[str, str]:
+                  sat: pd.DataFrame, content: pd.DataFrame) -> dict[str, str]:
     """Every number the chapter's text cites, by glue name, formatted as the text reads it."""
+    spreads = [s for s in content.index if content.loc[s, "closed, max"] > 1e-2]
+    g10 = grad_at(sat, 10)
     return {
         "ch2_open": f"{values[10.0]:.3g}",
         "ch2_closed": f"{values[-10.0]:.7f}",
@@ -222,7 +268,16 @@ def prose_numbers(values: pd.Series, draws: int, gaps: dict[str, float], worst: 
         "ch2_worst_ratio": str(round(worst, 3)),
         "ch2_key_growth": str(round(key_growth(sweep), 1)),
         "ch2_peak_scale": str(peak_scale(sweep)),
-        "ch2_grad_at_10": f"{grad_at(sat, 10):.1e}",
+        "ch2_grow_share": f"{growth_share(sweep):.0%}",
+        "ch2_scale_min": f"{sweep['scale'][0]:g}",
+        "ch2_scale_max": f"{sweep['scale'][-1]:g}",
+        "ch2_key_at_max": f"{sweep['key'][-1]:.1e}",
+        "ch2_grad_at_10": f"{g10:.1e}",
         "ch2_grad_at_1": f"{grad_at(sat, 1):.2f}",
         "ch2_closed_mass_10": f"{sat.loc[10, 'closed_mass']:.1e}",
+        "ch2_unit_open": f"{content.loc[1.0, 'open, max']:.1e}",
+        "ch2_unit_closed_max": f"{content.loc[1.0, 'closed, max']:.1e}",
+        "ch2_unit_closed_median": f"{content.loc[1.0, 'closed, median']:.1e}",
+        "ch2_spread_big": f"{spreads[0]:g}" if spreads else "none of the spreads shown",
+        "ch2_adam_step": f"{adam_first_step(g10):.2e}",
     }

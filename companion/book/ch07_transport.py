@@ -1,18 +1,25 @@
 """Chapter 7, attention as transport with a prior: Propositions 2.2 and 3.1 solved by an optimiser,
-Theorem 5.1 and Figure 2c measured on the trained copy-mixture models.
+Theorem 5.4 checked on random problems, Theorem 5.1 and Figure 2c measured on the trained
+copy-mixture models (Figure 2c also on the char-LM models of Chapter 9, as a control).
 
 - the propositions: `propositions` (random problems, the optimiser against the closed forms),
   `propositions_table`, `proposition_checks`;
+- Definitions 5.2, 5.3 and Theorem 5.4: `sensitivity` (random problems: the context-sensitivity
+  bound and its two limits), `sensitivity_table`, `sensitivity_checks`, `sensitivity_measures`,
+  `sensitivity_details`, `sensitivity_numbers`;
 - the models: `load` (the `copymix` runs with their weights), `trained`, `fixed_batch`, `run_summary`;
 - Theorem 5.1: `theorem` (per model and seed), `theorem_table`, `theorem_checks`;
-- Figure 2c: `sink_curve`, `sink_curves`, `sink_table`;
-- the verdicts and the prose: `claim_measures`, `claim_details`, `prose_numbers`.
+- Figure 2c: `load_control`, `control_batch` (the char-LM runs where key 0 carries no task
+  information), `matched_curve`, `sink_curve`, `sink_curves`, `mean_curve`, `shed`, `shed_share`, `sink_heads`,
+  `pooled_shed` (the measure used before), `sink_table`;
+- the verdicts and the prose: `claim_measures`, `claim_preconditions`, `claim_details`, `prose_numbers`.
 
 Everything reads stored runs and their weights; nothing trains.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -29,8 +36,11 @@ from companion.tasks import make_task
 
 __all__ = ["PROP22", "PROP31", "EQ3", "BETTER", "CLOSED_FORM_TOL", "RECOMPUTE_TOL", "load", "trained",
            "fixed_batch", "run_summary", "propositions", "propositions_table", "proposition_checks", "theorem",
-           "theorem_table", "theorem_checks", "sink_curve", "sink_curves", "sink_table", "claim_measures",
-           "claim_details", "prose_numbers"]
+           "theorem_table", "theorem_checks", "SENS", "SENS_TIGHT", "UNIFORM", "SINK", "SINK_TIGHT", "MARGIN",
+           "PSI_UNIFORM", "PSI_LOG_L", "sensitivity", "sensitivity_table", "sensitivity_checks", "sensitivity_measures",
+           "sensitivity_details", "sensitivity_numbers", "load_control", "control_batch", "matched_curve", "sink_curve",
+           "sink_curves", "mean_curve", "shed", "shed_share", "sink_heads", "pooled_shed", "sink_table", "claim_measures",
+           "claim_preconditions", "claim_details", "prose_numbers"]
 
 PROP22 = "Prop 2.2: max |p − softmax(s/τ)|"
 PROP31 = "Prop 3.1: max |p − softmax(s/τ + log π)|"
@@ -90,6 +100,119 @@ def proposition_checks(eot: pd.DataFrame) -> dict[str, object]:
     """Whether every closed form was met to `CLOSED_FORM_TOL`, and how many random points did better."""
     return {f"closed forms met to {_tol(CLOSED_FORM_TOL)}": bool(eot[[PROP22, PROP31, EQ3]].max().max() < CLOSED_FORM_TOL),
             "random points better": int(eot[BETTER].sum())}
+
+
+# ---------------------------------------------------------------- Definitions 5.2, 5.3 and Theorem 5.4
+
+SENS = "Thm 5.4: max (‖Δo‖ − εΨ)/ε"
+SENS_TIGHT = "Thm 5.4, aligned Δv: max |‖Δo‖/(εΨ) − 1|"
+UNIFORM = "uniform, ω = 0: max |Ψ − (L−1)/L|"
+SINK = "sink prior, ω = 0: max Ψ − (L−1)/(e^δ + L−1)"
+SINK_TIGHT = "extremal prior: max |Ψ − (L−1)/(e^δ + L−1)|"
+MARGIN = "Def 5.2 margin m: max Ψ − (L−1)/(e^m + L−1)"
+PSI_UNIFORM = "Ψ, uniform prior, ω = 0"
+PSI_LOG_L = "bound at δ = ln L"
+
+
+def _psi(z: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """Definition 5.3: Ψ(C) = Σ_{k ∈ C} p_k with C every key but j* (= 1 − p_j*, summed over C so that a
+    small Ψ keeps its digits), p = softmax(z) along the last axis."""
+    return torch.softmax(z, -1).scatter(-1, sink[:, None], 0.0).sum(-1)
+
+
+def _gap(z: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """Definition 5.2: the margin min_{k ≠ j*} (z_j* − z_k) of key j* in each row of z."""
+    others = z.scatter(-1, sink[:, None], float("-inf"))
+    return z.gather(-1, sink[:, None])[:, 0] - others.amax(-1)
+
+
+def sensitivity(lengths: Sequence[int] = (4, 64, 1024), *, rows: int = 64, width: int = 16, eps: float = 0.1,
+                seed: int = 0) -> pd.DataFrame:
+    """Definitions 5.2–5.3 and Theorem 5.4 on random problems, float64, one generator seeded `seed`.
+
+    Per length L, `rows` problems: content scores s = 3·N(0, 1), a log-prior K = 2·N(0, 1) whose key j*
+    (uniform) is raised to a margin δ ~ U(0, 2 ln L) above every other key, values V = N(0, 1) of
+    `width`, and value perturbations Δv_k of random direction and norm ε·U(0, 1) on every key but j*.
+    Columns: `SENS` (the bound ‖Δo‖ ≤ εΨ(C), violated when > 0), `SENS_TIGHT` (all Δv_k = ε·e_1, where
+    the bound is attained), `UNIFORM` (Ψ of the uniform prior at ω = 0 against (L−1)/L), `SINK` (Ψ of
+    the peaked prior at ω = 0, i.e. of π itself, against (L−1)/(e^δ + L−1)), `SINK_TIGHT` (the prior
+    that is δ on j* and 0 elsewhere, which attains that bound), `MARGIN` (with content, Ψ against
+    (L−1)/(e^m + L−1) for Definition 5.2's margin m on z = s + K), `PSI_UNIFORM` and `PSI_LOG_L` (the
+    bound at δ = ln L). Index L."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for length in lengths:
+        f64 = dict(generator=g, dtype=torch.float64)
+        s = 3 * torch.randn(rows, length, **f64)
+        k = 2 * torch.randn(rows, length, **f64)
+        sink = torch.randint(0, length, (rows,), generator=g)
+        delta = 2 * math.log(length) * torch.rand(rows, **f64)
+        k = k.scatter(-1, sink[:, None], (k.scatter(-1, sink[:, None], float("-inf")).amax(-1) + delta)[:, None])
+        v = torch.randn(rows, length, width, **f64)
+        direction = torch.randn(rows, length, width, **f64)
+        dv = eps * torch.rand(rows, length, 1, **f64) * direction / direction.norm(dim=-1, keepdim=True)
+        keep = torch.ones(rows, length, 1, dtype=torch.float64).scatter(1, sink[:, None, None], 0.0)
+        z = s + k
+        p = torch.softmax(z, -1)[:, None]
+        psi = _psi(z, sink)
+        moved = ((p @ (v + dv * keep)) - p @ v)[:, 0].norm(dim=-1)
+        aligned = torch.zeros_like(v)
+        aligned[..., 0] = eps
+        moved_aligned = (p @ (aligned * keep))[:, 0].norm(dim=-1)  # Δo = p·ΔV: no cancellation
+        bound = lambda d: (length - 1) / (d.exp() + length - 1)  # noqa: E731
+        flat = torch.zeros(rows, length, dtype=torch.float64)
+        extremal = flat.scatter(-1, sink[:, None], delta[:, None])
+        out.append({"L": length, SENS: float(((moved - eps * psi) / eps).max()),
+                    SENS_TIGHT: float((moved_aligned / (eps * psi) - 1).abs().max()),
+                    UNIFORM: float((_psi(flat, sink) - (length - 1) / length).abs().max()),
+                    SINK: float((_psi(k, sink) - bound(_gap(k, sink))).max()),
+                    SINK_TIGHT: float((_psi(extremal, sink) - bound(delta)).abs().max()),
+                    MARGIN: float((psi - bound(_gap(z, sink))).max()),
+                    PSI_UNIFORM: (length - 1) / length, PSI_LOG_L: (length - 1) / (2 * length - 1)})
+    return pd.DataFrame(out).set_index("L")
+
+
+def sensitivity_table(sens: pd.DataFrame) -> pd.DataFrame:
+    """`sensitivity` as shown: gaps in scientific notation (one digit), Ψ and the bound to three decimals."""
+    gaps = [SENS, SENS_TIGHT, UNIFORM, SINK, SINK_TIGHT, MARGIN]
+    return sens.assign(**{c: sens[c].map(lambda v: f"{v:.0e}") for c in gaps}).round(3)
+
+
+def sensitivity_checks(sens: pd.DataFrame) -> dict[str, object]:
+    """Whether each bound holds to S3-20's and S3-23's thresholds (book/claims.yml) and is attained
+    where it should be."""
+    ledger = load_ledger()
+    t20, t23 = float(ledger["S3-20"].rule["threshold"]), float(ledger["S3-23"].rule["threshold"])
+    return {f"‖Δo‖ ≤ εΨ(C) everywhere (to {_tol(t20)})": bool(sens[SENS].max() <= t20),
+            f"attained by aligned perturbations (to {_tol(t20)})": bool(sens[SENS_TIGHT].max() <= t20),
+            f"Ψ of the uniform prior is (L−1)/L (to {_tol(t23)})": bool(sens[UNIFORM].max() <= t23),
+            f"Ψ ≤ (L−1)/(e^δ + L−1) for the sink prior (to {_tol(t23)})": bool(sens[SINK].max() <= t23),
+            f"attained by the extremal prior (to {_tol(t23)})": bool(sens[SINK_TIGHT].max() <= t23),
+            f"Ψ ≤ (L−1)/(e^m + L−1) with content (to {_tol(t23)})": bool(sens[MARGIN].max() <= t23)}
+
+
+def sensitivity_measures(sens: pd.DataFrame) -> dict[str, float]:
+    """S3-20: the largest violation of ‖Δo‖ ≤ εΨ(C), in units of ε; S3-23: the largest violation of
+    Theorem 5.4's two limits (the uniform prior's Ψ = (L−1)/L, the peaked prior's Ψ ≤ (L−1)/(e^δ + L−1))
+    and of the margin form (L−1)/(e^m + L−1)."""
+    return {"S3-20": float(sens[SENS].max()),
+            "S3-23": float(max(sens[UNIFORM].max(), sens[SINK].max(), sens[MARGIN].max()))}
+
+
+def sensitivity_details(sens: pd.DataFrame) -> dict[str, str]:
+    """What the verdict rows add: how tight the bounds are where they are attained."""
+    return {"S3-20": f"aligned perturbations attain it to {sens[SENS_TIGHT].max():.0e}",
+            "S3-23": f"the extremal prior attains the sink bound to {sens[SINK_TIGHT].max():.0e}"}
+
+
+def sensitivity_numbers(sens: pd.DataFrame) -> dict[str, str]:
+    """The numbers the section's text cites, by glue name."""
+    lengths = list(sens.index)
+    return {"ch7_sens_worst": f"{sens[SENS].max():.0e}", "ch7_sens_tight": f"{sens[SENS_TIGHT].max():.0e}",
+            "ch7_limit_worst": f"{max(sens[UNIFORM].max(), sens[SINK].max(), sens[MARGIN].max()):.0e}",
+            "ch7_sink_tight": f"{sens[SINK_TIGHT].max():.0e}", "ch7_sens_lmax": f"{lengths[-1]:,}",
+            "ch7_psi_uniform_lmax": f"{sens[PSI_UNIFORM].iloc[-1]:.3f}",
+            "ch7_psi_logl_lmax": f"{sens[PSI_LOG_L].iloc[-1]:.3f}"}
 
 
 # ---------------------------------------------------------------- the models
@@ -155,10 +278,95 @@ def theorem_checks(thm: pd.DataFrame) -> dict[str, object]:
 
 # ---------------------------------------------------------------- Figure 2c
 
+def load_control(profile: str, seeds: Sequence[int], *, jobs: int | None = None) -> dict[str, list]:
+    """The key-0 control: Chapter 9's `charlm` runs of GOAT (the authors' start), RoPE and ALiBi, with
+    their weights. A window of running text starts anywhere, so its first character carries no more
+    about the next one than any other character does: a sink there is structural, as on C4."""
+    return by_method(ensure_runs("charlm", profile, seeds, methods=list(METHODS), jobs=jobs, weights=True), METHODS)
+
+
+def control_batch(record, n: int = 64) -> torch.Tensor:
+    """The first n test windows of the control's text at its training length (inputs only)."""
+    task = make_task(record.config.task)
+    return task.windows(task.seq_len)[:n, :-1]
+
+
+def matched_curve(omega: np.ndarray, p0: np.ndarray, bins: int = 8) -> pd.DataFrame:
+    """Position-matched bins of ω: `omega`, `p0` are (sequences, positions); at every position the
+    sequences are cut into `bins` equal-count bins by the rank of ω there (ties by order), and each
+    bin's mean ω and mean p0 are averaged over positions, so every bin holds the same mix of early and
+    late queries. Index "bin"."""
+    n, positions = omega.shape
+    if n < bins:
+        raise ValueError(f"{n} sequences cannot fill {bins} bins at every position; use bins ≤ {n}.")
+    rank = np.argsort(np.argsort(omega, axis=0, kind="stable"), axis=0, kind="stable")
+    which = rank * bins // n
+    om = np.zeros((positions, bins))
+    p = np.zeros((positions, bins))
+    for b in range(bins):
+        sel = which == b
+        om[:, b] = (omega * sel).sum(0) / sel.sum(0)
+        p[:, b] = (p0 * sel).sum(0) / sel.sum(0)
+    return pd.DataFrame({"bin": range(bins), "omega": om.mean(0), "p0": p.mean(0)}).set_index("bin")
+
+
+def _signal(model, x: torch.Tensor, layer: int) -> dict[str, np.ndarray]:
+    """ω and p0 of `layer` per (sequence, head, query ≥ 1)."""
+    return sink_vs_signal(attention_internals(model, x, layer % len(model.blocks)), flat=False)
+
+
 def sink_curve(models: Sequence, x: torch.Tensor, *, bins: int = 8, layer: int = -1) -> pd.DataFrame:
-    """Attention on key 0 against the content signal ω (Figure 2c), pooled over models (seeds),
-    heads and queries of `layer`: ω is cut at its quantiles; per bin the mean ω, mean and quartiles
-    of p0, and the count. Index "bin"."""
+    """Figure 2c per run (model): each query's head-mean ω against its head-mean attention on key 0
+    (the sink mass of the layer), in position-matched bins (`matched_curve`). Index (run, bin), run
+    0, 1, … in the order of `models`."""
+    frames = []
+    for r, model in enumerate(models):
+        d = _signal(model, x, layer)
+        frames.append(matched_curve(d["omega"].mean(1), d["p0"].mean(1), bins).assign(run=r))
+    return pd.concat(frames).reset_index().set_index(["run", "bin"])
+
+
+def sink_curves(models: Mapping[str, Sequence], x: torch.Tensor, **kwargs) -> dict[str, pd.DataFrame]:
+    """{method: `sink_curve` of its models}."""
+    return {m: sink_curve(ms, x, **kwargs) for m, ms in models.items()}
+
+
+def mean_curve(curve: pd.DataFrame) -> pd.DataFrame:
+    """A `sink_curve` averaged over runs, bin by bin."""
+    return curve.groupby("bin").mean()
+
+
+def shed(curve: pd.DataFrame) -> pd.Series:
+    """Per run of a `sink_curve`: sink mass in the lowest-ω bin minus that in the highest."""
+    p0 = curve["p0"].unstack("bin")
+    return p0.iloc[:, 0] - p0.iloc[:, -1]
+
+
+def shed_share(curve: pd.DataFrame) -> pd.Series:
+    """Per run of a `sink_curve`: the share of its lowest-ω bin's sink mass that is gone in the highest
+    bin, `shed` / p0(lowest bin): 1 when ≈ 1 → ≈ 0 as in the source, whatever share of heads sinks."""
+    return shed(curve) / curve["p0"].unstack("bin").iloc[:, 0]
+
+
+def sink_heads(models: Mapping[str, Sequence], x: torch.Tensor, *, bins: int = 8, layer: int = -1) -> pd.DataFrame:
+    """Per method and run, the head that parks the most attention on key 0 (its mean p0 over queries
+    ≥ 1, "mean p0"), and that head's p0 in its own lowest and highest position-matched ω bin. Index (model label, run)."""
+    out = []
+    for m, ms in models.items():
+        for r, model in enumerate(ms):
+            d = _signal(model, x, layer)
+            share = d["p0"].mean((0, 2))
+            h = int(share.argmax())
+            c = matched_curve(d["omega"][:, h], d["p0"][:, h], bins)
+            out.append({"model": label(m), "run": r, "head": h, "mean p0": float(share[h]),
+                        "p0, lowest ω bin": float(c["p0"].iloc[0]),
+                        "p0, highest ω bin": float(c["p0"].iloc[-1])})
+    return pd.DataFrame(out).set_index(["model", "run"])
+
+
+def pooled_shed(models: Sequence, x: torch.Tensor, *, bins: int = 8, layer: int = -1) -> float:
+    """The measure this chapter used before: every (run, head, query) pooled and cut at the quantiles
+    of ω, with no matching of positions; attention on key 0 in the lowest bin minus the highest."""
     omega, p0 = [], []
     for model in models:
         d = sink_vs_signal(attention_internals(model, x, layer % len(model.blocks)))
@@ -167,56 +375,76 @@ def sink_curve(models: Sequence, x: torch.Tensor, *, bins: int = 8, layer: int =
     omega, p0 = np.concatenate(omega), np.concatenate(p0)
     edges = np.quantile(omega, np.linspace(0, 1, bins + 1))
     idx = np.clip(np.searchsorted(edges, omega, side="right") - 1, 0, bins - 1)
-    out = []
-    for b in range(bins):
-        sel = idx == b
-        out.append({"bin": b, "omega": float(omega[sel].mean()), "p0": float(p0[sel].mean()),
-                    "p0_q1": float(np.quantile(p0[sel], 0.25)), "p0_q3": float(np.quantile(p0[sel], 0.75)),
-                    "n": int(sel.sum())})
-    return pd.DataFrame(out).set_index("bin")
+    return float(p0[idx == 0].mean() - p0[idx == bins - 1].mean())
 
 
-def sink_curves(models: Mapping[str, Sequence], x: torch.Tensor, **kwargs) -> dict[str, pd.DataFrame]:
-    """{method: `sink_curve` of its models}."""
-    return {m: sink_curve(ms, x, **kwargs) for m, ms in models.items()}
-
-
-def _shed(curves: Mapping[str, pd.DataFrame]) -> dict[str, float]:
-    """Per method, attention on key 0 in the lowest-ω bin minus that in the highest."""
-    return {m: float(c["p0"].iloc[0] - c["p0"].iloc[-1]) for m, c in curves.items()}
-
-
-def sink_table(curves: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per method (rows): p0 and ω in the lowest and the highest ω bin, three decimals."""
-    return pd.DataFrame({label(m): {"p0, lowest ω bin": c["p0"].iloc[0], "p0, highest ω bin": c["p0"].iloc[-1],
-                                    "ω, lowest bin": c["omega"].iloc[0], "ω, highest bin": c["omega"].iloc[-1]}
-                         for m, c in curves.items()}).T.round(3)
+def sink_table(curves: Mapping[str, pd.DataFrame], control: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per task and method (rows): sink mass in the lowest and highest ω bin, the drop and the share
+    shed (means over runs, three decimals)."""
+    rows = {}
+    for task, cs in (("copy-mixture", curves), ("char-LM control", control)):
+        for m, c in cs.items():
+            mc = mean_curve(c)
+            rows[(task, label(m))] = {"p0, lowest ω bin": mc["p0"].iloc[0], "p0, highest ω bin": mc["p0"].iloc[-1],
+                                      "drop": float(shed(c).mean()), "share shed": float(shed_share(c).mean())}
+    return pd.DataFrame(rows).T.rename_axis(["task", "model"]).round(3)
 
 
 # ---------------------------------------------------------------- verdicts and prose
 
+def _drops(curves: Mapping[str, pd.DataFrame]) -> dict[str, float]:
+    """Per method, the mean over runs of `shed_share`."""
+    return {m: float(shed_share(c).mean()) for m, c in curves.items()}
+
+
+def _edge(drops: Mapping[str, float]) -> float:
+    """GOAT's share shed minus the larger share of the other methods."""
+    return drops["goat"] - max(v for m, v in drops.items() if m != "goat")
+
+
 def claim_measures(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame]) -> dict[str, float]:
     """S3-01 and S3-02: the largest gap to Proposition 2.2's and 3.1's closed forms; S3-03: the
-    largest violation of Theorem 5.1; S3-04: GOAT's attention on key 0 in the lowest-ω bin minus
-    that in the highest (3 decimals)."""
+    largest violation of Theorem 5.1; S3-04: the share of GOAT's sink mass in the lowest
+    position-matched ω bin that is shed by the highest (`shed_share`, head means, mean over runs) on
+    copy-mixture; S3-22: GOAT's share shed minus the larger of RoPE's and ALiBi's (3 decimals)."""
+    drops = _drops(curves)
     return {"S3-01": float(eot[PROP22].max()), "S3-02": float(eot[PROP31].max()),
-            "S3-03": float(thm["max violation"].max()), "S3-04": round(_shed(curves)["goat"], 3)}
+            "S3-03": float(thm["max violation"].max()), "S3-04": round(drops["goat"], 3), "S3-22": round(_edge(drops), 3)}
 
 
-def claim_details(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame]) -> dict[str, str]:
-    """What the verdict rows add: random points that did better, entries checked, every method's shed."""
+def claim_preconditions(heads: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """S3-04 and S3-22 need a sink to shed: the smallest, over GOAT's runs, of its sink head's mean
+    attention on key 0 (`sink_heads` of the copy-mixture models; 3 decimals)."""
+    sink = round(float(heads.loc[label("goat"), "mean p0"].min()), 3)
+    return {"S3-04": {"goat-has-sink": sink}, "S3-22": {"goat-has-sink": sink}}
+
+
+def claim_details(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame],
+                  control: Mapping[str, pd.DataFrame]) -> dict[str, str]:
+    """What the verdict rows add: random points that did better, entries checked, every method's share
+    shed on copy-mixture and on the char-LM control."""
+    drops = lambda cs: ", ".join(f"{label(m)} {v:+.3f}" for m, v in _drops(cs).items())  # noqa: E731
+    both = f"share of sink mass shed, copy-mixture: {drops(curves)}; char-LM control: {drops(control)}"
     return {"S3-02": f"random simplex points better: {int(eot[BETTER].sum())}",
-            "S3-03": f"{int(thm['checked'].sum()):,} (query, key, head) triples",
-            "S3-04": "; ".join(f"{label(m)} {v:+.2f}" for m, v in _shed(curves).items())}
+            "S3-03": f"{int(thm['checked'].sum()):,} (query, key, head) triples", "S3-04": both, "S3-22": both}
 
 
-def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame]) -> dict[str, str]:
-    """Every number the chapter's text cites, by glue name."""
+def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame],
+                  control: Mapping[str, pd.DataFrame], heads: pd.DataFrame, pooled: float) -> dict[str, str]:
+    """Every number the chapter's text cites, by glue name (`heads` is `sink_heads` of the
+    copy-mixture models, `pooled` GOAT's `pooled_shed`)."""
     out = {"ch7_prop22": f"{eot[PROP22].max():.1e}", "ch7_prop31": f"{eot[PROP31].max():.1e}",
            "ch7_thm_worst": f"{thm['max violation'].max():.1e}", "ch7_thm_checked": f"{int(thm['checked'].sum()):,}",
            "ch7_thm_recompute": f"{thm['recomputed vs forward'].max():.0e}",
-           "ch7_thm_tight": f"{thm['tightness'].max():.2f}"}
-    for m, c in curves.items():
-        out[f"ch7_p0_low_{m}"] = f"{c['p0'].iloc[0]:.2f}"
-        out[f"ch7_p0_high_{m}"] = f"{c['p0'].iloc[-1]:.2f}"
+           "ch7_thm_tight": f"{thm['tightness'].max():.2f}", "ch7_pooled_goat": f"{pooled:.2f}"}
+    for prefix, cs in (("ch7", curves), ("ch7_ctl", control)):
+        for m, c in cs.items():
+            mc = mean_curve(c)
+            out[f"{prefix}_p0_low_{m}"] = f"{mc['p0'].iloc[0]:.3f}"
+            out[f"{prefix}_p0_high_{m}"] = f"{mc['p0'].iloc[-1]:.3f}"
+            out[f"{prefix}_drop_{m}"] = f"{float(shed(c).mean()):+.3f}"
+            out[f"{prefix}_share_{m}"] = f"{float(shed_share(c).mean()):+.0%}"
+    goat = heads.loc[label("goat")]
+    out["ch7_sinkhead_low"] = f"{goat['p0, lowest ω bin'].mean():.2f}"
+    out["ch7_sinkhead_high"] = f"{goat['p0, highest ω bin'].mean():.2f}"
     return out

@@ -116,10 +116,13 @@ def collapse_bounds(internals: dict[str, Tensor]) -> dict[str, float]:
     return {"max_violation": float(violation.max()), "max_tightness": float(tight.max()), "checked": int(mask.sum())}
 
 
-def sink_vs_signal(internals: dict[str, Tensor], *, skip: int = 1) -> dict[str, np.ndarray]:
-    """Per (batch, head, query i ≥ skip): content signal ω_i and the attention weight on key 0."""
+def sink_vs_signal(internals: dict[str, Tensor], *, skip: int = 1, flat: bool = True) -> dict[str, np.ndarray]:
+    """Per (batch, head, query i ≥ skip): content signal ω_i and the attention weight on key 0,
+    flattened, or (flat=False) as arrays (batch, head, n − skip)."""
     omega = _row_range(internals["content"], internals["visible"])[..., skip:]
     p0 = internals["weights"][..., skip:, 0]
+    if not flat:
+        return {"omega": omega.numpy(), "p0": p0.numpy()}
     return {"omega": omega.flatten().numpy(), "p0": p0.flatten().numpy()}
 
 
