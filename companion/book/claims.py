@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from companion.book.display import number
 from companion.paths import repo_root
 
 __all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "assess", "record", "record_all", "verdict_table",
@@ -219,14 +220,7 @@ def assess(claim: Claim, measure: Any, preconditions: dict[str, Any] | None = No
     return verdict(claim.rule, measure), []
 
 
-def format_measure(m: Any) -> str:
-    if isinstance(m, bool) or m is None:
-        return str(m)
-    if isinstance(m, float):
-        return f"{m:.3g}" if m != 0 and (abs(m) < 1e-3 or abs(m) >= 1e4) else f"{m:.4g}"
-    if isinstance(m, (list, tuple)):
-        return "[" + ", ".join(format_measure(x) for x in m) + "]"
-    return str(m)
+format_measure = number  # the ledger's one number format (companion.book.display)
 
 
 def _jsonable(m: Any) -> Any:
