@@ -260,10 +260,15 @@ class RunConfig(_Checked):
     task: TaskConfig = field(default_factory=TaskConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     device: str = "cpu"
+    readouts: tuple[str, ...] = ()  # measured on the trained model and stored in the record (`companion.readouts`)
 
     def _validate(self) -> None:
         if self.seed < 0:
             raise ValueError(f"RunConfig.seed must be >= 0, got {self.seed}.")
+        if self.readouts:
+            from companion.readouts import check_readouts
+
+            check_readouts(self.readouts)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 `run(cfg)` is deterministic for a config on one build: the weights come from `stream(seed, "init")`,
 the batch order from `stream(seed, "order")`, the task's data from its own task-level seed, and every
 run trains on `THREADS` torch threads, whoever calls it. A `Record` holds what the chapters read
-(final metrics, curves, drift with attention maps) and the provenance (code version, device,
+(final metrics, curves, drift with attention maps, the config's readouts) and the provenance (code version, device,
 threads, versions, commit, wall time); `companion.store` keeps it. `run_group(cfgs)` trains the
 seeds of one config together (`companion.batched`) and returns one Record per seed.
 """
@@ -27,12 +27,14 @@ from companion.paths import repo_root
 __all__ = ["SCHEMA_VERSION", "READABLE_SCHEMAS", "RECORD_KEYS", "THREADS", "Record", "run", "run_group",
            "check_group", "stream", "git_commit", "execution_note"]
 
-SCHEMA_VERSION = 3  # 2: records say how many threads trained them; 3: and how they were executed
+SCHEMA_VERSION = 4  # 2: records say how many threads trained them; 3: and how they were executed; 4: readouts
 RECORD_KEYS = ("schema_version", "run_id", "code_version", "config", "seed", "device", "threads",
                "torch_version", "git_commit", "wall_time", "metrics", "curves", "drift", "finished_at",
-               "execution")
-# Older schemas that still load, with the keys they lack: every schema-2 record was trained alone.
-READABLE_SCHEMAS = {2: {"execution": {"mode": "solo", "members": 1}}, SCHEMA_VERSION: {}}
+               "execution", "readouts")
+# Older schemas that still load, with the keys they lack: every schema-2 record was trained alone, and
+# no record before schema 4 measured a readout.
+READABLE_SCHEMAS = {2: {"execution": {"mode": "solo", "members": 1}, "readouts": {}}, 3: {"readouts": {}},
+                    SCHEMA_VERSION: {}}
 
 # Torch intra-op threads of every run, on every executor. A float32 sum split over another number of
 # threads rounds differently, and a few dozen steps later two runs of one config part (smoke, seed 0:
@@ -72,8 +74,11 @@ class Record:
         metrics: {split: {metric: value}} at the last evaluation.
         curves: `History.to_dict()`: steps, eval curves, per-step train loss and lr, wall time.
         drift: `DriftTracker.result()`.
-        execution: how the run was executed, {"mode": "solo" | "batched", "members": M}: alone, or
-            as one of M seed-stacked members (`run_group`); never part of the run's identity.
+        execution: how and where the run was executed, {"mode": "solo" | "batched", "members": M,
+            "machine": …}: alone, or as one of M seed-stacked members (`run_group`), and the
+            accelerator or processor it ran on; never part of the run's identity.
+        readouts: {spec: value} of the config's readouts (`companion.readouts`), measured on the
+            trained model at the end of the run: what a chapter reads instead of weights.
     """
 
     run_id: str
@@ -90,6 +95,7 @@ class Record:
     finished_at: str = ""
     schema_version: int = SCHEMA_VERSION
     execution: dict[str, Any] = field(default_factory=lambda: execution_note(1))
+    readouts: dict[str, Any] = field(default_factory=dict)
     seed: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -109,9 +115,25 @@ class Record:
         return cls(**kwargs)
 
 
-def execution_note(members: int) -> dict[str, Any]:
-    """A record's `execution`: "solo" for a run alone, "batched" with the group's size otherwise."""
-    return {"mode": "batched" if members > 1 else "solo", "members": members}
+def execution_note(members: int, device: str = "cpu") -> dict[str, Any]:
+    """A record's `execution`: "solo" for a run alone, "batched" with the group's size otherwise, and
+    the machine it ran on (`machine_name`)."""
+    return {"mode": "batched" if members > 1 else "solo", "members": members, "machine": machine_name(device)}
+
+
+@lru_cache(maxsize=8)
+def machine_name(device: str = "cpu") -> str:
+    """What a run on `device` ran on, for its provenance: the GPU's name for CUDA ("NVIDIA H200"),
+    else the processor and core count ("x86_64, 2 cores"). Never raises."""
+    import os
+    import platform
+
+    try:
+        if str(device).startswith("cuda") and torch.cuda.is_available():
+            return torch.cuda.get_device_name(torch.device(device))
+    except Exception:  # noqa: BLE001  (provenance is best effort)
+        pass
+    return f"{platform.machine() or 'cpu'}, {os.cpu_count() or '?'} cores"
 
 
 def run(cfg: RunConfig, *, progress: bool = False, return_model: bool = False):
@@ -141,7 +163,7 @@ def _run(cfg: RunConfig, progress: bool, return_model: bool):
     tracker = DriftTracker(task.probe_inputs())
     hist = train(model, task, cfg.train, generator=stream(cfg.seed, "order"), callbacks=[tracker],
                  progress=progress)
-    record = _record(cfg, hist, tracker, time.perf_counter() - start, 1)
+    record = _record(cfg, hist, tracker, time.perf_counter() - start, 1, _readouts(cfg, model, task))
     return (record, model.cpu()) if return_model else record
 
 
@@ -151,14 +173,20 @@ def _build(cfg: RunConfig, task):
     return build_model(cfg.model, task, generator=stream(cfg.seed, "init")).to(cfg.device)
 
 
-def _record(cfg: RunConfig, hist, tracker, wall_time: float, members: int) -> Record:
+def _readouts(cfg: RunConfig, model, task) -> dict[str, Any]:
+    from companion.readouts import measure_readouts
+
+    return measure_readouts(cfg.readouts, model, task)
+
+
+def _record(cfg: RunConfig, hist, tracker, wall_time: float, members: int, readouts: dict[str, Any]) -> Record:
     return Record(
         run_id=run_id(cfg), config=cfg, metrics=hist.final(), curves=hist.to_dict(),
         drift=tracker.result(), wall_time=wall_time,
         code_version=code_version(cfg.task.name),
         device=cfg.device, threads=torch.get_num_threads(), git_commit=git_commit(),
         finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        execution=execution_note(members),
+        execution=execution_note(members, cfg.device), readouts=readouts,
     )
 
 
@@ -233,6 +261,7 @@ def _run_group(cfgs, progress: bool, return_models: bool) -> list:
     trackers = [DriftTracker(task.probe_inputs()) for _ in cfgs]
     hists = train_stacked(models, task, cfgs[0].train, generators=[stream(c.seed, "order") for c in cfgs],
                           callbacks=[[t] for t in trackers], progress=progress)
+    readouts = [_readouts(c, m, task) for c, m in zip(cfgs, models)]
     wall = (time.perf_counter() - start) / len(cfgs)
-    records = [_record(c, h, t, wall, len(cfgs)) for c, h, t in zip(cfgs, hists, trackers)]
+    records = [_record(c, h, t, wall, len(cfgs), r) for c, h, t, r in zip(cfgs, hists, trackers, readouts)]
     return [(r, m.cpu()) for r, m in zip(records, models)] if return_models else records

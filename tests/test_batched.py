@@ -42,6 +42,9 @@ CASES = {
         "task.n_bits=6", "task.n_train=32", "task.eval_points=0", "train.steps=20", "train.eval_every=10",
         "train.batch_size=16", "model.pool=mean"]),
 }
+from companion.runs import machine_name
+
+MACHINE = machine_name("cpu")  # the processor the records name, e.g. "x86_64, 2 cores"
 
 
 def _cfgs(case: str, seeds=(0, 1, 2)):
@@ -61,7 +64,7 @@ def test_members_trained_together_equal_the_runs_alone(case):
     worst = 0.0
     for (ra, ma), (rb, mb) in zip(alone, together):
         assert rb.run_id == ra.run_id == run_id(rb.config)  # the id never says how a run was executed
-        assert (ra.execution, rb.execution) == ({"mode": "solo", "members": 1}, {"mode": "batched", "members": 3})
+        assert (ra.execution, rb.execution) == ({"mode": "solo", "members": 1, "machine": MACHINE}, {"mode": "batched", "members": 3, "machine": MACHINE})
         assert rb.curves["steps"] == ra.curves["steps"] and rb.curves["lr"] == ra.curves["lr"]
         _close(rb.curves["train_loss"], ra.curves["train_loss"])
         for split, metrics in ra.curves["eval"].items():
@@ -154,7 +157,7 @@ def test_group_validation_says_why():
     assert "prior 'goat'" in why_not_batchable(goat)
     # a group of one is a run alone, and says so
     (single,) = run_group([get_experiment("smoke").config("ci", "mask", 0, ["train.steps=2", "train.eval_every=0"])])
-    assert single.execution == {"mode": "solo", "members": 1}
+    assert single.execution == {"mode": "solo", "members": 1, "machine": MACHINE}
 
 
 def test_plan_groups_batches_the_seeds_of_each_method():
@@ -181,7 +184,7 @@ def test_executors_write_one_record_per_member(tmp_path, jobs):
     assert sorted(p.stem for p in tmp_path.glob("*.json")) == sorted(run_id(c) for c in cfgs)
     assert all(RunStore(tmp_path).has_weights(r.run_id) for r in records)
     # one worker: each method's three seeds in one group; two workers: the two groups side by side
-    assert [r.execution for r in records] == [{"mode": "batched", "members": 3}] * 6
+    assert [r.execution for r in records] == [{"mode": "batched", "members": 3, "machine": MACHINE}] * 6
     alone = run(cfgs[4])
     assert records[4].curves["train_loss"] == pytest.approx(alone.curves["train_loss"], rel=RTOL, abs=ATOL)
 

@@ -13,7 +13,7 @@ from companion.book import ch03_boolean as ch
 from companion.experiments import get_experiment
 from companion.experiments.gotu import METHODS
 from companion.runs import run
-from companion.tasks.boolean import FUNCTIONS
+from companion.tasks.boolean import FUNCTIONS, BooleanTask, mdi_distance, mdi_readout
 
 TINY = ["task.n_bits=6", "task.n_train=32", "task.eval_points=0", "train.steps=12", "train.eval_every=6",
         "train.batch_size=16", "model.d_model=16", "model.d_ff=16", "model.n_heads=2"]
@@ -257,10 +257,10 @@ def test_mdi_distance_in_function_space_on_2parity():
     x, y = task.splits["unseen"]  # x0 = x1 = −1: the target is +1, the MDI x0 + x1 − 1 is −3
     mdi = evaluate(task.fn.mdi(15), 2.0 * x.float() - 1)
     assert set(y.tolist()) == {1.0} and set(mdi.tolist()) == {-3.0}
-    half = ch.mdi_distance(torch.full_like(y, -1.0), y, mdi, task.labels)
+    half = mdi_distance(torch.full_like(y, -1.0), y, mdi, task.labels)
     assert half == {"distance": 0.5, "agree": 1.0}  # rounds like the MDI, halfway to the target in value
-    assert ch.mdi_distance(mdi, y, mdi, task.labels) == {"distance": 0.0, "agree": 1.0}
-    assert ch.mdi_distance(y, y, mdi, task.labels) == {"distance": 1.0, "agree": 0.0}
+    assert mdi_distance(mdi, y, mdi, task.labels) == {"distance": 0.0, "agree": 1.0}
+    assert mdi_distance(y, y, mdi, task.labels) == {"distance": 1.0, "agree": 0.0}
 
 
 class _Constant(torch.nn.Module):
@@ -272,13 +272,14 @@ class _Constant(torch.nn.Module):
         return self.value.expand(tokens.shape[0], 1)
 
 
-def test_function_space_reads_the_models_of_fitted_tasks_from_the_store():
-    recs = {"2parity": [_record("2parity", "default", s) for s in range(2)] + [_record("2parity", "mask", 0)],
+def test_function_space_reads_the_mdi_readout_of_fitted_tasks():
+    task = BooleanTask("2parity", n_bits=ch.N_BITS)
+    # the readout each run stores, measured on a constant model: −1 everywhere, then +1 everywhere
+    values = [mdi_readout(_Constant(-1.0 + s * 2.0), task, "") for s in range(2)]
+    recs = {"2parity": [_record("2parity", "default", s, readouts={"mdi_distance": values[s]}) for s in range(2)]
+            + [_record("2parity", "mask", 0)],
             "cyclic3": [_record("cyclic3", "default", 0)]}  # Cyclic3's default does not fit: left out
-    loaded_ids = []
-    store = SimpleNamespace(load_model=lambda r: loaded_ids.append(r.run_id) or _Constant(-1.0 + r.seed * 2.0))
-    space = ch.function_space(recs, store=store)
-    assert loaded_ids == ["2parity-default-0", "2parity-default-1"]
+    space = ch.function_space(recs)
     assert space[["task", "seed", "distance", "agree", "mean_pred", "mean_mdi"]].to_dict("records") == [
         {"task": "2parity", "seed": 0, "distance": 0.5, "agree": 1.0, "mean_pred": -1.0, "mean_mdi": -3.0},
         {"task": "2parity", "seed": 1, "distance": 1.0, "agree": 0.0, "mean_pred": 1.0, "mean_mdi": -3.0}]

@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 import torch
 
+from companion.readouts import jsonable, log_mask
+
 from companion.book import ch06_referees as ch
 from companion.config import TaskConfig
 from companion.experiments import get_experiment
@@ -219,18 +221,19 @@ def test_separating_drift_counts_only_the_entries_that_differ():
     wrong = torch.tensor([[True, True, False], [True, True, False], [False, False, True]])
     right = torch.tensor([[True, False, True], [True, True, False], [False, False, True]])
     init = torch.where(wrong, 10.0, -10.0)
-    assert ch.separating_drift(init, init, wrong, right) == 0.0
-    assert ch.separating_drift(init, torch.where(right, 10.0, -10.0), wrong, right) == pytest.approx(1.0)
+    ls = lambda m: torch.nn.functional.logsigmoid(m.double())  # noqa: E731  (as the readout stores it)
+    assert ch.separating_drift(init, ls(init), wrong, right) == 0.0
+    assert ch.separating_drift(init, ls(torch.where(right, 10.0, -10.0)), wrong, right) == pytest.approx(1.0)
     # of the two separating entries, (0, 2) moves from M = −10 to 0 and (0, 1) stays
     span = math.log(1 / (1 + math.exp(-10))) - math.log(1 / (1 + math.exp(10)))
     half = init.clone()
     half[0, 2] = 0.0
     moved = (math.log(0.5) - math.log(1 / (1 + math.exp(10)))) / span
-    assert ch.separating_drift(init, half, wrong, right) == pytest.approx(moved / 2)
+    assert ch.separating_drift(init, ls(half), wrong, right) == pytest.approx(moved / 2)
     # moving away from the right pattern counts negative
     away = init.clone()
     away[0, 2] = -20.0
-    assert ch.separating_drift(init, away, wrong, right) < 0
+    assert ch.separating_drift(init, ls(away), wrong, right) < 0
 
 
 def test_misspecified_drift_reads_the_final_masks(runs):
@@ -238,14 +241,21 @@ def test_misspecified_drift_reads_the_final_masks(runs):
     right = BooleanTask("2parity", n_bits=N_BITS).mask_pattern("support", cls=True)
     final = torch.where(pattern, 10.0, -10.0)
     final[right & ~pattern] = 0.0  # every entry the right mask opens moves from −10 to 0
-    model = SimpleNamespace(state_dict=lambda: {"blocks.0.attn.prior.logits": final[None],
+    # the readout the runs store: log σ(M) of each layer's mask, averaged over heads (here two equal heads)
+    model = SimpleNamespace(state_dict=lambda: {"blocks.0.attn.prior.logits": final[None].repeat(2, 1, 1),
                                                 "blocks.0.attn.other": torch.zeros(1)})
-    store = SimpleNamespace(load_model=lambda r: model)
+    value = jsonable(log_mask(model, None, ""))
+    assert list(value) == ["blocks.0.attn.prior.logits"]
+    cell = [SimpleNamespace(**{**vars(r), "readouts": {"log_mask": value}}) for r in runs[("2parity", "misspecified", 10.0)]]
+    runs = {**runs, ("2parity", "misspecified", 10.0): cell}
     sep = (pattern != right)
     n_up, n_down = int((right & ~pattern).sum()), int((pattern & ~right).sum())
     moved = (math.log(0.5) + math.log1p(math.exp(10))) / (math.log1p(math.exp(10)) - math.log1p(math.exp(-10)))
     assert int(sep.sum()) == n_up + n_down
-    assert ch.misspecified_drift(runs, "2parity", store=store) == pytest.approx(moved * n_up / (n_up + n_down))
+    assert ch.misspecified_drift(runs, "2parity") == pytest.approx(moved * n_up / (n_up + n_down))
+    bare = {**runs, ("2parity", "misspecified", 10.0): [SimpleNamespace(**{**vars(r), "readouts": {}}) for r in cell]}
+    with pytest.raises(ValueError, match="has no readout 'log_mask'"):
+        ch.misspecified_drift(bare, "2parity")
 
 
 def test_prose_numbers_exact(frame, qk):

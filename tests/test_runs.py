@@ -47,6 +47,8 @@ def _mutations(obj, path=()):
                 params[i] = (k, _bump(v))
                 yield path + (f.name, k), _with(obj, f.name, _with(value, "params", tuple(params)))
             continue
+        elif isinstance(value, tuple) and all(isinstance(v, str) for v in value):
+            new = value[:-1] if value else ("log_mask",)  # readouts: one more or one fewer
         elif isinstance(value, tuple):
             new = tuple(v / 2 for v in value)
         else:

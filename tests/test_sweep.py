@@ -18,6 +18,7 @@ from companion.sweep import ensure_runs, parse_seeds, plan
 TINY = ["train.steps=30", "train.eval_every=10"]
 SWEEP = [sys.executable, "-m", "companion", "sweep", "smoke", "--profile", "ci", "--seeds", "0-4"]
 SETS = [a for item in TINY for a in ("--set", item)]
+from companion.runs import machine_name
 
 
 def _records(root: Path) -> dict[str, bytes]:
@@ -93,7 +94,7 @@ def test_slurm_path_through_submitit_local_cluster(tmp_path, seeds):
     results = list((root / ".submitit").rglob("*_result.pkl"))
     assert len(results) == 2  # one submitit array task per method: its seeds train together
     notes = [json.loads(p.read_text())["execution"] for p in root.glob("*.json")]
-    assert notes == [{"mode": "batched", "members": n}] * (2 * n)  # each member wrote its own record
+    assert notes == [{"mode": "batched", "members": n, "machine": machine_name("cpu")}] * (2 * n)  # each member wrote its own record
 
 
 def test_slurm_path_debug_cluster_runs_only_missing(tmp_path):

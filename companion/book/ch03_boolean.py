@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from companion.boolean_fourier import cube, evaluate
-from companion.book.frames import long_curves, open_mass, records_frame, trained_models
+from companion.book.frames import long_curves, open_mass, readout, records_frame
 from companion.book.labels import label, task_title
 from companion.book.prose import num, pct
 from companion.book.stats import paired_table, summary_table
@@ -235,37 +235,21 @@ def structured_gain_fitted(frame: pd.DataFrame, tasks: Sequence[str], fit: float
     return {"gain": max(gains, default=float("nan")), "fitted": fitted}
 
 
-def mdi_distance(pred: torch.Tensor, target: torch.Tensor, mdi: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
-    """A model against the minimum-degree interpolator in function space, on one set of points:
-    `distance` = RMS(pred − mdi) / RMS(target − mdi), 0 on the MDI and 1 on the target (the correct
-    extrapolation); `agree`: the share of points where the prediction and the MDI round to the same
-    label (the accuracy-level reading, blind to where between the labels a prediction sits)."""
-    near = lambda v: labels[(v[:, None] - labels[None, :]).abs().argmin(dim=1)]  # noqa: E731
-    scale = float((target - mdi).pow(2).mean().sqrt())
-    return {"distance": float((pred - mdi).pow(2).mean().sqrt()) / scale if scale > 0 else float("nan"),
-            "agree": float((near(pred) == near(mdi)).float().mean())}
-
-
-def function_space(records: dict[str, Sequence], method: str = "default", fit: float = FIT, store=None) -> pd.DataFrame:
+def function_space(records: dict[str, Sequence], method: str = "default", fit: float = FIT) -> pd.DataFrame:
     """Every run of `method` on the tasks where its runs fit the seen set on average (mean seen
-    accuracy ≥ `fit`; elsewhere there is no interpolator to compare with), read back from the store
-    (`trained_models`) and evaluated on the task's unseen set U against the MDI (`mdi_distance`):
-    columns task, seed, seen (its seen accuracy), distance, agree, and mean_pred / mean_mdi (the mean
-    prediction and the MDI's mean value on U)."""
+    accuracy ≥ `fit`; elsewhere there is no interpolator to compare with), against the MDI on the
+    task's unseen set U, as measured at the end of each run (the record's `mdi_distance` readout,
+    `companion.tasks.boolean.mdi_readout`): columns task, seed, seen (its seen accuracy), distance,
+    agree, and mean_pred / mean_mdi (the mean prediction and the MDI's mean value on U)."""
     rows = []
     for fn, recs in records.items():
         runs = [r for r in recs if r.config.method == method]
         if not runs or np.mean([r.metrics["seen"]["acc"] for r in runs]) < fit:
             continue
-        task = BooleanTask(fn, n_bits=N_BITS)
-        x, y = task.splits["unseen"]
-        mdi = evaluate(task.fn.mdi(N_BITS), (2.0 * x - 1).to(torch.float32))
-        for rec, model in zip(runs, trained_models(runs, store)):
-            pred = task.predict(model, x)
+        for rec in runs:
             rows.append({"task": fn, "seed": rec.seed, "seen": rec.metrics["seen"]["acc"],
-                         **mdi_distance(pred, y, mdi, task.labels), "mean_pred": float(pred.mean()),
-                         "mean_mdi": float(mdi.mean())})
-    return pd.DataFrame(rows)
+                         **readout(rec, "mdi_distance")})
+    return pd.DataFrame(rows, columns=["task", "seed", "seen", "distance", "agree", "mean_pred", "mean_mdi"])
 
 
 def space_numbers(space: pd.DataFrame) -> dict[str, str]:

@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from companion.book.frames import open_mass, records_frame, trained_models
+from companion.book.frames import open_mass, readout, records_frame
 from companion.book.labels import label, task_title
 from companion.book.prose import num, pct, signed
 from companion.book.stats import paired, sign_flip_p, summarize
@@ -275,39 +275,40 @@ def mask_matters(frame: pd.DataFrame, fit: float = FIT, gain: float = GAIN) -> l
     return out
 
 
-def separating_drift(logits_init, logits_final, wrong, right) -> float:
+def separating_drift(logits_init, log_mask_final, wrong, right) -> float:
     """How far a mask moved from the wrong pattern towards the right one, on the entries that separate
     them (open in one, closed in the other), as a fraction of the distance between the two patterns.
 
-    Per separating entry, Δ log σ(M) signed towards the right pattern (up where the right mask opens,
-    down where it closes), over |log σ(c) − log σ(−c)| at the initial contrast c; averaged over the
-    entries. 0: frozen at the wrong pattern; 1: moved all the way to the right one. The closed
-    entries' mass cannot hide a few nats of movement here, as it can in ‖Δ log σ(M)‖_F / ‖log σ(M_0)‖_F."""
+    `logits_init` is the initial M (equal across heads), `log_mask_final` the trained log σ(M) (a head
+    mean, as the `log_mask` readout stores it, or any (…, n, n) stack). Per separating entry,
+    Δ log σ(M) signed towards the right pattern (up where the right mask opens, down where it closes),
+    over |log σ(c) − log σ(−c)| at the initial contrast c; averaged over the entries (and heads). 0:
+    frozen at the wrong pattern; 1: moved all the way to the right one. The closed entries' mass cannot
+    hide a few nats of movement here, as it can in ‖Δ log σ(M)‖_F / ‖log σ(M_0)‖_F."""
     import torch
     import torch.nn.functional as F
 
-    m0, mt = torch.as_tensor(logits_init, dtype=torch.float64), torch.as_tensor(logits_final, dtype=torch.float64)
+    m0 = torch.as_tensor(logits_init, dtype=torch.float64)
+    lt = torch.as_tensor(log_mask_final, dtype=torch.float64)
     wrong, right = torch.as_tensor(wrong, dtype=torch.bool), torch.as_tensor(right, dtype=torch.bool)
     sep = wrong != right
     c = float(m0.abs().max())
     span = float(F.logsigmoid(torch.tensor(c)) - F.logsigmoid(torch.tensor(-c)))
-    step = (F.logsigmoid(mt) - F.logsigmoid(m0)) * torch.where(right, 1.0, -1.0)
+    step = (lt - F.logsigmoid(m0)) * torch.where(right, 1.0, -1.0)
     return float(step[..., sep].mean()) / span
 
 
-def misspecified_drift(runs: Mapping[tuple[str, str, float], Sequence], task: str, contrast: float = 10.0,
-                       store=None) -> float:
+def misspecified_drift(runs: Mapping[tuple[str, str, float], Sequence], task: str, contrast: float = 10.0) -> float:
     """`separating_drift` of the misspecified mask at ±`contrast` on `task`, mean over layers and seeds;
-    the final masks are read back from the run store."""
+    the final masks are the records' `log_mask` readouts (measured at the end of each run)."""
     records = runs[(task, "misspecified", contrast)]
     wrong = _pattern(records[0].config.task, records[0].config.model.prior.variant)
     right = _pattern(records[0].config.task, "support")
-    values = []
-    for model in trained_models(records, store):
-        for name, logits in model.state_dict().items():
-            if name.endswith("prior.logits"):
-                init = np.where(np.asarray(wrong), contrast, -contrast)[None].repeat(logits.shape[0], 0)  # M_0
-                values.append(separating_drift(init, logits, wrong, right))
+    init = np.where(np.asarray(wrong), contrast, -contrast)  # M_0, the same for every head
+    values = [separating_drift(init, final, wrong, right)
+              for rec in records for final in readout(rec, "log_mask").values()]
+    if not values:
+        raise ValueError(f"the misspecified {task} runs hold no learnable mask in their `log_mask` readout.")
     return float(np.mean(values))
 
 

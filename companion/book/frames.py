@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["records_frame", "curves", "long_curves", "by_method", "trained_models", "open_mass"]
+__all__ = ["records_frame", "curves", "long_curves", "by_method", "readout", "trained_models", "open_mass"]
 
 
 def records_frame(records: Sequence) -> pd.DataFrame:
@@ -53,6 +53,18 @@ def by_method(records: Sequence, methods: Sequence[str] | None = None) -> dict[s
     for rec in records:
         out.setdefault(rec.config.method, []).append(rec)
     return {m: sorted(rs, key=lambda r: r.seed) for m, rs in out.items()}
+
+
+def readout(record, spec: str):
+    """The value of readout `spec` measured at the end of `record`'s run (`companion.readouts`); a
+    ValueError naming the run and the fix when the record lacks it (made before the readout existed,
+    or by a config without it)."""
+    values = getattr(record, "readouts", None) or {}
+    if spec not in values:
+        raise ValueError(f"run {record.run_id[:12]} ({record.config.experiment}/{record.config.method}, seed "
+                         f"{record.seed}) has no readout {spec!r} (it has: {sorted(values) or 'none'}); its config "
+                         "must list it in `readouts` (companion.experiments): rerun the run with that config.")
+    return values[spec]
 
 
 def trained_models(records: Sequence, store=None) -> list:

@@ -32,6 +32,9 @@ PAPER_SCHEDULE = {"2parity": (1e-5, 20), "cyclic3": (2e-5, 80), "maj3": (1e-5, 3
 SEEN = {"2parity": 24576, "cyclic3": 28672, "maj3": 24576, "threesym": 16384}
 CI_TRAIN_POINTS = 4096
 CI_STEPS = 250
+# What Chapter 3 (function space, S2-05) and Chapter 6 (the misspecified mask's drift) read from
+# the trained models: stored in each record, so that records made elsewhere need no weights.
+READOUTS = ("mdi_distance", "log_mask")
 
 
 def gotu_configs(function: str, profile: str) -> dict[str, RunConfig]:
@@ -48,7 +51,7 @@ def gotu_configs(function: str, profile: str) -> dict[str, RunConfig]:
         task = TaskConfig.of("boolean", function=function, n_bits=15, n_train=CI_TRAIN_POINTS, eval_points=1024)
         train = TrainConfig(optimizer="adam", lr=3e-3, weight_decay=1e-3, batch_size=64, steps=CI_STEPS,
                             eval_every=CI_STEPS // 5)
-    base = RunConfig(f"gotu-{function}", "default", profile, 0, model, task, train)
+    base = RunConfig(f"gotu-{function}", "default", profile, 0, model, task, train, readouts=READOUTS)
     return {m: replace(base, method=m, model=method_model(model, m, variant="support")) for m in METHODS}
 
 

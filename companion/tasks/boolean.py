@@ -28,9 +28,10 @@ from torch import Tensor, nn
 
 from companion.boolean_fourier import Expansion, cube, evaluate, min_degree_interpolator
 from companion.masks import pattern_for
+from companion.readouts import register_readout
 from companion.tasks import TaskSpec, epoch_batches, model_device, register_task
 
-__all__ = ["BooleanFunction", "FUNCTIONS", "BooleanTask", "accuracy", "METRICS"]
+__all__ = ["BooleanFunction", "FUNCTIONS", "BooleanTask", "accuracy", "METRICS", "mdi_distance", "mdi_readout"]
 
 
 @dataclass(frozen=True)
@@ -191,3 +192,28 @@ class BooleanTask:
         return {"cube": accuracy(pred, y, self.labels, self.metric),
                 "unseen": accuracy(pred[u], y[u], self.labels, self.metric),
                 "seen": accuracy(pred[~u], y[~u], self.labels, self.metric)}
+
+
+def mdi_distance(pred: Tensor, target: Tensor, mdi: Tensor, labels: Tensor) -> dict[str, float]:
+    """How close predictions on the unseen set come to the minimum-degree interpolator, as functions:
+    `distance` = RMS(pred − mdi) / RMS(target − mdi), 0 on the MDI and 1 on the target (the correct
+    extrapolation); `agree`: the share of points where the prediction and the MDI round to the same
+    label (the accuracy-level reading, blind to where between the labels a prediction sits)."""
+    near = lambda v: labels[(v[:, None] - labels[None, :]).abs().argmin(dim=1)]  # noqa: E731
+    scale = float((target - mdi).pow(2).mean().sqrt())
+    return {"distance": float((pred - mdi).pow(2).mean().sqrt()) / scale if scale > 0 else float("nan"),
+            "agree": float((near(pred) == near(mdi)).float().mean())}
+
+
+@register_readout("mdi_distance")
+def mdi_readout(model: nn.Module, task: BooleanTask, arg: str) -> dict[str, float]:
+    """The trained model on the unseen set U against the MDI (`mdi_distance`), with its mean
+    prediction and the MDI's mean value there (no argument)."""
+    if arg:
+        raise ValueError(f"readout 'mdi_distance' takes no argument, got {arg!r}.")
+    if not isinstance(task, BooleanTask):
+        raise ValueError(f"readout 'mdi_distance' needs a Boolean task, not {type(task).__name__}.")
+    x, y = task.splits["unseen"]
+    mdi = evaluate(task.fn.mdi(task.n_bits), (2.0 * x - 1).to(torch.float32))
+    pred = task.predict(model, x)
+    return {**mdi_distance(pred, y, mdi, task.labels), "mean_pred": float(pred.mean()), "mean_mdi": float(mdi.mean())}

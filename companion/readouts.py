@@ -1,0 +1,128 @@
+"""Readouts: what a chapter reads from a trained model, measured once at the end of its run.
+
+A chapter that needs more than a run's metrics and curves (predictions on a held-out set against a
+reference function, the final prior parameters, losses at lengths it never trained on, attention
+internals on a fixed batch…) names a readout in the run's config (`RunConfig.readouts`, e.g.
+`("mdi_distance",)` or `("lm_lengths:64,128,256",)`). The run measures it on the trained model, in
+eval mode without gradients, and stores the value in its record (`Record.readouts`, keyed by the
+spec). Records are kilobytes, so records made on any machine (a GPU window, a cluster) can be copied
+back, committed and read by a chapter without weights.
+
+A readout is a function `(model, task, arg) -> JSON-able value`, registered under a name with
+`register_readout` by the module that knows what it measures (a task module for task readouts, this
+module for generic ones). `arg` is the text after the first ":" of the spec ("" when none); the
+function parses and validates it. Values are plain Python (tensors are converted by `jsonable`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+
+__all__ = ["READOUTS", "register_readout", "parse_readout", "check_readouts", "measure_readouts", "jsonable",
+           "parse_ints", "log_mask"]
+
+Readout = Callable[[torch.nn.Module, Any, str], Any]
+READOUTS: dict[str, Readout] = {}
+
+
+def register_readout(name: str):
+    """Decorator: register `fn(model, task, arg)` as the readout `name` (a name is registered once)."""
+    if not name or ":" in name:
+        raise ValueError(f"a readout name is a non-empty word without ':', got {name!r}.")
+
+    def deco(fn: Readout) -> Readout:
+        if name in READOUTS and READOUTS[name] is not fn:
+            raise ValueError(f"readout {name!r} is registered twice ({READOUTS[name].__module__} and {fn.__module__}).")
+        READOUTS[name] = fn
+        return fn
+
+    return deco
+
+
+def parse_readout(spec: str) -> tuple[str, str]:
+    """"lm_lengths:64,128" → ("lm_lengths", "64,128"); "mdi_distance" → ("mdi_distance", "")."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"a readout is a name with an optional ':argument', got {spec!r}.")
+    name, _, arg = spec.partition(":")
+    return name.strip(), arg.strip()
+
+
+def _registry() -> dict[str, Readout]:
+    from companion.tasks import load_tasks
+
+    load_tasks()  # task modules register their readouts on import
+    return READOUTS
+
+
+def check_readouts(specs) -> None:
+    """Raise ValueError naming the first unknown readout and listing the registered ones."""
+    known = _registry()
+    for spec in specs:
+        name, _ = parse_readout(spec)
+        if name not in known:
+            raise ValueError(f"unknown readout {name!r} in {spec!r}; registered: {', '.join(sorted(known)) or 'none'}. "
+                             "A readout is registered with companion.readouts.register_readout.")
+
+
+def jsonable(value: Any) -> Any:
+    """Tensors and arrays to nested lists, numpy scalars to Python numbers, NaN/inf to None, recursively."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().double().tolist() if value.is_floating_point() else value.detach().cpu().tolist()
+    elif hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def measure_readouts(specs, model: torch.nn.Module, task) -> dict[str, Any]:
+    """{spec: value} of every readout in `specs` on the trained `model` (eval mode, no gradients; the
+    model's training mode is restored afterwards)."""
+    if not specs:
+        return {}
+    known = _registry()
+    was_training = model.training
+    model.eval()
+    out = {}
+    try:
+        with torch.no_grad():
+            for spec in specs:
+                name, arg = parse_readout(spec)
+                if name not in known:
+                    check_readouts([spec])
+                out[spec] = jsonable(known[name](model, task, arg))
+    finally:
+        model.train(was_training)
+    return out
+
+
+def parse_ints(arg: str, what: str) -> list[int]:
+    """"64,128,256" → [64, 128, 256] (positive integers); a clear error names `what` otherwise."""
+    try:
+        values = [int(v) for v in arg.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v <= 0 for v in values):
+        raise ValueError(f"{what} takes positive integers separated by commas (e.g. '64,128'), got {arg!r}.")
+    return values
+
+
+@register_readout("log_mask")
+def log_mask(model: torch.nn.Module, task, arg: str) -> dict[str, Any]:
+    """The trained learnable masks as log σ(M), averaged over heads, in float64: {parameter name: (n, n)
+    nested list}; empty for a model without one (no argument). Head-averaged because the masks start
+    equal across heads and every chapter measure of their drift is a mean over heads (and a record
+    stays kilobytes at the `paper` profile's twelve layers)."""
+    import torch.nn.functional as F
+
+    if arg:
+        raise ValueError(f"readout 'log_mask' takes no argument, got {arg!r}.")
+    return {name: F.logsigmoid(p.detach().double()).mean(0)
+            for name, p in model.state_dict().items() if name.endswith("prior.logits")}
