@@ -18,7 +18,37 @@ from companion.identity import run_id
 from companion.runs import Record
 from companion.store import RunStore
 
-__all__ = ["parse_seeds", "plan", "plan_grid", "run_missing", "ensure_runs", "ensure_many", "ensure_grid"]
+__all__ = ["parse_seeds", "plan", "plan_grid", "run_missing", "ensure_runs", "ensure_many", "ensure_grid",
+           "MissingRuns", "stored_record", "DEVICES"]
+
+# Where a run may have been made. A record read back without training (`train=False`: committed
+# `paper` records made on a GPU) is found under any of them; a run to be trained here is the exact
+# config (its device is part of its identity: another device rounds otherwise).
+DEVICES = ("cpu", "cuda", "mps")
+
+
+class MissingRuns(RuntimeError):
+    """Runs asked for without training (`train=False`) are not in the store: `found` of `total` exist."""
+
+    def __init__(self, message: str, found: int, total: int, missing: list[RunConfig]):
+        super().__init__(message)
+        self.found, self.total, self.missing = found, total, missing
+
+
+def stored_record(store: RunStore, cfg: RunConfig, any_device: bool = False) -> Record | None:
+    """The stored record of `cfg`, or None; with `any_device`, the record of the same config made on
+    any of `DEVICES` (the config's own device first)."""
+    from dataclasses import replace
+
+    record = store.load(cfg)
+    if record is not None or not any_device:
+        return record
+    for device in DEVICES:
+        if device != cfg.device:
+            record = store.load(replace(cfg, device=device))
+            if record is not None:
+                return record
+    return None
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -56,11 +86,24 @@ def plan_grid(grid: str, profile: str, seeds: Iterable[int], overrides: Sequence
 
 
 def run_missing(cfgs: list[RunConfig], store: RunStore, executor: str, progress: bool,
-                options: dict, weights: bool = False) -> tuple[list[Record], int]:
+                options: dict, weights: bool = False, train: bool = True) -> tuple[list[Record], int]:
     """Run the configs the store lacks (each distinct run once) and return (a record per config, how
     many ran). Before any run starts, the store must be writable (else StoreError, nothing trained),
     and the temporary files of killed writes are removed (`RunStore.remove_stale_temporaries`).
-    Raises RuntimeError listing the runs that failed; the others are stored."""
+    Raises RuntimeError listing the runs that failed; the others are stored. With `train=False`
+    nothing runs: records are looked up on any device (`stored_record`) and `MissingRuns` says how
+    many of them exist when some do not."""
+    if not train:
+        records = [stored_record(store, c, any_device=True) for c in cfgs]
+        missing = [c for c, r in zip(cfgs, records) if r is None]
+        if missing:
+            found = len(cfgs) - len(missing)
+            names = sorted({f"{c.experiment}/{c.method}" for c in missing})
+            raise MissingRuns(f"{len(missing)} of {len(cfgs)} runs are not in {store.root} ({found} found; missing: "
+                              f"{', '.join(names[:6])}{' …' if len(names) > 6 else ''}); make them with `companion "
+                              f"paper CHAPTER` or `companion sweep`, or read them with training allowed.",
+                              found, len(cfgs), missing)
+        return records, 0
     missing, seen = [], set()
     for cfg in cfgs:
         rid = run_id(cfg)
@@ -83,7 +126,8 @@ def run_missing(cfgs: list[RunConfig], store: RunStore, executor: str, progress:
 def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = range(5),
                 methods: Sequence[str] | None = None, store: RunStore | str | os.PathLike | None = None,
                 jobs: int | None = None, *, overrides: Sequence[str] = (), executor: str = "local",
-                progress: bool = False, weights: bool = False, **executor_options) -> list[Record]:
+                progress: bool = False, weights: bool = False, train: bool = True,
+                **executor_options) -> list[Record]:
     """Records of `experiment` for methods × seeds: loaded when stored, run (in parallel) when missing.
 
     Args:
@@ -96,6 +140,8 @@ def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = ran
         progress: show a tqdm bar over runs.
         weights: also require each run's trained weights (`RunStore.load_model`); a stored record
             without them is rerun (same config and code: the same record).
+        train: False reads stored records only (made on any device) and raises `MissingRuns` when
+            some are absent: how a chapter reads committed `paper` records.
 
     Returns:
         One `Record` per (method, seed), method-major.
@@ -104,28 +150,31 @@ def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = ran
         ValueError: unknown experiment, profile or method, or a bad override.
         StoreError: runs are missing and the store cannot be written (nothing was trained).
         RuntimeError: some runs failed (the others are stored).
+        MissingRuns: with `train=False`, some runs are not stored.
     """
     store = store if isinstance(store, RunStore) else RunStore(store)
     if executor == "local":
         executor_options.setdefault("jobs", jobs)
     records, _ = run_missing(plan(experiment, profile, seeds, methods, overrides), store, executor, progress,
-                        executor_options, weights)
+                             executor_options, weights, train)
     return records
 
 
 def ensure_many(requests: Sequence[Request], profile: str = "ci", seeds: Iterable[int] = range(5),
                 store: RunStore | str | os.PathLike | None = None, jobs: int | None = None, *,
-                executor: str = "local", progress: bool = False, weights: bool = False,
+                executor: str = "local", progress: bool = False, weights: bool = False, train: bool = True,
                 **executor_options) -> list[list[Record]]:
     """`ensure_runs` for several requests at once: one executor runs every missing config of all of
     them (one worker pool, no idle workers between blocks); returns one record list per request.
-    A config that appears in several requests runs once."""
+    A config that appears in several requests runs once. `train=False`: read only (`MissingRuns`
+    counts over all the requests)."""
     seeds = list(seeds)
     store = store if isinstance(store, RunStore) else RunStore(store)
     if executor == "local":
         executor_options.setdefault("jobs", jobs)
     blocks = [plan(r.experiment, profile, seeds, r.methods, r.overrides) for r in requests]
-    records, _ = run_missing([c for b in blocks for c in b], store, executor, progress, executor_options, weights)
+    records, _ = run_missing([c for b in blocks for c in b], store, executor, progress, executor_options, weights,
+                             train)
     out, start = [], 0
     for b in blocks:
         out.append(records[start:start + len(b)])
@@ -135,11 +184,11 @@ def ensure_many(requests: Sequence[Request], profile: str = "ci", seeds: Iterabl
 
 def ensure_grid(grid: str, profile: str = "ci", seeds: Iterable[int] = range(5),
                 store: RunStore | str | os.PathLike | None = None, jobs: int | None = None, *,
-                executor: str = "local", progress: bool = False, weights: bool = False,
+                executor: str = "local", progress: bool = False, weights: bool = False, train: bool = True,
                 **executor_options) -> dict[Hashable, list[Record]]:
     """Records of every cell of the named grid (`companion.experiments.GRIDS`), run when missing in one
     executor: {cell key: [Record, method-major]}."""
     cells = get_grid(grid).cells(profile)
     blocks = ensure_many(list(cells.values()), profile, seeds, store, jobs, executor=executor,
-                         progress=progress, weights=weights, **executor_options)
+                         progress=progress, weights=weights, train=train, **executor_options)
     return dict(zip(cells, blocks))
