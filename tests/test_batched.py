@@ -23,7 +23,7 @@ from companion.executors import plan_groups
 from companion.experiments import get_experiment
 from companion.identity import run_id
 from companion.model import build_model
-from companion.runs import check_group, run, run_group, stream
+from companion.runs import check_group, machine_name, run, run_group, stream
 from companion.store import RunStore
 from companion.sweep import ensure_runs
 from companion.tasks import make_task
@@ -42,8 +42,6 @@ CASES = {
         "task.n_bits=6", "task.n_train=32", "task.eval_points=0", "train.steps=20", "train.eval_every=10",
         "train.batch_size=16", "model.pool=mean"]),
 }
-from companion.runs import machine_name
-
 MACHINE = machine_name("cpu")  # the processor the records name, e.g. "x86_64, 2 cores"
 
 

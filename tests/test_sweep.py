@@ -12,13 +12,13 @@ import pytest
 
 from companion.cli import main
 from companion.experiments import EXPERIMENTS
+from companion.runs import machine_name
 from companion.store import RunStore
 from companion.sweep import ensure_runs, parse_seeds, plan
 
 TINY = ["train.steps=30", "train.eval_every=10"]
 SWEEP = [sys.executable, "-m", "companion", "sweep", "smoke", "--profile", "ci", "--seeds", "0-4"]
 SETS = [a for item in TINY for a in ("--set", item)]
-from companion.runs import machine_name
 
 
 def _records(root: Path) -> dict[str, bytes]:
@@ -158,3 +158,28 @@ def test_ensure_many_runs_each_config_once_in_one_pool(tmp_path):
     assert [r.run_id for r in blocks[0]] == [r.run_id for r in blocks[1][2:]]
     again = ensure_runs("smoke", "ci", [0, 1], ["default"], store=tmp_path, jobs=1, overrides=TINY)
     assert [r.to_dict() for r in again] == [r.to_dict() for r in blocks[1][:2]]
+
+
+def test_reading_without_training_finds_records_of_any_device_and_counts_the_missing(tmp_path):
+    from dataclasses import replace as _replace
+
+    from companion.identity import run_id
+    from companion.runs import run
+    from companion.sweep import MissingRuns
+
+    store = RunStore(tmp_path)
+    cfgs = plan("smoke", "ci", [0, 1], ["mask"], TINY)
+    made = run(cfgs[0])
+    # a record made on another device (as a GPU window makes it) under that device's id
+    def on_gpu(cfg):
+        gpu = _replace(cfg, device="cuda")
+        return _replace(made, config=gpu, run_id=run_id(gpu))
+
+    store.save(on_gpu(cfgs[0]))
+    with pytest.raises(MissingRuns, match=r"1 of 2 runs are not in .* \(1 found; missing: smoke/mask\)") as err:
+        ensure_runs("smoke", "ci", [0, 1], ["mask"], store, overrides=TINY, train=False)
+    assert (err.value.found, err.value.total) == (1, 2) and err.value.missing == [cfgs[1]]
+    assert not list(tmp_path.glob(".*.tmp")) and len(list(tmp_path.glob("*.json"))) == 1  # nothing trained
+    store.save(on_gpu(cfgs[1]))
+    got = ensure_runs("smoke", "ci", [0, 1], ["mask"], store, overrides=TINY, train=False)
+    assert [r.config.device for r in got] == ["cuda", "cuda"] and [r.seed for r in got] == [0, 1]

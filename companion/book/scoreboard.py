@@ -10,9 +10,11 @@ per source with a coloured verdict badge, our measure in the source's units (wit
 the chapter recorded one) and a one-line reason in words; every claim has the anchor `claim-<id>`
 that chapters link to, and links back to the chapter section that measures it. How claims are
 grouped, which are headlines and the unit of each measure come from `book/dashboard.yml`; the rules
-and the verdicts only from `book/claims.yml`. Each profile whose executed chapters exist gets its own
-column ("ci" in `book/chapters/`, "paper" in `book/chapters/paper/` once it has been run); a claim
-that a profile did not measure reads *not run at this scale* there.
+and the verdicts only from `book/claims.yml`. Each profile gets its own column: "ci" from the
+executed chapters in `book/chapters/`; "paper" from executed chapters in `book/chapters/paper/` when
+that folder exists, else from the committed paper-profile records in `results/paper/` through each
+chapter's `claims` function (`companion.book.paper`). A claim that a profile did not measure reads
+*not run at this scale* there, with how many of its chapter's runs exist at that profile.
 """
 
 from __future__ import annotations
@@ -127,6 +129,12 @@ def build(root: Path | None = None) -> tuple[str, str]:
         if measured_unbuilt:
             raise ValueError(f"executed chapters measure items the ledger reports as not rebuilt: {measured_unbuilt}.")
         by_profile[profile] = _assess_all(ledger, measures)
+    coverage = {}
+    if "paper" not in by_profile:
+        from companion.book.paper import measures as paper_measures
+
+        found, coverage = paper_measures(root)
+        by_profile["paper"] = _assess_all(ledger, found)
     shown = next(iter(by_profile))
     headlines = [h for h in dash["headlines"] if h in ledger]
     rows = []
@@ -144,7 +152,7 @@ def build(root: Path | None = None) -> tuple[str, str]:
         row["ours_text"] = ours_text(row["ours"], cid, dash["units"], row["detail"])
         row["reason_line"] = why_line(row, dash["units"])
         row["by_profile"] = {p: {"ours": a[cid]["ours"], "verdict": a[cid]["verdict"],
-                                 "ours_text": ours_text(a[cid]["ours"], cid, dash["units"], a[cid]["detail"]),
+                                 "ours_text": _ours_at(a[cid], cid, dash["units"], p, c, coverage),
                                  "failed": [f["id"] for f in a[cid]["failed"]]}
                              for p, a in by_profile.items()}
         rows.append(row)
@@ -155,6 +163,16 @@ def build(root: Path | None = None) -> tuple[str, str]:
                                 for g in dash["sources"]},
            "headlines": headlines, "claims": rows}
     return _page(rows, counts, dash, headlines, list(by_profile)), json.dumps(doc, indent=1, sort_keys=False) + "\n"
+
+
+def _ours_at(assessed: dict, cid: str, units: dict, profile: str, claim, coverage: dict) -> str:
+    """Our measure at `profile`; where the paper profile has no measure, why: how many of the chapter's
+    runs exist (read from records), or that the chapter trains nothing and was not executed there."""
+    text = ours_text(assessed["ours"], cid, units, assessed["detail"])
+    if profile != "paper" or assessed["ours"] is not None or not claim.rebuilt:
+        return text
+    cov = coverage.get(Path(claim.chapter or "").name)
+    return f"— ({cov.words()})" if cov is not None else "— (not executed at this profile)"
 
 
 def _group(cid: str, sources: list[dict]) -> str:

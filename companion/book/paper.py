@@ -1,0 +1,111 @@
+"""The `paper` profile as the book reads it: committed records in `results/paper/`, never trained here.
+
+`companion paper CHAPTER` makes a chapter's paper-profile runs on a GPU and writes their records
+(metrics, curves and readouts; no weights) to `results/paper/`. A chapter executed at `ci` shows its
+paper-profile results beside its own from those records:
+
+- `coverage(chapter)`: how many of the runs the chapter reads at `paper` the folder holds;
+- `paper_claims(module, chapter)`: the chapter's claims at `paper` (its own `claims` function, the
+  records read with `train=False`), or None while runs are missing;
+- `status_text(chapter)`: one sentence for the chapter's page ("not run at this scale: 12 of 120
+  runs …");
+- `measures(root)`: {claim id: measure} over every chapter whose paper runs are complete, with the
+  coverage of the others: the scoreboard's paper column.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from companion.paths import repo_root
+
+__all__ = ["PAPER_DIR", "Coverage", "paper_store", "coverage", "status_text", "paper_claims", "chapter_module",
+           "measures"]
+
+PAPER_DIR = Path("results") / "paper"
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """`found` of the `total` runs a chapter reads at `paper` are in the paper store."""
+
+    chapter: str
+    found: int
+    total: int
+
+    @property
+    def complete(self) -> bool:
+        return self.total > 0 and self.found == self.total
+
+    def words(self) -> str:
+        return f"{self.found} of {self.total} paper-profile runs"
+
+
+def paper_store(root: Path | None = None):
+    """The committed paper-profile records, read-only."""
+    from companion.store import RunStore
+
+    return RunStore((root or repo_root()) / PAPER_DIR, read_only=True)
+
+
+def coverage(chapter: str, root: Path | None = None) -> Coverage:
+    """How many of the runs `chapter` reads at `paper` are stored (made on any device)."""
+    from companion.experiments.chapters import chapter_key, chapter_runs
+    from companion.sweep import stored_record
+
+    key = chapter_key(chapter)
+    store = paper_store(root)
+    cfgs = chapter_runs(key, "paper")
+    found = sum(stored_record(store, c, any_device=True) is not None for c in cfgs)
+    return Coverage(key, found, len(cfgs))
+
+
+def status_text(chapter: str, root: Path | None = None) -> str:
+    """The chapter's paper-profile status in one sentence, for its page."""
+    cov = coverage(chapter, root)
+    if cov.total == 0:
+        return "This chapter trains nothing; its checks are exact and do not depend on the profile."
+    where = f"`{PAPER_DIR.as_posix()}/`"
+    if cov.complete:
+        return f"All {cov.total} paper-profile runs are in {where}; the verdicts at that scale are below."
+    return (f"Not run at this scale yet: {cov.words()} are in {where}. `companion paper {cov.chapter}` makes the "
+            "missing ones on a GPU, a window at a time.")
+
+
+def chapter_module(chapter: str):
+    """The `companion.book.chNN_*` module of a chapter ("03" → ch03_boolean)."""
+    from companion.experiments.chapters import chapter_key
+
+    key = chapter_key(chapter)
+    here = Path(__file__).parent
+    found = sorted(here.glob(f"ch{key}_*.py"))
+    if len(found) != 1:
+        raise ValueError(f"chapter {key} has {len(found)} modules companion/book/ch{key}_*.py; expected one.")
+    return importlib.import_module(f"companion.book.{found[0].stem}")
+
+
+def paper_claims(module, chapter: str, root: Path | None = None):
+    """The chapter's claims at `paper` from the committed records (`module.claims`), or None while
+    any run is missing (`coverage`)."""
+    if not coverage(chapter, root).complete:
+        return None
+    return module.claims("paper", store=paper_store(root), train=False)
+
+
+def measures(root: Path | None = None) -> tuple[dict[str, dict], dict[str, Coverage]]:
+    """({claim id: {measure, detail, preconditions}} of every chapter complete at `paper`,
+    {notebook name: Coverage} of every chapter that trains)."""
+    from companion.experiments.chapters import CHAPTERS
+
+    found, cover = {}, {}
+    for key, (name, blocks) in CHAPTERS.items():
+        if not blocks:
+            continue
+        cov = coverage(key, root)
+        cover[name] = cov
+        if cov.complete:
+            for r in paper_claims(chapter_module(key), key, root):
+                found[r.id] = {"measure": r.measure, "detail": r.detail, "preconditions": r.preconditions}
+    return found, cover

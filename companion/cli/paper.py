@@ -1,0 +1,284 @@
+"""`companion paper CHAPTER`: make a chapter's missing `paper`-profile runs inside one GPU window.
+
+The GPU this book can borrow comes for a few minutes at a time, on another software stack (torch 2.11,
+Python 3.12, no Jupyter), so the `paper` profile is made in pieces and committed as records:
+
+1. the chapter's paper configs, in the order worth a GPU first (`companion.experiments.chapters`),
+   less those already in the store (`results/paper/` by default, records made on any device count);
+2. grouped by config, seeds stacked (`plan_groups`, `run_group`: one process, one GPU);
+3. before a group starts, its time is estimated from two short probes of that group (2 and 6
+   updates, nothing stored): the slope is the cost of an update, the intercept the cost of building
+   the models and of one evaluation, paid again at every evaluation. A group whose estimate does not
+   fit what is left of `--minutes` is not started, and the window stops cleanly;
+4. each finished group's records (JSON with their readouts, no weights) are written at once, so a
+   window killed mid-group loses that group only, and the next window continues where it stopped;
+5. the window is logged (`windows.jsonl`: machine, versions, what ran with estimated and actual
+   seconds, what remains) and the log's table is rewritten in the store's README.md.
+
+It imports no notebook or plotting library, so `PYTHONPATH=. python -m companion.cli.paper 03` runs
+where the package runs. Copy the store folder back and commit it; the chapters read it with
+`train=False` (`companion.book.paper`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import platform
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+__all__ = ["DEFAULT_ROOT", "run_paper", "estimate_group", "missing_runs", "add_commands", "main"]
+
+MARGIN_S = 20.0  # left unused at the end of a window: writing records, copying them back
+README_START, README_END = "<!-- windows:start -->", "<!-- windows:end -->"
+
+
+def default_root() -> Path:
+    from companion.paths import repo_root
+
+    return repo_root() / "results" / "paper"
+
+
+DEFAULT_ROOT = "results/paper"
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: no CUDA device here; use --device cpu (tiny checks) or auto.")
+    return device
+
+
+def missing_runs(chapter: str, store, *, seeds: Sequence[int] | None = None, extra: bool = True,
+                 overrides: Sequence[str] = ()) -> tuple[list, int]:
+    """(the chapter's paper configs not in `store` on any device, in window order; how many it has)."""
+    from companion.config import apply_overrides
+    from companion.experiments.chapters import paper_runs
+    from companion.sweep import stored_record
+
+    cfgs = [apply_overrides(c, overrides) for c in paper_runs(chapter, seeds, extra=extra)]
+    return [c for c in cfgs if stored_record(store, c, any_device=True) is None], len(cfgs)
+
+
+def _total_updates(cfg) -> int:
+    from companion.tasks import make_task
+    from companion.train import total_steps
+
+    return total_steps(make_task(cfg.task), cfg.train)
+
+
+def estimate_group(group: list, probe: Callable[[list, int], float] | None = None) -> dict:
+    """Seconds the group should take: two probes of `probe(group, k)` (default: train the group for k
+    updates, nothing stored) at k = 2 and 6 give per-update cost and fixed cost (building models, one
+    evaluation); the estimate is per-update × updates + fixed × (evaluations + 1), times 1.15."""
+    probe = probe or _probe
+    w2, w6 = probe(group, 2), probe(group, 6)
+    per_update = max((w6 - w2) / 4, w6 / 6 * 0.5)  # a noisy slope never reads below half the mean
+    fixed = max(w2 - 2 * per_update, 0.0)
+    cfg = group[0]
+    updates = _total_updates(cfg)
+    evals = updates // cfg.train.eval_every if cfg.train.eval_every else 0
+    return {"seconds": 1.15 * (per_update * updates + fixed * (evals + 1)), "per_update": per_update,
+            "fixed": fixed, "updates": updates, "evaluations": evals}
+
+
+def _probe(group: list, k: int) -> float:
+    from companion.runs import run_group
+
+    short = [replace(c, readouts=(), train=replace(c.train, steps=k, epochs=0, eval_every=0)) for c in group]
+    start = time.perf_counter()
+    run_group(short)
+    return time.perf_counter() - start
+
+
+def _versions() -> dict:
+    import torch
+
+    from companion.runs import git_commit
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "git_commit": git_commit()}
+
+
+def run_paper(chapter: str, *, minutes: float = 9.0, root: str | Path | None = None, seeds: Sequence[int] | None = None,
+              device: str = "auto", max_members: int = 8, extra: bool = True, overrides: Sequence[str] = (),
+              dry_run: bool = False, log: Callable[[str], None] = print,
+              clock: Callable[[], float] = time.monotonic, estimate=estimate_group) -> dict:
+    """Make the chapter's missing paper runs that fit in `minutes`; returns the window's summary
+    (what ran, estimated and actual seconds, what remains). See the module docstring."""
+    from companion.executors import plan_groups
+    from companion.experiments.chapters import chapter_key
+    from companion.runs import machine_name, run_group
+    from companion.store import RunStore
+
+    start = clock()
+    key = chapter_key(chapter)
+    store = RunStore(root or default_root())
+    device = resolve_device(device)
+    todo, total = missing_runs(key, store, seeds=seeds, extra=extra, overrides=overrides)
+    todo = [replace(c, device=device) for c in todo]
+    summary = {"chapter": key, "started": _now(), "machine": machine_name(device), "device": device, **_versions(),
+               "minutes": minutes, "total": total, "stored_before": total - len(todo), "ran": [], "stopped": None}
+    log(f"chapter {key}: {total - len(todo)} of {total} paper runs stored in {store.root}; {len(todo)} to make "
+        f"on {summary['machine']} within {minutes:g} min.")
+    if todo and not dry_run:
+        store.check_writable()
+        store.remove_stale_temporaries()
+    budget = 60.0 * minutes - MARGIN_S
+    for group in plan_groups(todo, max_members=max_members):
+        label = f"{group[0].experiment}/{group[0].method} seeds {','.join(str(c.seed) for c in group)}"
+        if dry_run:
+            log(f"  would run {label}")
+            continue
+        est = estimate(group)
+        left = budget - (clock() - start)
+        if est["seconds"] > left:
+            summary["stopped"] = f"{label}: estimated {est['seconds']:.0f} s, {max(left, 0):.0f} s left"
+            log(f"  stop before {summary['stopped']}.")
+            break
+        t0 = clock()
+        records = run_group(group)
+        for rec in records:
+            store.save(rec)  # records only: weights never enter results/paper
+        took = clock() - t0
+        summary["ran"].append({"group": label, "run_ids": [r.run_id for r in records], "estimated_s": round(est["seconds"], 1),
+                               "seconds": round(took, 1)})
+        log(f"  {label}: {took:.0f} s (estimated {est['seconds']:.0f} s)")
+    summary["remaining"] = len(todo) - sum(len(g["run_ids"]) for g in summary["ran"])
+    summary["finished"] = _now()
+    if not dry_run:
+        _log_window(store.root, summary)
+    log(f"chapter {key}: {summary['remaining']} paper runs remain.")
+    return summary
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _log_window(root: Path, summary: dict) -> None:
+    path = Path(root) / "windows.jsonl"
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(summary, sort_keys=True) + "\n")
+    write_readme_table(Path(root))
+
+
+def window_rows(root: Path) -> list[dict]:
+    """The window log, one dict per window; a line that is not JSON raises ValueError naming it."""
+    path = Path(root) / "windows.jsonl"
+    rows = []
+    if path.is_file():
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    raise ValueError(f"{path}:{i} is not a JSON line; fix or delete that line (the records are "
+                                     "unaffected).") from None
+    return rows
+
+
+def write_readme_table(root: Path) -> None:
+    """Rewrite the table of windows between the markers of `root`/README.md (added when absent)."""
+    lines = ["| Finished (UTC) | Chapter | Machine | torch | Runs made | Seconds (estimated) | Remaining | Stopped before |",
+             "|---|---|---|---|---|---|---|---|"]
+    for w in window_rows(root):
+        made = sum(len(g["run_ids"]) for g in w["ran"])
+        secs = f"{sum(g['seconds'] for g in w['ran']):.0f} ({sum(g['estimated_s'] for g in w['ran']):.0f})"
+        lines.append(f"| {w['finished']} | {w['chapter']} | {w['machine']} | {w['torch']} | {made} | {secs} | "
+                     f"{w['remaining']} | {w['stopped'] or '—'} |")
+    block = "\n".join([README_START, *lines, README_END])
+    readme = Path(root) / "README.md"
+    text = readme.read_text(encoding="utf-8") if readme.is_file() else "# Paper-profile records\n\n"
+    if README_START in text and README_END in text:
+        head, rest = text.split(README_START, 1)
+        text = head + block + rest.split(README_END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n## Windows\n\n" + block + "\n"
+    readme.write_text(text, encoding="utf-8")
+
+
+def status_lines(root: str | Path | None = None) -> list[str]:
+    """One line per chapter that trains: how many of its paper runs `root` holds."""
+    from companion.experiments.chapters import CHAPTERS, chapter_runs
+    from companion.store import RunStore
+    from companion.sweep import stored_record
+
+    store = RunStore(root or default_root(), read_only=True)
+    out = []
+    for key, (name, blocks) in CHAPTERS.items():
+        if not blocks:
+            continue
+        cfgs = chapter_runs(key, "paper")
+        have = sum(stored_record(store, c, any_device=True) is not None for c in cfgs)
+        out.append(f"{key} {name}: {have} of {len(cfgs)} paper runs")
+    return out
+
+
+def _cmd_paper(args) -> int:
+    from companion.sweep import parse_seeds
+
+    try:
+        if args.status:
+            print("\n".join(status_lines(args.store)))
+            return 0
+        if args.chapter is None:
+            print("companion paper: name a chapter (e.g. 03), or --status.", file=sys.stderr)
+            return 2
+        seeds = parse_seeds(args.seeds) if args.seeds else None
+        summary = run_paper(args.chapter, minutes=args.minutes, root=args.store, seeds=seeds, device=args.device,
+                            max_members=args.max_members, extra=not args.no_extra, overrides=args.set,
+                            dry_run=args.dry_run)
+    except (ValueError, OSError) as err:
+        print(f"companion paper: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("chapter", nargs="?", help="chapter number or notebook name, e.g. 03 or 03_boolean_extrapolation")
+    p.add_argument("--minutes", type=float, default=9.0, help="the window: no group starts that would not end "
+                   "inside it (default 9, for a 15-minute lease with start-up and copying)")
+    p.add_argument("--store", default=None, help=f"record folder (default <repo>/{DEFAULT_ROOT}, committed)")
+    p.add_argument("--seeds", default=None, help="seeds instead of the chapter's own, e.g. 0-9")
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cuda, cuda:1, cpu")
+    p.add_argument("--max-members", type=int, default=8, help="seeds trained together in one group")
+    p.add_argument("--no-extra", action="store_true", help="only the runs the chapter reads (skip PAPER_EXTRA)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override applied to every config (changes the run ids; for tiny checks)")
+    p.add_argument("--dry-run", action="store_true", help="list the groups, train nothing")
+    p.add_argument("--status", action="store_true", help="how many paper runs each chapter has in the store")
+
+
+EPILOG = """\
+Continue a partial paper profile on any GPU: check out the same commit, run
+`PYTHONPATH=. python -m companion.cli.paper 03 --minutes 9` (one process per GPU), copy
+results/paper/ back and commit it; the next window skips what is stored. On a Slurm cluster,
+`companion sweep <grid> --profile paper --executor slurm --store results/paper` makes the same records
+(weights beside them are ignored by git). `--status` counts what each chapter has."""
+
+
+def add_commands(subparsers) -> None:
+    p = subparsers.add_parser("paper", help="make a chapter's missing paper-profile runs within one GPU window",
+                              description=__doc__.split("\n\n")[0], epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_arguments(p)
+    p.set_defaults(func=_cmd_paper)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m companion.cli.paper", description=__doc__.split("\n\n")[0],
+                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_arguments(parser)
+    return _cmd_paper(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""The paper-profile path on the CPU: `companion paper` windows, resuming, the budget, the estimate,
+and the book reading the records back (coverage, the scoreboard's paper column)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from companion.batched import batchable
+from companion.book import paper
+from companion.cli import main
+from companion.cli.paper import estimate_group, run_paper, window_rows
+from companion.experiments import EXPERIMENTS, get_experiment
+from companion.experiments.chapters import CHAPTERS, chapter_key, chapter_runs, paper_runs
+from companion.runs import machine_name
+from companion.store import RunStore
+
+# a paper-shaped copy-mixture run at toy size: Chapter 8 reads 3 methods × seeds 0-1 of `copymix`
+TINY = {"model.n_layers": 1, "model.d_model": 32, "model.n_heads": 2, "model.d_head": 16, "model.d_ff": 16,
+        "train.steps": 3, "train.eval_every": 0, "train.batch_size": 4}
+
+
+@pytest.fixture
+def tiny_paper(monkeypatch):
+    """`copymix` whose paper profile is toy-sized (its ci profile unchanged)."""
+    from companion.config import apply_overrides
+
+    exp = get_experiment("copymix")
+
+    def build(profile):
+        cfgs = exp.build(profile)
+        if profile != "paper":
+            return cfgs
+        return {m: apply_overrides(c, [f"{k}={v}" for k, v in TINY.items()]) for m, c in cfgs.items()}
+
+    monkeypatch.setitem(EXPERIMENTS, "copymix", replace(exp, build=build))
+    return exp
+
+
+def _no_estimate(group):
+    return {"seconds": 0.0}
+
+
+def test_chapter_keys_and_plans():
+    assert chapter_key("3") == chapter_key("03") == chapter_key("03_boolean_extrapolation") == "03"
+    with pytest.raises(ValueError, match="unknown chapter '11'; valid: 01 .*10 "):
+        chapter_key("11")
+    with pytest.raises(ValueError, match="unknown chapter '03_arithmetic'"):
+        chapter_key("03_arithmetic")
+    assert {k for k, (_, blocks) in CHAPTERS.items() if not blocks} == {"01", "02", "10"}
+    # Chapter 3 reads the gotu grid: 4 tasks × 6 methods × 5 seeds; the window starts with default and
+    # mask on 2Parity, Cyclic3 and Majority, and ends with the three mask layouts on 2Parity
+    assert len(chapter_runs("03", "ci")) == 120
+    order = paper_runs("03")
+    assert len(order) == 120 + 15 and len(set(order)) == 135
+    assert [(c.experiment, c.method) for c in order[:30:5]] == [
+        (f"gotu-{fn}", m) for fn in ("2parity", "cyclic3", "maj3") for m in ("default", "mask")]
+    assert {c.model.prior.layers for c in order[-5:]} == {"first"}
+
+
+def test_a_window_writes_records_only_and_the_next_one_continues(tmp_path, tiny_paper):
+    lines = []
+    first = run_paper("08", root=tmp_path, device="cpu", log=lines.append, estimate=_no_estimate)
+    assert first["total"] == 6 and first["stored_before"] == 0 and first["remaining"] == 0
+    assert sum(len(g["run_ids"]) for g in first["ran"]) == 6
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json"] * 6 + [".jsonl", ".md"]  # no weights
+    store = RunStore(tmp_path)
+    records = [store.load(p.stem) for p in tmp_path.glob("*.json")]
+    # seeds 0-1 trained together where the model stacks (GOAT does not yet), each on this machine
+    assert all(r.execution["members"] == (2 if batchable(r.config) else 1) for r in records)
+    assert {r.execution["machine"] for r in records} == {machine_name("cpu")}
+    second = run_paper("08", root=tmp_path, device="cpu", log=lines.append, estimate=_no_estimate)
+    assert second["stored_before"] == 6 and second["ran"] == [] and second["remaining"] == 0
+    assert [w["chapter"] for w in window_rows(tmp_path)] == ["08", "08"]
+    readme = (tmp_path / "README.md").read_text()
+    assert readme.count("| 08 |") == 2 and "<!-- windows:start -->" in readme
+
+
+def test_a_group_that_would_not_fit_is_not_started(tmp_path, tiny_paper):
+    summary = run_paper("08", root=tmp_path, device="cpu", minutes=1.0, log=lambda _: None,
+                        estimate=lambda group: {"seconds": 1e6}, clock=lambda: 0.0)
+    assert summary["ran"] == [] and summary["remaining"] == 6
+    assert summary["stopped"] == "copymix/goat seeds 0: estimated 1000000 s, 40 s left"  # 60 s less the margin
+    assert not list(tmp_path.glob("*.json"))
+
+
+def test_the_estimate_separates_per_update_and_fixed_costs():
+    cfg = get_experiment("copymix").config("ci", "goat", 0)  # 'ci': a fixed number of updates
+    fixed, per = 3.0, 0.5
+    est = estimate_group([cfg], probe=lambda group, k: fixed + per * k)
+    evals = cfg.train.steps // cfg.train.eval_every
+    assert est["per_update"] == pytest.approx(per) and est["fixed"] == pytest.approx(fixed)
+    assert est["seconds"] == pytest.approx(1.15 * (per * cfg.train.steps + fixed * (evals + 1)))
+
+
+def test_the_book_reads_the_records_back(tmp_path, tiny_paper, monkeypatch):
+    root = tmp_path  # a repository root: records go to <root>/results/paper
+    assert paper.coverage("08", root).words() == "0 of 6 paper-profile runs"
+    assert "Not run at this scale yet: 0 of 6" in paper.status_text("08", root)
+    run_paper("08", root=root / paper.PAPER_DIR, device="cpu", log=lambda _: None, estimate=_no_estimate)
+    cov = paper.coverage("08", root)
+    assert (cov.found, cov.total, cov.complete) == (6, 6, True)
+    assert paper.status_text("08", root).startswith("All 6 paper-profile runs are in `results/paper/`")
+    # the chapter's claims at paper read exactly those records, without training
+    seen = {}
+
+    class Chapter:
+        @staticmethod
+        def claims(profile, *, store, train):
+            seen.update(profile=profile, root=store.root, train=train, read_only=store.read_only)
+            return []
+
+    assert paper.paper_claims(Chapter, "08", root) == []
+    assert seen == {"profile": "paper", "root": root / paper.PAPER_DIR, "train": False, "read_only": True}
+    assert paper.paper_claims(Chapter, "09", root) is None  # nothing stored for Chapter 9
+
+
+def test_the_command_line(tmp_path, tiny_paper, capsys):
+    assert main(["paper", "08", "--store", str(tmp_path), "--dry-run", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "chapter 08: 0 of 6 paper runs stored" in out and "would run copymix/goat seeds 0" in out
+    assert not list(tmp_path.glob("*.json"))
+    assert main(["paper", "12", "--store", str(tmp_path)]) == 1
+    assert "unknown chapter '12'" in capsys.readouterr().err
+    assert main(["paper", "--status", "--store", str(tmp_path)]) == 0
+    assert "08 08_copy_mixture: 0 of 6 paper runs" in capsys.readouterr().out
