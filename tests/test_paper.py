@@ -126,3 +126,13 @@ def test_the_command_line(tmp_path, tiny_paper, capsys):
     assert "unknown chapter '12'" in capsys.readouterr().err
     assert main(["paper", "--status", "--store", str(tmp_path)]) == 0
     assert "08 08_copy_mixture: 0 of 6 paper runs" in capsys.readouterr().out
+
+
+def test_partial_records_are_available_to_the_chapter(tmp_path, tiny_paper):
+    root = tmp_path
+    run_paper("08", root=root / paper.PAPER_DIR, device="cpu", log=lambda _: None, estimate=_no_estimate,
+              seeds=[0])  # half of what Chapter 8 reads (seeds 0-1)
+    got = paper.available("08", root)
+    assert sorted((r.config.method, r.seed) for r in got) == [("alibi", 0), ("goat", 0), ("rope", 0)]
+    assert paper.coverage("08", root).words() == "3 of 6 paper-profile runs"
+    assert paper.paper_table(object(), "08", root) is None

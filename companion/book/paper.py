@@ -7,6 +7,9 @@ paper-profile results beside its own from those records:
 - `coverage(chapter)`: how many of the runs the chapter reads at `paper` the folder holds;
 - `paper_claims(module, chapter)`: the chapter's claims at `paper` (its own `claims` function, the
   records read with `train=False`), or None while runs are missing;
+- `available(chapter)`: the stored paper records among those the chapter reads (a partial set, for
+  tables that can show what exists, e.g. Chapter 3's first comparisons);
+- `paper_table(module, chapter)`: the verdict table at `paper`, or None;
 - `status_text(chapter)`: one sentence for the chapter's page ("not run at this scale: 12 of 120
   runs …");
 - `measures(root)`: {claim id: measure} over every chapter whose paper runs are complete, with the
@@ -21,8 +24,8 @@ from pathlib import Path
 
 from companion.paths import repo_root
 
-__all__ = ["PAPER_DIR", "Coverage", "paper_store", "coverage", "status_text", "paper_claims", "chapter_module",
-           "measures"]
+__all__ = ["PAPER_DIR", "Coverage", "paper_store", "coverage", "available", "status_text", "paper_claims",
+           "paper_table", "chapter_module", "measures"]
 
 PAPER_DIR = Path("results") / "paper"
 
@@ -60,6 +63,16 @@ def coverage(chapter: str, root: Path | None = None) -> Coverage:
     cfgs = chapter_runs(key, "paper")
     found = sum(stored_record(store, c, any_device=True) is not None for c in cfgs)
     return Coverage(key, found, len(cfgs))
+
+
+def available(chapter: str, root: Path | None = None) -> list:
+    """The records the paper store holds among the runs `chapter` reads at `paper`, in the chapter's order."""
+    from companion.experiments.chapters import chapter_runs
+    from companion.sweep import stored_record
+
+    store = paper_store(root)
+    found = (stored_record(store, c, any_device=True) for c in chapter_runs(chapter, "paper"))
+    return [r for r in found if r is not None]
 
 
 def status_text(chapter: str, root: Path | None = None) -> str:
@@ -109,3 +122,11 @@ def measures(root: Path | None = None) -> tuple[dict[str, dict], dict[str, Cover
             for r in paper_claims(chapter_module(key), key, root):
                 found[r.id] = {"measure": r.measure, "detail": r.detail, "preconditions": r.preconditions}
     return found, cover
+
+
+def paper_table(module, chapter: str, root: Path | None = None):
+    """The chapter's verdict table at `paper` (`claims.verdict_table`), or None while runs are missing."""
+    from companion.book.claims import verdict_table
+
+    results = paper_claims(module, chapter, root)
+    return None if results is None else verdict_table(results)
