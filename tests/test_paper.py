@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 
 import pytest
+import torch
 
 from companion.batched import batchable
 from companion.book import paper
@@ -102,7 +103,10 @@ def test_the_book_reads_the_records_back(tmp_path, tiny_paper, monkeypatch):
     run_paper("08", root=root / paper.PAPER_DIR, device="cpu", log=lambda _: None, estimate=_no_estimate)
     cov = paper.coverage("08", root)
     assert (cov.found, cov.total, cov.complete) == (6, 6, True)
-    assert paper.status_text("08", root).startswith("All 6 paper-profile runs are in `results/paper/`")
+    today = paper.available("08", root)[0].finished_at[:10]
+    assert paper.status_text("08", root) == (
+        f"All 6 paper-profile runs are in `results/paper/` (made on {machine_name('cpu')} (torch "
+        f"{torch.__version__}), {today}); the verdicts at that scale are below.")
     # the chapter's claims at paper read exactly those records, without training
     seen = {}
 

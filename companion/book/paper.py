@@ -24,7 +24,7 @@ from pathlib import Path
 
 from companion.paths import repo_root
 
-__all__ = ["PAPER_DIR", "Coverage", "paper_store", "coverage", "available", "status_text", "paper_claims",
+__all__ = ["PAPER_DIR", "Coverage", "paper_store", "coverage", "available", "provenance", "status_text", "paper_claims",
            "paper_table", "chapter_module", "measures"]
 
 PAPER_DIR = Path("results") / "paper"
@@ -81,10 +81,19 @@ def status_text(chapter: str, root: Path | None = None) -> str:
     if cov.total == 0:
         return "This chapter trains nothing; its checks are exact and do not depend on the profile."
     where = f"`{PAPER_DIR.as_posix()}/`"
+    made = provenance(available(chapter, root)) if cov.found else ""
     if cov.complete:
-        return f"All {cov.total} paper-profile runs are in {where}; the verdicts at that scale are below."
-    return (f"Not run at this scale yet: {cov.words()} are in {where}. `companion paper {cov.chapter}` makes the "
-            "missing ones on a GPU, a window at a time.")
+        return f"All {cov.total} paper-profile runs are in {where} ({made}); the verdicts at that scale are below."
+    return (f"Not run at this scale yet: {cov.words()} are in {where}{f' ({made})' if made else ''}. "
+            f"`companion paper {cov.chapter}` makes the missing ones on a GPU, a window at a time.")
+
+
+def provenance(records) -> str:
+    """Where and when records were made: "made on NVIDIA H200 (torch 2.11.0), 2026-12-01 to 2026-12-03"."""
+    machines = sorted({f"{r.execution.get('machine', r.device)} (torch {r.torch_version})" for r in records})
+    days = sorted({r.finished_at[:10] for r in records if r.finished_at})
+    when = "" if not days else (f", {days[0]}" if len(days) == 1 else f", {days[0]} to {days[-1]}")
+    return f"made on {', '.join(machines)}{when}" if machines else ""
 
 
 def chapter_module(chapter: str):
