@@ -7,7 +7,8 @@ printed: what the source says and its value, our measure in the source's units w
 the preconditions and the verdict. A reader who doubts one number checks it without a notebook.
 
 Exit status: 0 when the claim is printed, whatever its verdict (an item reported, not rebuilt is
-printed with its reason: that is its verdict, not a failure); 1 when it cannot be computed here
+printed with its reason, and one the chapter measures at the other profile only as not run at this
+scale: those are verdicts, as the scoreboard shows them, not failures); 1 when it cannot be computed here
 (runs missing under --no-train, a failed run, a chapter module without `claims`); 2 for a bad
 argument (unknown id, seeds, jobs or profile).
 """
@@ -62,15 +63,19 @@ def _find(cid: str, ledger: dict) -> str:
 
 def describe(claim, result=None, units: dict | None = None, scale: str = "") -> list[str]:
     """The lines `companion claim` prints for a ledger `Claim` and its `ClaimResult` (None when the
-    item is reported, not rebuilt); `scale` says where it was computed ("ci profile, seeds 0-4")."""
-    from companion.book.claims import NOT_REBUILT, verdict
+    item is reported, not rebuilt, or measured at another profile only: not run at this scale);
+    `scale` says where it was computed ("ci profile, seeds 0-4")."""
+    from companion.book.claims import NOT_REBUILT, NOT_RUN, verdict
     from companion.book.display import number, ours_text, rule_words
 
     where = f"{claim.chapter}, section {claim.section}" + (f"; {scale}" if scale else "")
     lines = [f"{claim.id}  ({where})", f"  claim:   {claim.statement}",
              f"  source:  {claim.source} {claim.location}: {claim.source_value}"]
-    if result is None:
+    if result is None and not claim.rebuilt:
         return lines + [f"  verdict: {NOT_REBUILT}", f"  reason:  {claim.reason}"]
+    if result is None:  # the chapter measures it at another profile only
+        return lines + [f"  measure: {claim.measure}", f"  verdict: {NOT_RUN}",
+                        f"  note:    the chapter measures it at the {claim.profile} profile: add --profile {claim.profile}"]
     units = units or {}
     ours, raw = ours_text(result.measure, claim.id, units, result.detail), number(result.measure)
     lines += [f"  measure: {claim.measure}", f"  ours:    {ours}" + (f" (measure {raw})" if raw != ours else "")]
@@ -137,10 +142,10 @@ def _cmd_claim(args) -> int:
     except (StoreError, RuntimeError) as err:
         return _fail(str(err), 1)
     found = [r for r in results if r.id == cid]
-    if not found:
+    if not found and claim.profile == args.profile:
         return _fail(f"{module.__name__}.claims() did not measure {cid} at the {args.profile} profile.", 1)
     scale = f"{args.profile} profile, " + (f"seeds {args.seeds}" if seeds else "the chapter's own seeds")
-    print("\n".join(describe(claim, found[0], load_dashboard()["units"], scale)))
+    print("\n".join(describe(claim, found[0] if found else None, load_dashboard()["units"], scale)))
     return 0
 
 
