@@ -259,3 +259,18 @@ def test_bad_seeds_are_named(capsys):
                                                               "seed; give one (e.g. --seeds 0), got [0, 1, 2].\n")
     assert _run(capsys, "C-01", "--seeds", "0") == (2, "", "companion claim: error: Chapter 10 reads committed "
                                                            "benchmark results and takes no seeds, got [0].\n")
+
+
+def test_preconditions_are_printed_with_whether_they_hold():
+    from companion.book.claim_cli import describe
+    from companion.book.claims import record
+
+    claim = LEDGER["S2-16"]  # the mask's gain on multiplication, if some method learns it at all
+    [req] = claim.requires
+    assert req["id"] == "a-method-learns" and req["rule"] == {"kind": "at_least", "threshold": 0.05}
+    units = load_dashboard()["units"]
+    lines = describe(claim, record("S2-16", 0.5, preconditions={"a-method-learns": 0.01}, glue=False), units)
+    assert lines[-2:] == [f"  requires a-method-learns = 0.01 (NOT met): {req['says']}",
+                          "  verdict: inconclusive (precondition failed: a-method-learns)"]
+    lines = describe(claim, record("S2-16", 0.5, preconditions={"a-method-learns": 0.3}, glue=False), units)
+    assert lines[-2:] == [f"  requires a-method-learns = 0.3 (met): {req['says']}", "  verdict: reproduced"]

@@ -75,7 +75,8 @@ def describe(claim, result=None, units: dict | None = None, scale: str = "") -> 
         return lines + [f"  verdict: {NOT_REBUILT}", f"  reason:  {claim.reason}"]
     if result is None:  # the chapter measures it at another profile only
         return lines + [f"  measure: {claim.measure}", f"  verdict: {NOT_RUN}",
-                        f"  note:    the chapter measures it at the {claim.profile} profile: add --profile {claim.profile}"]
+                        f"  note:    the chapter measures it at the {claim.profile} profile: "
+                        f"add --profile {claim.profile}"]
     units = units or {}
     ours, raw = ours_text(result.measure, claim.id, units, result.detail), number(result.measure)
     lines += [f"  measure: {claim.measure}", f"  ours:    {ours}" + (f" (measure {raw})" if raw != ours else "")]
@@ -164,8 +165,10 @@ def add_commands(subparsers) -> None:
                         "the committed records in results/paper)")
     p.add_argument("--seeds", default=None, help="e.g. 0-4 or 0,2,5 (default: the chapter's own seeds)")
     p.add_argument("--store", default=None,
-                   help="run store folder (default: $COMPANION_RUNS or <repo>/runs; results/paper with --profile paper)")
-    p.add_argument("--jobs", type=int, default=None, help="training processes when runs are missing (default: all cores)")
+                   help="run store folder (default: $COMPANION_RUNS or <repo>/runs; results/paper with "
+                        "--profile paper)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="training processes when runs are missing (default: all cores)")
     p.add_argument("--train", action=argparse.BooleanOptionalAction, default=None,
                    help="--train trains missing runs (the default at ci); --no-train reads stored runs only and "
                         "says how many are missing (the default at paper)")
