@@ -180,7 +180,8 @@ def _record(task: str, method: str, seed: int, **extra) -> SimpleNamespace:
 def loaded():
     grid = {fn: [_record(fn, m, s) for m in METHODS for s in range(3)] for fn in FUNCTIONS}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ch, "ensure_grid", lambda name, profile, seeds, jobs=None: grid if name == "gotu" else None)
+        mp.setattr(ch, "ensure_grid", lambda name, profile, seeds, jobs=None, store=None, train=True:
+                   grid if name == "gotu" else None)
         return ch.load("ci", range(3))
 
 
@@ -487,3 +488,56 @@ def test_walsh_expansion_equals_the_direct_fourier_sum_on_random_functions():
     # a single character: x_a·x_c on coordinates (a, b, c) has exactly one coefficient, 1
     z = cube(3, dtype=torch.float64)
     assert walsh_expansion(z[:, 0] * z[:, 2], (4, 7, 9)) == {(4, 9): 1.0}
+
+
+# ---------------------------------------------------------------- claims(): what `companion claim` prints
+
+def _claims_grid() -> dict:
+    """Synthetic records of the whole `gotu` grid with what every claim reads: metrics (as above, every
+    run of Structured (SVD) fitting S), the default's `mdi_distance` readout, and attention maps of the
+    real 16-token masks (the default uniform; the mask and SVD start on the pattern, and at the end the
+    mask keeps it, SVD half of it)."""
+    masks, grid = ch.patterns(), {}
+    for fn in FUNCTIONS:
+        p = masks[fn].double()
+        keep, uniform = (p / p.sum(1, keepdim=True)).tolist(), torch.full_like(p, 1 / p.shape[1])
+        half = ((p / p.sum(1, keepdim=True) + uniform) / 2).tolist()
+        grid[fn] = []
+        for m in METHODS:
+            for s in range(3):
+                final = {"mask": keep, "fixed-mask": keep, "structured-svd": half}.get(m, uniform.tolist())
+                start = keep if m in ("mask", "fixed-mask", "structured-svd") else uniform.tolist()
+                rec = _record(fn, m, s, readouts={"mdi_distance": {"distance": 0.1 * (s + 1), "agree": 0.9,
+                                                                   "mean_pred": 0.0, "mean_mdi": 0.0}},
+                              drift={"maps": {"init": [start] * 2, "final": [start, final]}})
+                if m == "structured-svd":
+                    rec.metrics["seen"]["acc"] = 1.0
+                grid[fn].append(rec)
+    return grid
+
+
+def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypatch):
+    from companion.book.claims import load_ledger
+
+    grid, calls = _claims_grid(), []
+    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: calls.append((name, seeds, kw)) or grid)
+    results = ch.claims("ci", [0, 1, 2], jobs=2, store="st", train=False)
+    assert calls == [("gotu", [0, 1, 2], {"store": "st", "jobs": 2, "train": False})]
+    ledger = load_ledger()
+    assert sorted(r.id for r in results) == sorted(
+        c for c, v in ledger.items() if v.chapter.endswith("03_boolean_extrapolation") and v.rebuilt)
+    # the notebook's claim cells on the same records
+    masks = ch.patterns()
+    records, frame = ch.load("ci", [0, 1, 2])
+    tm = ch.table1_measures(frame, ch.references()["nearest"], space=ch.function_space(records))
+    lg = ch.learning_gain(frame)
+    ret = ch.retention(ch.map_summary(records, masks), frame, masks, tm["gain_tasks"])
+    measures = ch.mask_claims(masks) | ch.table_claims(tm) | ch.learning_claims(lg) | ch.figure5_claims(ret)
+    assert {r.id: r.measure for r in results} == pytest.approx(measures)
+    assert not any(v != v for v in measures.values())  # every claim measured (no NaN), so the comparison bites
+    pre = ch.table_preconditions(tm) | ch.learning_preconditions(lg) | ch.figure5_preconditions(ret)
+    assert {r.id: r.preconditions for r in results if r.preconditions} == pre
+    assert {r.id: r.detail for r in results if r.detail} == ch.table_claim_details(tm)
+    calls.clear()
+    ch.claims()
+    assert calls == [("gotu", list(ch.SEEDS), {"store": None, "jobs": None, "train": True})]

@@ -86,8 +86,9 @@ def test_load_runs_reads_the_arithmetic_grid(monkeypatch):
     calls = []
     grid = _grid("ci")
     monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: calls.append((a, k)) or grid)
-    records, frame = ch.load_runs("ci", [0, 1], jobs=3)
-    assert calls == [(("arithmetic", "ci", [0, 1]), {"jobs": 3})] and records is grid
+    records, frame = ch.load_runs("ci", [0, 1], jobs=3, store="elsewhere", train=False)
+    assert calls == [(("arithmetic", "ci", [0, 1]), {"jobs": 3, "store": "elsewhere", "train": False})]
+    assert records is grid
     assert list(frame.columns[:5]) == ["op", "fraction", "budget", "steps", "experiment"]
     assert len(frame) == 3 * (6 + 2 + 2 + 2 + 2)
     long = frame[frame.budget == "long"]
@@ -256,3 +257,25 @@ def test_budget_table_reads_the_configs():
     assert table.loc["steps"].tolist() == [250, 200] and table.loc["seeds"].tolist() == [5, 5]
     assert table.loc["d_model", "addition"] == 64 and table.loc["test pairs", "multiplication"] == 1000
     assert isinstance(table, pd.DataFrame)
+
+
+def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypatch):
+    from companion.book.claims import load_ledger
+
+    grid, calls = _grid("ci"), []
+    monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: calls.append((a, k)) or grid)
+    results = ch.claims("ci", list(SEEDS), jobs=2, store="st", train=False)
+    assert calls == [(("arithmetic", "ci", list(SEEDS)), {"jobs": 2, "store": "st", "train": False})]
+    ledger = load_ledger()
+    chapter = {c for c, v in ledger.items() if v.chapter.endswith("04_arithmetic") and v.rebuilt}
+    assert chapter - {r.id for r in results} == {"S2-17"}  # structured multiplication runs at paper only
+    monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: _grid("paper"))
+    assert {r.id for r in ch.claims("paper", list(SEEDS))} == chapter
+    frame = ch.runs_frame(grid)  # the notebook's claim cell on the same records
+    assert {r.id: r.measure for r in results} == pytest.approx(ch.claim_measures(frame, "ci"), nan_ok=True)
+    assert {r.id: r.preconditions for r in results if r.preconditions} == ch.claim_preconditions(frame, "ci")
+    assert {r.id: r.detail for r in results if r.detail} == {k: v for k, v in ch.claim_details(frame, "ci").items() if v}
+    calls.clear()
+    monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: calls.append((a, k)) or grid)
+    ch.claims()
+    assert calls == [(("arithmetic", "ci", list(ch.SEEDS)), {"jobs": None, "store": None, "train": True})]

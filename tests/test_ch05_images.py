@@ -106,7 +106,7 @@ def loaded():
             for m in ("default", "mask") for s in range(3)]
     asked = []
 
-    def ensure_many(requests, profile, seeds, jobs=None):
+    def ensure_many(requests, profile, seeds, jobs=None, store=None, train=True):
         asked.append(([r.experiment for r in requests], list(seeds)))
         return [images if r.experiment == "vit-digits" else text for r in requests]
 
@@ -216,3 +216,44 @@ def test_mask_movement_is_the_relative_drift_of_the_bias():
             for s in range(2)]
     other = [_record("vit-digits", "fixed-mask", 0, {}, {"mask": {"0": [[0.0], [5.0 * norm]]}})]
     assert ch.mask_movement({"digits": recs + other, "text": []}, {"digits": MASK}) == pytest.approx(0.2)
+
+
+def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(loaded, monkeypatch):
+    from companion.book.claims import load_ledger
+
+    records, frame, text = loaded
+    asked = []
+
+    def ensure_many(requests, profile, seeds, **kw):
+        asked.append(([r.experiment for r in requests], list(seeds), kw))
+        return [records["text"] if r.experiment == "lm-local" else records["digits"] for r in requests]
+
+    monkeypatch.setattr(ch, "ensure_many", ensure_many)
+    results = ch.claims("ci", [0, 1, 2], jobs=2, store="st", train=False)
+    kw = {"jobs": 2, "store": "st", "train": False}
+    assert asked == [(["vit-digits"], [0, 1, 2], kw), (["lm-local"], [0, 1, 2], kw)]  # given seeds: text too
+    ledger = load_ledger()
+    assert sorted(r.id for r in results) == sorted(
+        c for c, v in ledger.items() if v.chapter.endswith("05_images_and_language") and v.rebuilt)
+    t3m, fixed = ch.table3_measures(frame), ch.fixed_vs_learnable(frame)  # the notebook's cells, same records
+    inc = ch.inconsistency(ch.table3(frame), ch.table5(frame), frame)
+    ppl = ch.perplexity_interval(ch.perplexity_pairs(text))
+    assert {r.id: r.measure for r in results} == pytest.approx(ch.claim_measures(t3m, fixed, inc["gap"], ppl))
+    assert {r.id: r.preconditions for r in results if r.preconditions} == ch.claim_preconditions(t3m, text)
+    asked.clear()
+    ch.claims()
+    kw = {"jobs": None, "store": None, "train": True}
+    assert asked == [(["vit-digits"], list(ch.SEEDS), kw), (["lm-local"], list(ch.TEXT_SEEDS), kw)]
+
+
+def test_missing_image_and_text_runs_are_counted_together(monkeypatch):
+    from companion.sweep import MissingRuns
+
+    def ensure_many(requests, profile, seeds, **kw):
+        n = len(list(seeds))
+        raise MissingRuns("none here", 1, n, [])
+
+    monkeypatch.setattr(ch, "ensure_many", ensure_many)
+    with pytest.raises(MissingRuns) as err:
+        ch.load("ci", [0, 1], [0, 1, 2], train=False)
+    assert (err.value.found, err.value.total) == (2, 5)

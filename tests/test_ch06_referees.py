@@ -129,10 +129,11 @@ def test_select_and_by_seed():
 
 def test_load_reads_the_two_grids(monkeypatch):
     calls = []
-    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, jobs: calls.append((name, profile, seeds, jobs)))
+    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, jobs, store, train:
+                        calls.append((name, profile, seeds, jobs, store, train)))
     ch.load("ci", [0, 1], jobs=2)
-    ch.load_qk("paper", [3])
-    assert calls == [("referee", "ci", [0, 1], 2), ("qk-norm", "paper", [3], None)]
+    ch.load_qk("paper", [3], store="results/paper", train=False)
+    assert calls == [("referee", "ci", [0, 1], 2, None, True), ("qk-norm", "paper", [3], None, "results/paper", False)]
 
 
 # ---------------------------------------------------------------- frames
@@ -371,3 +372,39 @@ def test_sign_flip_p_is_the_exact_permutation_tail():
     assert sign_flip_p([1.0, -1.0]) == 3 / 4 and sign_flip_p([0.0, 0.0]) == 1.0
     with pytest.raises(ValueError, match="1 ≤ n ≤ 20"):
         sign_flip_p([])
+
+
+# ---------------------------------------------------------------- claims(): what `companion claim` prints
+
+def _with_log_mask(runs):
+    """The runs with the `log_mask` readout on the misspecified cells: the initial ±10 mask, unmoved."""
+    out = dict(runs)
+    for task in ("2parity", "maj3"):
+        recs = runs[(task, "misspecified", 10.0)]
+        wrong = ch._pattern(recs[0].config.task, recs[0].config.model.prior.variant)
+        logits = torch.where(wrong, 10.0, -10.0)[None]
+        model = SimpleNamespace(state_dict=lambda logits=logits: {"blocks.0.attn.prior.logits": logits})
+        value = jsonable(log_mask(model, None, ""))
+        out[(task, "misspecified", 10.0)] = [SimpleNamespace(**{**vars(r), "readouts": {"log_mask": value}}) for r in recs]
+    return out
+
+
+def test_claims_reads_both_grids_and_decides_every_claim_as_the_notebook_does(runs, qk_runs, monkeypatch):
+    from companion.book.claims import load_ledger
+
+    grids, calls = {"referee": _with_log_mask(runs), "qk-norm": qk_runs}, []
+    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: calls.append((name, seeds, kw)) or grids[name])
+    results = ch.claims("ci", list(SEEDS), jobs=2, store="st", train=False)
+    assert calls == [(n, list(SEEDS), {"jobs": 2, "store": "st", "train": False}) for n in ("referee", "qk-norm")]
+    ledger = load_ledger()
+    assert sorted(r.id for r in results) == sorted(
+        c for c, v in ledger.items() if v.chapter.endswith("06_what_the_referees_asked") and v.rebuilt)
+    # the notebook's claim cell on the same records
+    frame, qk = ch.placement_frame(grids["referee"]), ch.qk_frame(qk_runs)
+    drifts = {task: ch.misspecified_drift(grids["referee"], task) for task in ("2parity", "maj3")}
+    assert {r.id: r.measure for r in results} == pytest.approx(ch.claim_measures(frame, qk, drifts), nan_ok=True)
+    assert {r.id: r.preconditions for r in results if r.preconditions} == ch.claim_preconditions(frame, qk, drifts)
+    assert {r.id: r.detail for r in results if r.detail} == ch.claim_details(frame, qk, drifts)
+    calls.clear()
+    ch.claims()  # the notebook's own seeds and a store that trains what is missing
+    assert calls[0] == ("referee", list(ch.SEEDS), {"jobs": None, "store": None, "train": True})

@@ -9,7 +9,8 @@ and the numbers its prose cites.
 - `Projections` / `self_attention`: one head of self-attention with fixed random projections.
 - `permutation_gap`: max |f(P x) − P f(x)|, the failure of permutation equivariance.
 - `equivariance_trials`, `gap_summary`: that gap over random inputs and permutations, in three settings.
-- `claim_measures`, `prose_numbers`: the S1-… measures and the glued numbers of the text.
+- `claim_measures`, `prose_numbers`: the S1-… measures and the glued numbers of the text;
+  `claims`: every S1-… verdict, computed as the notebook computes it (what `companion claim` prints).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ __all__ = [
     "causal_visibility", "SOURCE_FIG_004", "source_comparison", "matches_source", "random_qkv", "causal_weights",
     "attend_error", "single_query_weights", "Blocking", "blocking_cases", "blocking_weights", "blocking_table", "renormalisation",
     "renormalisation_gap", "Projections", "self_attention", "permutation_gap", "equivariance_trials", "gap_summary",
-    "SETTINGS", "stated_pe2", "claim_measures", "prose_numbers",
+    "SETTINGS", "stated_pe2", "claim_measures", "prose_numbers", "claims", "TRIALS",
 ]
 
 # The source's table of the causal rule for a three-token sentence (its FIG-004), row by row.
@@ -243,3 +244,33 @@ def prose_numbers(table: pd.DataFrame, cases: Blocking, gaps: dict[str, list[flo
         "ch1_pe1_sin": str(round(float(pe2[1, 0]), 4)),
         "ch1_pe1_cos": str(round(float(pe2[1, 1]), 4)),
     }
+
+
+# The notebook's examples, as its cells write them: the tokens, one query's key scores, a mask whose
+# second row is empty, the permutation trials per profile and the (n, d) of their inputs.
+TOKENS = ["grid", "load", "rises"]
+SCORES = [2.0, 1.0, 0.5]
+EMPTY_ROW = [[True, False, False], [False, False, False], [True, True, True]]
+TRIALS = {"ci": 200, "paper": 2000}
+TRIAL_SHAPE = (6, 8)
+
+
+def claims(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> list:
+    """Every claim this chapter decides, computed by the same functions in the same order as the
+    chapter's notebook (no figures, no glue): what `companion claim S1-…` prints.
+
+    `seeds`: None (the notebook's seed 0) or one seed. Nothing here trains: `jobs`, `store` and
+    `train` are accepted for the common interface and unused."""
+    from companion.book.claims import record_all
+    from companion.book.parameters import check_parameters, one_seed
+    from companion.priors import sinusoidal_positions
+
+    seed = one_seed(seeds, "Chapter 1")
+    check_parameters(profile, [seed])
+    table = causal_visibility(TOKENS)
+    q, k, v = random_qkv(3, 4, seed)
+    cases = blocking_cases(SCORES)
+    error = attend_error(q, k, v, torch.tensor(EMPTY_ROW))
+    gaps = equivariance_trials(*TRIAL_SHAPE, TRIALS[profile], generator=torch.Generator().manual_seed(seed))
+    pe2 = sinusoidal_positions(2, 2, dtype=torch.float64)
+    return record_all(claim_measures(table, cases, error, gaps, pe2), glue=False)

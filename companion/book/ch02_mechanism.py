@@ -18,7 +18,8 @@ Chapter 2's checks: `log_sigmoid_values` (what an open and a closed entry do to 
 `peak_scale` / `growth_share` (derivatives as the norms grow, over the whole sweep), `saturation` (the
 mask's own gradient at contrast ±c), `content_sweep` (at contrast ±10, as the content scores spread),
 `adam_first_step` (a tiny gradient is not a tiny Adam step), then `claim_measures` (the S2-… measures)
-and `prose_numbers` (the numbers the text cites).
+and `prose_numbers` (the numbers the text cites); `claims` computes every S2-… verdict of the chapter
+as its notebook does (what `companion claim` prints).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ __all__ = [
     "mask_probs", "dp_dm", "dp_dq", "dp_dk", "autograd_jacobian", "central_difference",
     "norm_sweep", "contrast_sweep", "log_sigmoid_values", "theorem1_gaps", "qk_gaps", "ROUNDING", "within_rounding",
     "corollary1_worst_ratio", "key_growth", "peak_scale", "growth_share", "saturation", "grad_at", "content_sweep",
-    "adam_first_step", "claim_measures", "prose_numbers",
+    "adam_first_step", "claim_measures", "prose_numbers", "claims", "DRAWS",
 ]
 
 # A closed-form derivative that differs from autograd or finite differences by less than this is
@@ -281,3 +282,38 @@ def prose_numbers(values: pd.Series, draws: int, gaps: dict[str, float], worst: 
         "ch2_spread_big": f"{spreads[0]:g}" if spreads else "none of the spreads shown",
         "ch2_adam_step": f"{adam_first_step(g10):.2e}",
     }
+
+
+# The notebook's settings, as its cells write them: random draws per profile, the norms of the sweep,
+# the mask contrasts, the spreads of the content scores, and which of eight keys the mask opens.
+DRAWS = {"ci": 200, "paper": 2000}
+SCALES = [0.1, 0.2, 0.5, 1, 2, 3, 5, 10, 20, 30]
+CONTRASTS = [0.5, 1, 2, 3, 5, 7, 10]
+SPREADS = [0.5, 1.0, 2.0, 4.0, 8.0]
+OPEN = [True, True] + [False] * 6
+
+
+def claims(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> list:
+    """Every claim this chapter decides, computed by the same functions in the same order as the
+    chapter's notebook (the draws share one generator, in the notebook's order; no figures, no glue):
+    what `companion claim S2-0…` prints.
+
+    `seeds`: None (the notebook's seed 0) or one seed. Nothing here trains: `jobs`, `store` and
+    `train` are accepted for the common interface and unused."""
+    from companion.book.claims import record_all
+    from companion.book.parameters import check_parameters, one_seed
+
+    seed = one_seed(seeds, "Chapter 2")
+    check_parameters(profile, [seed])
+    draws = DRAWS[profile]
+    g = torch.Generator().manual_seed(seed)
+    gaps = theorem1_gaps(draws, g)
+    qk_gaps(g)  # no claim of its own, but it draws from the shared generator before Corollary 1
+    worst = corollary1_worst_ratio(draws, g)
+    sweep = norm_sweep(SCALES, n=8, d=16, draws=max(draws // 10, 10), m=0.0, generator=g)
+    a = torch.randn(8, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    open_ = torch.tensor(OPEN)
+    sat = saturation(CONTRASTS, a=a, open_=open_)
+    content = content_sweep(SPREADS, contrast=10.0, open_=open_, draws=draws,
+                            generator=torch.Generator().manual_seed(seed + 1))
+    return record_all(claim_measures(gaps, worst, sweep, sat, content), glue=False)

@@ -8,7 +8,8 @@ Section by section, as the chapter reads:
 - Tables 1 and 4: `table`, `table1`, `table4`, `table1_measures`, `table_claims`, `table_claim_details`,
   `table_preconditions`, `table_numbers`; the headline pairing: `paired_against`, `headline`, `headline_numbers`;
 - the learning curves: `accuracy_curves`;
-- Figure 5: `figure5_panels`, `map_summary`, `persistence`, `figure5_claims`, `figure5_numbers`.
+- Figure 5: `figure5_panels`, `map_summary`, `persistence`, `figure5_claims`, `figure5_numbers`;
+- `claims`: every claim of the chapter, computed as the notebook computes it (`companion claim`).
 
 A `*_claims` function returns {claim id: measure} for `record_all`; a `*_numbers` function returns
 {glue name: text} for `glue_all`. Everything here reads stored runs; nothing trains.
@@ -41,9 +42,10 @@ __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference
            "persistence", "figure5_claims", "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks", "mdi_distance",
            "function_space", "space_numbers", "structured_gain_fitted", "retention", "figure5_preconditions",
            "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers",
-           "DOSSIER_OPEN", "dossier_patterns"]
+           "DOSSIER_OPEN", "dossier_patterns", "SEEDS", "claims"]
 
 N_BITS = 15
+SEEDS = (0, 1, 2, 3, 4)  # the notebook's default seeds (its parameters cell)
 NAMED = ("2parity", "cyclic3", "maj3")  # the tasks whose rows the paper's Table 1 reports
 READINGS = ("nearest", "sign", "tolerance")  # accuracy readings of a real-valued prediction
 SHOWN = ("default", "structured-svd", "mask")  # the methods of Figure 5
@@ -171,10 +173,12 @@ def budget_numbers(b: pd.Series) -> dict:
             for k in ("d_model", "layers", "steps", "batch", "training points", "lr")}
 
 
-def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None) -> tuple[dict[str, list], pd.DataFrame]:
-    """Records of every task × method × seed (the `gotu` grid, run when missing) and their frame:
-    one row per run with a `task` column and each split's accuracy also in percent ("cube.acc (%)")."""
-    records = ensure_grid("gotu", profile, seeds, jobs=jobs)
+def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
+         train: bool = True) -> tuple[dict[str, list], pd.DataFrame]:
+    """Records of every task × method × seed (the `gotu` grid, run when missing; `store` and `train`
+    as in `ensure_grid`) and their frame: one row per run with a `task` column and each split's
+    accuracy also in percent ("cube.acc (%)")."""
+    records = ensure_grid("gotu", profile, seeds, store=store, jobs=jobs, train=train)
     frame = pd.concat([records_frame(recs).assign(task=fn) for fn, recs in records.items()], ignore_index=True)
     frame = frame[["task", *frame.columns.drop("task")]]
     for split in ("cube", "unseen", "seen"):
@@ -518,3 +522,27 @@ def figure5_numbers(maps: pd.DataFrame, seed: int, ret: dict | None = None, resu
             "ch3_svd_start": num(_open_share(maps, "structured-svd", "init")),
             "ch3_svd_end": num(_open_share(maps, "structured-svd", "final")),
             "ch3_mask_end": num(_open_share(maps, "mask", "final"))}
+
+
+def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
+           train: bool = True) -> list:
+    """Every claim this chapter decides, computed by the same functions in the same order as the
+    chapter's notebook (no figures, no glue): what `companion claim` prints. `seeds` None means the
+    notebook's `SEEDS`; `store` and `train` go to `load` (train=False reads stored records only)."""
+    from companion.book.claims import record_all
+    from companion.book.parameters import check_parameters
+
+    seeds = list(SEEDS if seeds is None else seeds)
+    check_parameters(profile, seeds, jobs)
+    masks = patterns()
+    results = record_all(mask_claims(masks), glue=False)
+    refs = references()
+    records, frame = load(profile, seeds, jobs=jobs, store=store, train=train)
+    tm = table1_measures(frame, refs["nearest"], space=function_space(records))
+    results += record_all(table_claims(tm), details=table_claim_details(tm), preconditions=table_preconditions(tm),
+                          glue=False)
+    lg = learning_gain(frame)
+    results += record_all(learning_claims(lg), preconditions=learning_preconditions(lg), glue=False)
+    ret = retention(map_summary(records, masks), frame, masks, tm["gain_tasks"])
+    results += record_all(figure5_claims(ret), preconditions=figure5_preconditions(ret), glue=False)
+    return results

@@ -9,6 +9,7 @@ through `companion.sweep.ensure_grid`); nothing trains. The grid's cells, keyed 
   (budget "long").
 
 Accuracies in the tables and in the prose are in %; claim measures are fractions, rounded to 4 decimals.
+`claims` computes every claim of the chapter as the notebook does (what `companion claim` prints).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from companion.tasks.arithmetic import ArithmeticTask, decode
 __all__ = ["REACH", "fraction_label", "load_runs", "runs_frame", "examples", "mask_panel", "budget_table",
            "table8", "paired_against", "paired_table8", "summary", "paired_gain", "claim_measures",
            "claim_preconditions", "claim_details", "verdict_numbers", "figure2_data", "figure2_seeds",
-           "fraction_ticks", "figure2_table", "held_at_both", "steps_to", "budget_gap_table", "digit_frame", "digit_table", "prose_numbers"]
+           "fraction_ticks", "figure2_table", "held_at_both", "steps_to", "budget_gap_table", "digit_frame", "digit_table", "prose_numbers",
+           "SEEDS", "claims"]
 
+SEEDS = (0, 1, 2, 3, 4)  # the notebook's default seeds (its parameters cell)
 REACH = 0.5  # the test sequence accuracy whose first crossing "When each method gets there" counts
 _OTHERS = ("structured-svd", "structured-opt", "mimetic")  # the other initialisations of S2-15
 _STRUCTURED = ("structured-svd", "structured-opt")
@@ -57,9 +60,10 @@ def runs_frame(records: Mapping[tuple[str, float, str], Sequence]) -> pd.DataFra
     return pd.concat(parts, ignore_index=True)
 
 
-def load_runs(profile: str, seeds: Sequence[int], *, jobs: int | None = None):
-    """All runs of the chapter (run when missing): (records {(op, fraction, budget): [Record]}, `runs_frame`)."""
-    records = ensure_grid("arithmetic", profile, seeds, jobs=jobs)
+def load_runs(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None, train: bool = True):
+    """All runs of the chapter (run when missing; `store` and `train` as in `ensure_grid`): (records
+    {(op, fraction, budget): [Record]}, `runs_frame`)."""
+    records = ensure_grid("arithmetic", profile, seeds, store=store, jobs=jobs, train=train)
     return records, runs_frame(records)
 
 
@@ -407,3 +411,18 @@ def prose_numbers(records: Mapping[tuple[str, float, str], Sequence], frame: pd.
     curves_at = records[("add", TABLE8_FRACTION["add"], "base")]
     return (_budget_numbers(profile) | _table8_numbers(frame, profile) | _figure2_numbers(frame, profile)
             | _reach_numbers(curves_at) | _budget_gap_numbers(frame) | _digit_numbers(frame))
+
+
+def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
+           train: bool = True) -> list:
+    """Every claim this chapter decides, computed by the same functions in the same order as the
+    chapter's notebook (no figures, no glue): what `companion claim` prints. `seeds` None means the
+    notebook's `SEEDS`; `store` and `train` go to `load_runs` (train=False reads stored records only)."""
+    from companion.book.claims import record_all
+    from companion.book.parameters import check_parameters
+
+    seeds = list(SEEDS if seeds is None else seeds)
+    check_parameters(profile, seeds, jobs)
+    _, frame = load_runs(profile, seeds, jobs=jobs, store=store, train=train)
+    return record_all(claim_measures(frame, profile), details=claim_details(frame, profile),
+                      preconditions=claim_preconditions(frame, profile), glue=False)

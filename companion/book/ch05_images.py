@@ -11,7 +11,8 @@ Section by section, as the chapter reads:
 - Table 5 and the referee's inconsistency: `table5`, `fixed_vs_learnable`, `inconsistency`, `reading`;
 - attention against the mask: `map_frame`, `open_share`, `map_panels`, `accuracy_curves`;
 - Table 6: `table6`, `perplexity_pairs`, `perplexity_interval`;
-- the claims and the prose: `claim_measures`, `claim_preconditions`, `prose_numbers`.
+- the claims and the prose: `claim_measures`, `claim_preconditions`, `prose_numbers`; `claims`: every
+  claim of the chapter, computed as the notebook computes it (what `companion claim` prints).
 
 Accuracies in tables and prose are in %; claim measures are fractions, rounded to 4 decimals. Nothing
 here trains.
@@ -31,13 +32,17 @@ from companion.book.stats import Paired, paired, paired_table, summarize, summar
 from companion.experiments import get_experiment, get_grid
 from companion.experiments.images import LM_METHODS, METHODS, WINDOW
 from companion.masks import causal_local_pattern, patch_pattern
+from companion.book.missing import gather
 from companion.sweep import ensure_many
 
 __all__ = ["TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
            "patterns", "digit_examples", "paired_frame", "text_pattern", "text_mask", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
            "inconsistency", "reading", "map_frame", "open_share", "map_panels", "accuracy_curves", "table6",
-           "perplexity_pairs", "perplexity_interval", "mask_movement", "claim_measures", "claim_preconditions", "prose_numbers"]
+           "perplexity_pairs", "perplexity_interval", "mask_movement", "claim_measures", "claim_preconditions", "prose_numbers",
+           "SEEDS", "TEXT_SEEDS", "claims"]
 
+SEEDS = tuple(range(6))  # the notebook's default seeds of the image runs (its parameters cell)
+TEXT_SEEDS = tuple(range(12))  # and of the language models
 TABLE3 = ("default", "mimetic", "structured-svd", "mask")  # the initialisations Table 3 compares
 TABLE5 = ("default", "zero-mask", "fixed-mask", "mask")  # the mask ablations of Table 5
 OTHERS = ("default", "mimetic", "structured-svd")  # what the mask must beat in Table 3
@@ -60,17 +65,21 @@ def text_frame(records: Sequence) -> pd.DataFrame:
     return records_frame(records)
 
 
-def load(profile: str, seeds: Sequence[int], text_seeds: Sequence[int] | None = None, *, jobs: int | None = None):
-    """The chapter's runs (trained when missing): (records {cell: [Record]}, image frame, text frame).
+def load(profile: str, seeds: Sequence[int], text_seeds: Sequence[int] | None = None, *, jobs: int | None = None,
+         store=None, train: bool = True):
+    """The chapter's runs (trained when missing; `store` and `train` as in `ensure_many`): (records
+    {cell: [Record]}, image frame, text frame).
 
     The image cells of the `images-and-language` grid run with `seeds`, its "text" cell with
-    `text_seeds` (default `seeds`): a paired interval of a small perplexity change needs more seeds."""
+    `text_seeds` (default `seeds`): a paired interval of a small perplexity change needs more seeds.
+    With train=False, one `MissingRuns` counts the runs of both (`gather`)."""
     cells = get_grid("images-and-language").cells(profile)
     text_seeds = seeds if text_seeds is None else text_seeds
     images = [k for k in cells if k != "text"]
-    blocks = ensure_many([cells[k] for k in images], profile, seeds, jobs=jobs)
-    records = dict(zip(images, blocks))
-    records["text"] = ensure_many([cells["text"]], profile, text_seeds, jobs=jobs)[0]
+    blocks, text = gather(
+        lambda: ensure_many([cells[k] for k in images], profile, seeds, store=store, jobs=jobs, train=train),
+        lambda: ensure_many([cells["text"]], profile, text_seeds, store=store, jobs=jobs, train=train))
+    records = dict(zip(images, blocks)) | {"text": text[0]}
     return records, image_frame(records), text_frame(records["text"])
 
 
@@ -348,3 +357,24 @@ def prose_numbers(t3m: dict, fixed: dict[str, Paired], inc: dict, ppl: Paired, s
             "ch5_zero": interval(m["zero"])}
     out |= {f"ch5_verdict_{cid.replace('-', '_')}": v for cid, v in verdicts.items()}
     return out
+
+
+def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
+           train: bool = True, text_seeds: Sequence[int] | None = None) -> list:
+    """Every claim this chapter decides, computed by the same functions in the same order as the
+    chapter's notebook (no figures, no glue): what `companion claim` prints. `seeds` None means the
+    notebook's `SEEDS`, `text_seeds` None its `TEXT_SEEDS` (given `seeds`, the language models use
+    them too); `store` and `train` go to `load` (train=False reads stored records only)."""
+    from companion.book.claims import record_all
+    from companion.book.parameters import check_parameters
+
+    text_seeds = list(text_seeds if text_seeds is not None else TEXT_SEEDS if seeds is None else seeds)
+    seeds = list(SEEDS if seeds is None else seeds)
+    check_parameters(profile, seeds, jobs)
+    check_parameters(profile, text_seeds)
+    _, frame, text = load(profile, seeds, text_seeds, jobs=jobs, store=store, train=train)
+    t3m, fixed = table3_measures(frame), fixed_vs_learnable(frame)
+    ppl = perplexity_interval(perplexity_pairs(text))
+    inc = inconsistency(table3(frame), table5(frame), frame)
+    return record_all(claim_measures(t3m, fixed, inc["gap"], ppl), preconditions=claim_preconditions(t3m, text),
+                      glue=False)

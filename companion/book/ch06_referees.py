@@ -6,7 +6,8 @@ under overrides, so the runs Chapter 3 made are shared through the run store. Tw
 the chapter reads of them, one row per run: `placement_frame` (accuracy, final mask and attention
 drift, the initial mask's norm) and `qk_frame` (accuracy, final drifts, the CLS attention on the
 task's open keys at the start and at the end). Tables, claim measures, prose numbers and figure data
-are functions of those frames or of the records; nothing here trains by itself.
+are functions of those frames or of the records; nothing here trains by itself. `claims` computes
+every claim of the chapter as the notebook does (what `companion claim` prints).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ __all__ = ["DRIFT_TITLES", "load", "load_qk", "placement_frame", "qk_frame", "dr
            "baseline_accuracy", "drift_table", "placement_drift", "qk_table", "qk_drift_table", "qk_drift_curves",
            "paired_gain_table", "claim_measures", "prose_numbers", "FIT", "GAIN", "MDI", "mask_matters",
            "separating_drift", "misspecified_drift", "claim_preconditions", "claim_details", "seed_test",
-           "qk_retention", "matched_drift", "MATCH"]
+           "qk_retention", "matched_drift", "MATCH", "SEEDS", "claims"]
 
+SEEDS = (0, 1, 2, 3, 4)  # the notebook's default seeds (its parameters cell)
 FIT = 0.99  # a run fits the seen set at this mean seen accuracy
 MATCH = 0.05  # a query–key run starts matched to the mask when its CLS open share is within this of the mask's
 GAIN = 0.02  # the correct ±10 mask matters on a task when it is this far above no mask in cube accuracy
@@ -49,15 +51,17 @@ GAINS = {"fals10": ("falsifier", 10.0), "fals1": ("falsifier", 1.0), "mis10": ("
          "cor1": ("correct", 1.0), "cor2": ("correct", 2.0), "cor10": ("correct", 10.0)}
 
 
-def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None) -> dict[tuple[str, str, float], list]:
+def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
+         train: bool = True) -> dict[tuple[str, str, float], list]:
     """The `referee` grid: {(task, placement, contrast): [Record per seed]}; "all-zero" and
-    "no mask" sit at contrast 0."""
-    return ensure_grid("referee", profile, seeds, jobs=jobs)
+    "no mask" sit at contrast 0. `store` and `train` as in `ensure_grid`."""
+    return ensure_grid("referee", profile, seeds, store=store, jobs=jobs, train=train)
 
 
-def load_qk(profile: str, seeds: Sequence[int], *, jobs: int | None = None) -> dict[tuple[str, str, bool], list]:
-    """The `qk-norm` grid: {(task, method, qk_norm): [Record per seed]}."""
-    return ensure_grid("qk-norm", profile, seeds, jobs=jobs)
+def load_qk(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
+            train: bool = True) -> dict[tuple[str, str, bool], list]:
+    """The `qk-norm` grid: {(task, method, qk_norm): [Record per seed]}; `store` and `train` as in `ensure_grid`."""
+    return ensure_grid("qk-norm", profile, seeds, store=store, jobs=jobs, train=train)
 
 
 # ---------------------------------------------------------------- per-run readings
@@ -469,3 +473,23 @@ def _prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence) -> 
     out.update({f"ch6_gain_{k}": signed(100 * (_accuracy(frame, "maj3", p, c) - default)) for k, (p, c) in GAINS.items()})
     out["ch6_r04"] = f"{claim_measures(frame, qk)['R-04']:g}"
     return out
+
+
+def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
+           train: bool = True) -> list:
+    """Every claim this chapter decides, computed by the same functions in the same order as the
+    chapter's notebook (no figures, no glue): what `companion claim` prints. `seeds` None means the
+    notebook's `SEEDS`; `store` and `train` go to `load` and `load_qk` (train=False reads stored
+    records only)."""
+    from companion.book.claims import record_all
+    from companion.book.missing import gather
+    from companion.book.parameters import check_parameters
+
+    seeds = list(SEEDS if seeds is None else seeds)
+    check_parameters(profile, seeds, jobs)
+    runs, qk_runs = gather(lambda: load(profile, seeds, jobs=jobs, store=store, train=train),
+                           lambda: load_qk(profile, seeds, jobs=jobs, store=store, train=train))
+    frame, qk = placement_frame(runs), qk_frame(qk_runs)
+    drifts = {task: misspecified_drift(runs, task) for task in TASKS}
+    return record_all(claim_measures(frame, qk, drifts), details=claim_details(frame, qk, drifts),
+                      preconditions=claim_preconditions(frame, qk, drifts), glue=False)

@@ -5,7 +5,8 @@ Nothing here times anything: the machine's peak rates come in from
 `companion.cost.run_benchmark` and comes back as the same JSON. `frame(result)` flattens a result into
 one row per (variant, L, mode) with time, ratio to plain SDPA (same run) and peak memory; the tables,
 figure data, claim measures and glued numbers of the chapter are read from such frames. Variant
-labels and colours come from `companion.book.labels`.
+labels and colours come from `companion.book.labels`. `claims()` computes the chapter's verdicts from
+the committed results as the notebook does (what `companion claim` prints).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ __all__ = ["RESULTS", "CPU_RESULT", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GO
            "ratio_table", "flex_backward_note", "quadratic_reference", "growth_exponent", "growth_table",
            "roofline", "floor_shares", "goal_table", "goals_table", "gpu_mask_ratios", "gpu_mask_ratio", "GPU_GOALS", "gpu_frame",
            "gpu_ratio_table", "gpu_goal_table", "gpu_provenance", "gpu_prose_numbers", "load_steps", "step_frame",
-           "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers"]
+           "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers", "claims"]
 
 RESULTS = Path("benchmarks") / "results"
 CPU_RESULT = "attention-cpu-vm-2core"  # the committed CPU sweep the chapter reads
@@ -451,3 +452,22 @@ def prose_numbers(result: dict, peak: dict, steps: pd.DataFrame, live_lengths: l
     out["ch10_step_rope_mib"] = f"{steps.loc['rope', 'peak MiB']:.0f}"
     out["ch10_step_goat_mib"] = f"{steps.loc['goat', 'peak MiB']:.0f}"
     return out
+
+
+def claims(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> list:
+    """Every claim this chapter decides, computed by the same functions in the same order as the
+    chapter's notebook: from the committed CPU sweep, GPU results and whole-step result (the live
+    rerun decides no claim); what `companion claim` prints.
+
+    The chapter has no seeds and trains nothing: `seeds` must be None; `jobs`, `store` and `train`
+    are accepted for the common interface and unused."""
+    from companion.book.claims import record_all
+    from companion.book.parameters import check_parameters
+
+    check_parameters(profile)
+    if seeds is not None:
+        raise ValueError(f"Chapter 10 reads committed benchmark results and takes no seeds, got {list(seeds)!r}.")
+    results = committed()
+    cpu, gpu = frame(results[CPU_RESULT]), gpu_results(results)
+    steps = step_frame(load_steps("step-memory-cpu"))
+    return record_all(claim_measures(cpu, gpu, steps), details=claim_details(gpu), glue=False)

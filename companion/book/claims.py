@@ -233,11 +233,22 @@ def _jsonable(m: Any) -> Any:
     return m
 
 
+def _in_kernel() -> bool:
+    """Whether this code runs in an IPython shell or kernel (where a glue lands in a notebook)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    return get_ipython() is not None
+
+
 def record(claim_id: str, measure: Any, *, detail: str = "", preconditions: dict[str, Any] | None = None,
-           ledger: dict[str, Claim] | None = None) -> ClaimResult:
+           ledger: dict[str, Claim] | None = None, glue: bool | None = None) -> ClaimResult:
     """Measure a claim inside a chapter: compute its verdict and glue it as `claim:<id>`.
 
-    `preconditions` gives the measure of every precondition the claim `requires`, by name."""
+    `preconditions` gives the measure of every precondition the claim `requires`, by name. `glue`:
+    None glues only inside an IPython kernel with myst_nb installed (outside one, myst_nb's glue would
+    start an IPython shell); False never glues (a chapter's `claims()`, which `companion claim` calls)."""
     ledger = ledger if ledger is not None else load_ledger()
     if claim_id not in ledger:
         raise KeyError(f"claim {claim_id} is not in the ledger; add it to book/claims.yml first.")
@@ -252,25 +263,27 @@ def record(claim_id: str, measure: Any, *, detail: str = "", preconditions: dict
     json.dumps([m, pre])  # fail here, not in the scoreboard, if the measure cannot be stored
     v, failed = assess(claim, m, pre)
     result = ClaimResult(claim_id, m, v, detail, pre, failed)
+    if glue is False or (glue is None and not _in_kernel()):
+        return result
     try:
-        from myst_nb import glue
+        from myst_nb import glue as myst_glue
     except ImportError:  # outside a book environment the verdict is still returned
         return result
-    glue(GLUE_PREFIX + claim_id, result, display=False)
+    myst_glue(GLUE_PREFIX + claim_id, result, display=False)
     return result
 
 
 def record_all(measures: dict[str, Any], *, details: dict[str, str] | None = None,
                preconditions: dict[str, dict[str, Any]] | None = None,
-               ledger: dict[str, Claim] | None = None) -> list[ClaimResult]:
+               ledger: dict[str, Claim] | None = None, glue: bool | None = None) -> list[ClaimResult]:
     """`record` every {claim id: measure} a chapter module computed, with the {claim id: {precondition:
-    value}} of those that have preconditions; returns the results in order."""
+    value}} of those that have preconditions; returns the results in order (`glue` as in `record`)."""
     ledger = ledger if ledger is not None else load_ledger()
     stray = sorted(set(preconditions or {}) - set(measures))
     if stray:
         raise ValueError(f"preconditions given for claims that are not recorded here: {stray}.")
     return [record(cid, m, detail=(details or {}).get(cid, ""), preconditions=(preconditions or {}).get(cid),
-                   ledger=ledger) for cid, m in measures.items()]
+                   ledger=ledger, glue=glue) for cid, m in measures.items()]
 
 
 SCOREBOARD_HREF = "../scoreboard.html"  # from a chapter page (book/chapters/*.html) to the scoreboard

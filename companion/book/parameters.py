@@ -12,7 +12,7 @@ from typing import Sequence
 
 from companion.config import PROFILES
 
-__all__ = ["check_parameters"]
+__all__ = ["check_parameters", "one_seed"]
 
 
 def _is_int(x) -> bool:
@@ -59,3 +59,15 @@ def check_parameters(profile: str, seeds: Sequence[int] = (0,), jobs: int | None
     _check_profile(profile)
     _check_seeds(seeds)
     _check_jobs(jobs)
+
+
+def one_seed(seeds: Sequence[int] | None, chapter: str) -> int:
+    """The seed of a chapter whose notebook takes one `seed` (default 0): `seeds` None or one seed.
+
+    `claims(profile, seeds)` of every chapter takes a list; these chapters draw from one generator."""
+    if seeds is None:
+        return 0
+    _check_seeds(seeds)
+    if len(seeds) != 1:
+        raise ValueError(f"{chapter} draws from one seed; give one (e.g. --seeds 0), got {list(seeds)!r}.")
+    return seeds[0]
