@@ -260,15 +260,13 @@ class RunConfig(_Checked):
     task: TaskConfig = field(default_factory=TaskConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     device: str = "cpu"
-    readouts: tuple[str, ...] = ()  # measured on the trained model and stored in the record (`companion.readouts`)
+    # measured on the trained model and stored in the record (`companion.readouts`); the names are
+    # checked where a run is planned (`Experiment.config`) and before it trains (`runs.run`)
+    readouts: tuple[str, ...] = ()
 
     def _validate(self) -> None:
         if self.seed < 0:
             raise ValueError(f"RunConfig.seed must be >= 0, got {self.seed}.")
-        if self.readouts:
-            from companion.readouts import check_readouts
-
-            check_readouts(self.readouts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,6 +333,8 @@ def override_keys(cfg: RunConfig) -> list[str]:
 def _type_name(kind) -> str:
     if typing.get_origin(kind) is Literal:
         return "one of " + ", ".join(map(str, typing.get_args(kind)))
+    if typing.get_origin(kind) is tuple and typing.get_args(kind)[1:] == (Ellipsis,):
+        return f"';'-separated {typing.get_args(kind)[0].__name__}s (e.g. a;b:1,2)"
     if typing.get_origin(kind) is tuple:
         return "comma-separated " + ", ".join(a.__name__ for a in typing.get_args(kind))
     return kind.__name__
@@ -362,6 +362,9 @@ def _convert(s: str, kind):
         return value
     elif kind is str:
         return s
+    elif typing.get_origin(kind) is tuple and typing.get_args(kind)[1:] == (Ellipsis,):
+        # a list of names that may hold commas themselves (readouts "lm_lengths:64,128"): ";"-separated
+        return tuple(_convert(p.strip(), typing.get_args(kind)[0]) for p in s.split(";") if p.strip())
     elif typing.get_origin(kind) is tuple:
         parts = [p.strip() for p in s.strip("()[] ").split(",") if p.strip()]
         args = typing.get_args(kind)

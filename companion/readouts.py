@@ -50,21 +50,39 @@ def parse_readout(spec: str) -> tuple[str, str]:
     return name.strip(), arg.strip()
 
 
-def _registry() -> dict[str, Readout]:
-    from companion.tasks import load_tasks
+def _registry(task: str | None = None) -> dict[str, Readout]:
+    """The readouts a run of `task` may use: those registered by a core module (`companion/*.py`) and
+    those its own task's module registers (a run's identity hashes the core and its task's module
+    only, so a readout from another task's module would run code the id does not name). Without
+    `task`, all of them."""
+    from companion.identity import core_modules
+    from companion.tasks import TASKS, load_tasks
 
-    load_tasks()  # task modules register their readouts on import
-    return READOUTS
+    if task is None or task not in TASKS:
+        load_tasks()  # task modules register their readouts on import
+    if task is None:
+        return dict(READOUTS)
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; valid: {', '.join(sorted(TASKS))}.")
+    allowed = {f"companion.{m}" for m in core_modules()} | {TASKS[task].__module__}
+    return {n: f for n, f in READOUTS.items() if f.__module__ in allowed}
 
 
-def check_readouts(specs) -> None:
-    """Raise ValueError naming the first unknown readout and listing the registered ones."""
-    known = _registry()
+def check_readouts(specs, task: str | None = None) -> None:
+    """Raise ValueError naming the first readout a run of `task` cannot use (unknown, or another
+    task's) and listing those it can."""
+    if not specs:
+        return
+    known = _registry(task)
     for spec in specs:
         name, _ = parse_readout(spec)
         if name not in known:
-            raise ValueError(f"unknown readout {name!r} in {spec!r}; registered: {', '.join(sorted(known)) or 'none'}. "
-                             "A readout is registered with companion.readouts.register_readout.")
+            where = f" for task {task!r}" if task else ""
+            other = READOUTS.get(name)
+            hint = (f" ({name!r} belongs to {other.__module__})" if other is not None else "")
+            raise ValueError(f"unknown readout {name!r} in {spec!r}{where}{hint}; registered: "
+                             f"{', '.join(sorted(known)) or 'none'}. A readout is registered with "
+                             "companion.readouts.register_readout in a core module (generic) or in the task's module.")
 
 
 def jsonable(value: Any) -> Any:
@@ -82,12 +100,13 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def measure_readouts(specs, model: torch.nn.Module, task) -> dict[str, Any]:
+def measure_readouts(specs, model: torch.nn.Module, task, task_name: str | None = None) -> dict[str, Any]:
     """{spec: value} of every readout in `specs` on the trained `model` (eval mode, no gradients; the
-    model's training mode is restored afterwards)."""
+    model's training mode is restored afterwards); `task_name` limits them to that task's (`check_readouts`)."""
     if not specs:
         return {}
-    known = _registry()
+    check_readouts(specs, task_name)
+    known = _registry(task_name)
     was_training = model.training
     model.eval()
     out = {}
@@ -95,8 +114,6 @@ def measure_readouts(specs, model: torch.nn.Module, task) -> dict[str, Any]:
         with torch.no_grad():
             for spec in specs:
                 name, arg = parse_readout(spec)
-                if name not in known:
-                    check_readouts([spec])
                 out[spec] = jsonable(known[name](model, task, arg))
     finally:
         model.train(was_training)

@@ -157,6 +157,9 @@ def _run(cfg: RunConfig, progress: bool, return_model: bool):
     from companion.tasks import make_task
     from companion.train import train
 
+    from companion.readouts import check_readouts
+
+    check_readouts(cfg.readouts, cfg.task.name)  # a readout it cannot use fails before training, not after
     start = time.perf_counter()
     task = make_task(cfg.task)
     model = _build(cfg, task)
@@ -176,7 +179,7 @@ def _build(cfg: RunConfig, task):
 def _readouts(cfg: RunConfig, model, task) -> dict[str, Any]:
     from companion.readouts import measure_readouts
 
-    return measure_readouts(cfg.readouts, model, task)
+    return measure_readouts(cfg.readouts, model, task, cfg.task.name)
 
 
 def _record(cfg: RunConfig, hist, tracker, wall_time: float, members: int, readouts: dict[str, Any]) -> Record:
@@ -255,6 +258,9 @@ def _run_group(cfgs, progress: bool, return_models: bool) -> list:
     from companion.tasks import make_task
     from companion.train import train_stacked
 
+    from companion.readouts import check_readouts
+
+    check_readouts(cfgs[0].readouts, cfgs[0].task.name)
     start = time.perf_counter()
     task = make_task(cfgs[0].task)
     models = [_build(c, task) for c in cfgs]

@@ -228,3 +228,19 @@ def test_weights_round_trip_and_damage_is_detected_and_rerun(tmp_path):
     store.weights_path(record.run_id).unlink()
     with pytest.raises(FileNotFoundError, match="weights=True"):
         store.load_model(record)
+
+
+def test_an_unknown_readout_fails_before_training():
+    from companion.experiments import get_experiment
+
+    with pytest.raises(ValueError, match=r"unknown readout 'nonsense' in 'nonsense:3' for task 'toy'; registered: log_mask\."):
+        get_experiment("smoke").config("ci", "mask", 0, ["readouts=nonsense:3"])
+    # a readout of another task's module is not this run's (its code is not in the run's identity)
+    with pytest.raises(ValueError, match=r"unknown readout 'mdi_distance' .* belongs to companion.tasks.boolean"):
+        get_experiment("smoke").config("ci", "mask", 0, ["readouts=mdi_distance"])
+    assert get_experiment("smoke").config("ci", "mask", 0, ["readouts=log_mask"]).readouts == ("log_mask",)
+    assert apply_overrides(CFG, ["readouts=a:1,2; b"]).readouts == ("a:1,2", "b")  # ";" separates, "," stays
+    assert apply_overrides(CFG, ["readouts="]).readouts == ()
+    cfg = dataclasses.replace(get_experiment("smoke").config("ci", "mask", 0), readouts=("nonsense",))
+    with pytest.raises(ValueError, match="unknown readout 'nonsense'"):
+        run(cfg)

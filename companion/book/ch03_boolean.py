@@ -39,7 +39,7 @@ __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference
            "table1", "table4", "table1_measures", "table_claims", "table_claim_details", "table_preconditions",
            "table_numbers",
            "paired_against", "headline", "headline_numbers", "accuracy_curves", "figure5_panels", "map_summary",
-           "persistence", "figure5_claims", "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks", "mdi_distance",
+           "persistence", "figure5_claims", "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks",
            "function_space", "space_numbers", "structured_gain_fitted", "retention", "figure5_preconditions",
            "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers",
            "DOSSIER_OPEN", "dossier_patterns", "SEEDS", "claims"]

@@ -61,7 +61,11 @@ class Experiment:
             raise ValueError(
                 f"unknown method {method!r} for experiment {self.name!r}; valid: {', '.join(presets)}."
             )
-        return apply_overrides(replace(presets[method], seed=seed), overrides)
+        from companion.readouts import check_readouts
+
+        cfg = apply_overrides(replace(presets[method], seed=seed), overrides)
+        check_readouts(cfg.readouts, cfg.task.name)
+        return cfg
 
 
 class Request(NamedTuple):
