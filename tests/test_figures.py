@@ -225,3 +225,24 @@ def test_log_ticks_label_at_least_two_ticks_on_a_short_range():
     plots.log_ticks(ax)
     assert plots.layout_problems(fig) == []
     plt.close(fig)
+
+
+# ---------------------------------------------------------------- cross-references the build checks
+# Chapters whose prose names its own figures only through {numref} (the build numbers them and fails
+# on a wrong name) and names a table or figure by number only when it is the source's ("the paper's
+# Table 1"). The other chapters join this list as their prose is converted.
+CROSS_REFERENCED = ["01_masks_and_positions", "02_prior_in_the_mask", "03_boolean_extrapolation", "04_arithmetic",
+                    "06_what_the_referees_asked"]
+SOURCE_NAME = re.compile(r"(paper's|its|source's|dossier's)\b[^.]{0,25}$")
+
+
+@pytest.mark.parametrize("stem", CROSS_REFERENCED)
+def test_prose_refers_to_its_figures_by_numref_and_types_no_number_of_its_own(stem):
+    nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text())
+    prose = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    for cell in _figure_cells(nb):
+        name = cell["metadata"]["mystnb"]["figure"]["name"]
+        assert f"{{numref}}`{name}`" in prose, f"{stem}: no {{numref}} to {name}"
+    for m in re.finditer(r"\b(Figures?|Tables?|Fig\.)\s+\d+", prose):
+        before = prose[max(0, m.start() - 40):m.start()]
+        assert SOURCE_NAME.search(before), f"{stem}: a typed number the build does not check: …{before}{m.group(0)}"
