@@ -25,7 +25,7 @@ import torch
 from companion.boolean_fourier import cube, evaluate
 from companion.book.frames import long_curves, open_mass, readout, records_frame
 from companion.book.labels import label, task_title
-from companion.book.prose import diff_interval, mean_sd, num, pct
+from companion.book.prose import diff_interval, mean_sd, num, p_text, pct
 from companion.book.stats import paired, paired_table, summary_table
 from companion.experiments import get_experiment
 from companion.experiments.gotu import METHODS
@@ -407,7 +407,7 @@ def headline(frame: pd.DataFrame, methods: Sequence[str] = ("structured-svd", "s
             runs = sub[sub.method == m]
             p = paired(dict(zip(runs.seed, 100 * runs["cube.acc"])), base)
             rows[(task_title(fn), label(m))] = {HEADLINE: diff_interval(p.mean_diff, p.lo, p.hi),
-                                                "p (paired t-test)": num(p.p_value, 2), "Seeds": p.n}
+                                                "p (paired t-test)": p_text(p.p_value), "Seeds": p.n}
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index = pd.MultiIndex.from_tuples(out.index, names=["Task", "Method"])
     return out

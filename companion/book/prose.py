@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["glue_all", "pct", "num", "signed", "mean_sd", "diff_interval", "checks_table", "page_table"]
+__all__ = ["glue_all", "pct", "num", "signed", "mean_sd", "diff_interval", "p_text", "checks_table", "page_table"]
 
 
 def glue_all(values: dict[str, Any]) -> None:
@@ -60,6 +60,13 @@ def diff_interval(mean: float, lo: float, hi: float, digits: int = 1) -> str:
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "—"
     return f"{signed(mean, digits)} [{num(lo, digits)}, {num(hi, digits)}]"
+
+
+def p_text(p: float) -> str:
+    """A p-value as a table cell: two decimals, "< 0.001" below that, "—" when there is none."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "—"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
 
 
 def checks_table(checks: dict[str, Any], column: str = "result"):
