@@ -216,8 +216,8 @@ def test_steps_to_counts_runs_and_takes_the_median_first_step(ci):
     records, _ = ci
     reach = ch.steps_to(records[("add", 0.004, "base")])
     assert reach.loc["Mask (learnable)"].tolist() == ["2 of 3", 125.0]
-    assert reach.loc["Default", ch.REACHED] == "0 of 3" and np.isnan(reach.loc["Default", ch.FIRST_STEP])
-    assert ch.steps_to(records[("add", 0.004, "base")], 0.4).loc["Fixed mask", ch.REACHED] == "3 of 3"
+    assert reach.loc["Default", "Runs reaching 50 %"] == "0 of 3" and np.isnan(reach.loc["Default", ch.FIRST_STEP])
+    assert ch.steps_to(records[("add", 0.004, "base")], 0.4).loc["Fixed mask", "Runs reaching 40 %"] == "3 of 3"
 
 
 def test_budget_gap_table(ci):

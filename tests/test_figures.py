@@ -246,3 +246,19 @@ def test_prose_refers_to_its_figures_by_numref_and_types_no_number_of_its_own(st
     for m in re.finditer(r"\b(Figures?|Tables?|Fig\.)\s+\d+", prose):
         before = prose[max(0, m.start() - 40):m.start()]
         assert SOURCE_NAME.search(before), f"{stem}: a typed number the build does not check: …{before}{m.group(0)}"
+
+
+def test_a_legend_moved_outside_keeps_the_readers_labels():
+    """`mean_interval` names methods by their labels; moving its legend below or to the right keeps them."""
+    plots.use_style()
+    data = _curves(("default", "mask", "fixed-mask"))
+    fig, ax = plots.panels(height=3)
+    plots.mean_interval(ax, data, x="step", y="value", style="method")
+    legend = plots.legend_right(ax)
+    assert [t.get_text() for t in legend.get_texts()] == ["Default", "Mask (learnable)", "Fixed mask"]
+    tasks = ("2parity", "maj3")
+    fig3 = f03.curves({fn: data.rename(columns={"value": "acc"}) for fn in tasks}, {fn: 75.0 for fn in tasks}, y="acc")
+    assert "minimum-degree interpolator" in [t.get_text() for t in fig3.legends[0].get_texts()]
+    fig2 = f04.curves(data, dashes={"default": "", "mask": "", "fixed-mask": (4, 2)})
+    assert [t.get_text() for t in fig2.axes[0].get_legend().get_texts()] == ["Default", "Mask (learnable)", "Fixed mask"]
+    plt.close("all")

@@ -124,14 +124,20 @@ def picture(ax, image, **kwargs):
 
 
 def _entries(axes) -> tuple[list, list]:
-    """Each legend entry of `axes` once (first axes wins), their own legends removed."""
+    """Each legend entry of `axes` once (first axes wins), their own legends removed. An axes that
+    already has a legend gives its entries as shown (labels set by `mean_interval` stay)."""
     seen: dict[str, object] = {}
     for ax in np.atleast_1d(axes).flat:
-        for handle, text in zip(*ax.get_legend_handles_labels()):
+        legend = ax.get_legend()
+        if legend is not None:
+            entries = zip(legend.legend_handles, [t.get_text() for t in legend.get_texts()])
+        else:
+            entries = zip(*ax.get_legend_handles_labels())
+        for handle, text in entries:
             if not text.startswith("_"):
                 seen.setdefault(text, handle)
-        if ax.get_legend() is not None:
-            ax.get_legend().remove()
+        if legend is not None:
+            legend.remove()
     return list(seen.values()), list(seen)
 
 

@@ -39,8 +39,9 @@ def curves(curves: Mapping[str, pd.DataFrame], interpolator: Mapping[str, float]
     tasks = list(curves)
     fig, axes = plots.panels(2, 2, height=5.8, sharey=True, sharex=True)
     for ax, fn in zip(axes.flat, tasks):
-        plots.mean_interval(ax, curves[fn], x="step", y=y, interval="range")
+        # the reference first, so that the method legend `mean_interval` builds lists it too
         ax.axhline(interpolator[fn], ls="--", color="k", lw=0.8, label="minimum-degree interpolator")
+        plots.mean_interval(ax, curves[fn], x="step", y=y, interval="range")
         ax.set_title(task_title(fn))
         ax.label_outer()
     for ax in axes.flat[len(tasks):]:
