@@ -3,7 +3,7 @@ during training, and the accuracy of each answer digit of multiplication."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
