@@ -103,8 +103,8 @@ def test_paper_profile_is_gotu_and_builds_for_every_method():
 def test_tasks_table_gives_the_split_sizes_and_the_interpolators():
     t = ch.tasks_table()
     assert list(t.index) == ["2Parity", "Cyclic3", "3-bit Majority", "3-symmetric (f1)"]
-    assert t["|S|"].tolist() == [24576, 28672, 24576, 16384]
-    assert t["|U|"].tolist() == [8192, 4096, 8192, 16384]
+    assert t["Seen points |S|"].tolist() == [24576, 28672, 24576, 16384]
+    assert t["Unseen points |U|"].tolist() == [8192, 4096, 8192, 16384]
     assert t.loc["2Parity", "MDI (monomials of degree ≤ 2 shown)"] == "-1·x∅ + 1·x0 + 1·x1"  # x0 + x1 − 1
 
 
@@ -115,7 +115,7 @@ def test_the_interpolators_score_what_the_paper_reports():
     assert ch.reference_numbers(refs) == {"ch3_mdi_2parity": "75.0 %", "ch3_mdi_cyclic3": "87.5 %",
                                           "ch3_mdi_maj3": "87.5 %", "ch3_mdi_threesym": "62.5 %"}
     table = ch.reference_table(refs)
-    assert list(table.columns) == ["cube (nearest)", "unseen (nearest)"]
+    assert list(table.columns) == ["Full cube, nearest (%)", "Unseen, nearest (%)"]
     assert table.loc["3-bit Majority"].tolist() == [87.5, 50.0]
 
 
@@ -342,31 +342,44 @@ def test_table_preconditions_make_an_unfitted_task_inconclusive(loaded):
     assert r.verdict == "inconclusive"
 
 
-def test_tables_1_and_4_in_the_shared_format(loaded):
+def test_tables_1_and_4_have_a_row_per_method_and_a_column_per_task(loaded):
+    """Laid out for the column: a block of rows per accuracy, a row per method, a column per task;
+    mean ± standard deviation over seeds in percent to one decimal, as the prose cites them."""
     _, frame = loaded
+    tasks = ["2Parity", "Cyclic3", "3-bit Majority", "3-symmetric (f1)"]
     t4 = ch.table4(frame)
-    assert list(t4.columns) == ["cube.acc (%)", "unseen.acc (%)", "n"]
-    assert {m for _, m in t4.index} == {"Default", "All-zero mask", "Fixed mask", "Mask (learnable)"}
-    assert t4.loc[("2Parity", "Default"), "cube.acc (%)"] == "75.0 ± 0.0 [75.0, 75.0]"
-    half = T_975_2 * 10 / 3**0.5  # three seeds at 50, 60, 70 %
-    assert t4.loc[("Cyclic3", "Mask (learnable)"), "cube.acc (%)"] == f"60.0 ± 10.0 [{60 - half:.1f}, {60 + half:.1f}]"
-    assert t4.loc[("Cyclic3", "Mask (learnable)"), "n"] == 3
+    assert list(t4.columns) == tasks
+    assert list(t4.index) == [(a, m) for a in ("Full cube accuracy (%)", "Unseen accuracy (%)")
+                              for m in ("Default", "All-zero mask", "Fixed mask", "Mask (learnable)")]
+    assert t4.loc[("Full cube accuracy (%)", "Default"), "2Parity"] == "75.0 ± 0.0"
+    assert t4.loc[("Full cube accuracy (%)", "Mask (learnable)"), "Cyclic3"] == "60.0 ± 10.0"  # seeds at 50, 60, 70 %
     t1 = ch.table1(frame, {"nearest": REFS})
-    assert len(t1) == 4 * (6 + 1)
-    mdi = t1.loc[("3-bit Majority", "MDI (reference)")]
-    assert (mdi["cube.acc (%)"], mdi["unseen.acc (%)"], mdi["seen.acc (%)"], mdi["n"]) == ("87.5", "50.0", "", "")
-    assert t1.loc[("3-bit Majority", "Structured (Opt)"), "cube.acc (%)"] == "91.0 ± 0.0 [91.0, 91.0]"
+    assert t1.shape == (3 * 6 + 2, 4)  # full cube, unseen and seen for six methods; the MDI in the first two
+    mdi = t1.xs("MDI (reference)", level="Method")
+    assert mdi.loc["Full cube accuracy (%)", "3-bit Majority"] == "87.5"
+    assert mdi.loc["Unseen accuracy (%)", "3-bit Majority"] == "50.0"
+    assert t1.loc[("Full cube accuracy (%)", "Structured (Opt)"), "3-bit Majority"] == "91.0 ± 0.0"
+    assert not t1.isin(["nan", "None", ""]).any().any()
+
+
+def test_by_task_dashes_a_method_without_runs(loaded):
+    _, frame = loaded
+    t = ch.by_task(frame[~((frame.method == "mask") & (frame.task == "cyclic3"))], ("cube",))
+    assert t.loc[("Full cube accuracy (%)", "Mask (learnable)"), "Cyclic3"] == "—"
 
 
 def test_headline_pairs_mask_and_structured_against_default(loaded):
     _, frame = loaded
     hl = ch.headline(frame)
-    assert set(hl.index) == {"Mask (learnable)", "Structured (SVD)", "Structured (Opt)"}
-    assert len(hl) == 3 * 4 and set(hl.task) == {"2Parity", "Cyclic3", "3-bit Majority", "3-symmetric (f1)"}
+    assert set(hl.index.get_level_values("Method")) == {"Mask (learnable)", "Structured (SVD)", "Structured (Opt)"}
+    assert len(hl) == 3 * 4 and set(hl.index.get_level_values("Task")) == {"2Parity", "Cyclic3", "3-bit Majority",
+                                                                           "3-symmetric (f1)"}
+    assert list(hl.columns) == [ch.HEADLINE, "p (paired t-test)", "Seeds"]
     half = T_975_2 * 10 / 3**0.5  # differences 30, 40, 50 points
-    assert ch.headline_numbers(hl) == {"ch3_hl_2parity": "25.0 [25.0, 25.0]",
-                                       "ch3_hl_cyclic3": f"40.0 [{40 - half:.1f}, {40 + half:.1f}]",
-                                       "ch3_hl_maj3": "10.0 [10.0, 10.0]", "ch3_hl_threesym": "0.0 [0.0, 0.0]"}
+    assert ch.headline_numbers(hl) == {"ch3_hl_2parity": "+25.0 [25.0, 25.0]",
+                                       "ch3_hl_cyclic3": f"+40.0 [{40 - half:.1f}, {40 + half:.1f}]",
+                                       "ch3_hl_maj3": "+10.0 [10.0, 10.0]", "ch3_hl_threesym": "0.0 [0.0, 0.0]"}
+    assert hl.loc[("Cyclic3", "Mask (learnable)"), "Seeds"] == 3
 
 
 def test_accuracy_curves_in_percent_per_method_and_seed():
@@ -468,8 +481,8 @@ def test_figure5_numbers_and_table(maps):
                                                 "ch3_svd_end": "0.63", "ch3_mask_end": "0.83"}
     table = ch.persistence(maps)
     assert list(table.index) == ["2Parity", "3-bit Majority"]
-    assert table.loc["2Parity", ("final", "Mask (learnable)")] == 0.83
-    assert table.loc["3-bit Majority", ("init", "Structured (SVD)")] == 0.67
+    assert table.loc["2Parity", ("Open share at the end", "Mask (learnable)")] == 0.83
+    assert table.loc["3-bit Majority", ("Open share at the start", "Structured (SVD)")] == 0.67
 
 
 def test_walsh_expansion_equals_the_direct_fourier_sum_on_random_functions():

@@ -168,7 +168,7 @@ def test_prose_numbers_at_ci(ci):
         "ch4_add_default": "1.0 %", "ch4_add_structured-svd": "2.0 %", "ch4_add_structured-opt": "4.0 %",
         "ch4_add_mimetic": "1.0 %", "ch4_add_mask": "70.0 %", "ch4_add_fixed-mask": "69.7 %",
         "ch4_best_other": "Structured (Opt)", "ch4_best_other_value": "4.0 %",
-        "ch4_gain_add": "+69.0 [46.6, 91.4]", "ch4_gain_mul": "+0.0 [-2.5, 2.5]",
+        "ch4_gain_add": "+69.0 [46.6, 91.4]", "ch4_gain_mul": "0.0 [-2.5, 2.5]",
         "ch4_mul_default": "2.0 %", "ch4_mul_mask": "2.0 %", "ch4_fixed_vs_mask": "1.00",
         "ch4_fig2_min_margin": "40.0", "ch4_fig2_min_at": "0.2 %", "ch4_fig2_fractions": "0.2 %, 0.4 %, 1 %",
         "ch4_passes_hi": "3.2", "ch4_passes_lo": "16", "ch4_frac_hi": "1 %", "ch4_frac_lo": "0.2 %",
@@ -182,12 +182,15 @@ def test_prose_numbers_at_ci(ci):
 def test_table8_and_paired_table8(ci):
     _, frame = ci
     t8 = ch.table8(frame)
-    assert t8.loc[("addition at 0.4 %", "Mask (learnable)"), "test.seq_acc"] == "70.0 ± 10.0 [45.2, 94.8]"
-    assert t8.loc[("multiplication at 3 %", "Default"), "n"] == 3
+    assert list(t8.columns) == ["Test sequence accuracy (%)", "Test digit accuracy (%)", "Training sequence accuracy (%)",
+                                "Seeds"]
+    assert t8.loc[("Addition at 0.4 %", "Mask (learnable)"), "Test sequence accuracy (%)"] == "70.0 ± 10.0"
+    assert t8.loc[("Multiplication at 3 %", "Default"), "Seeds"] == 3
     assert len(t8) == 6 + 2
     paired = ch.paired_table8(frame)
-    assert paired.loc[("addition at 0.4 %", "Mask (learnable)"), "test.seq_acc − default"] == "69.0 [46.6, 91.4]"
-    assert list(paired.loc["multiplication at 3 %"].index) == ["Mask (learnable)"]
+    assert paired.loc[("Addition at 0.4 %", "Mask (learnable)"), ch.MINUS_DEFAULT] == "+69.0 [46.6, 91.4]"
+    assert list(paired.loc["Multiplication at 3 %"].index) == ["Mask (learnable)"]
+    assert list(paired.columns) == [ch.MINUS_DEFAULT, "p (paired t-test)", "Seeds"]
 
 
 def test_figure2_data_and_seeds_agree(ci):
@@ -214,16 +217,16 @@ def test_steps_to_counts_runs_and_takes_the_median_first_step(ci):
     records, _ = ci
     reach = ch.steps_to(records[("add", 0.004, "base")])
     assert reach.loc["Mask (learnable)"].tolist() == ["2 of 3", 125.0]
-    assert reach.loc["Default", "runs reaching it"] == "0 of 3" and np.isnan(reach.loc["Default", "median step"])
-    assert ch.steps_to(records[("add", 0.004, "base")], 0.4).loc["Fixed mask", "runs reaching it"] == "3 of 3"
+    assert reach.loc["Default", "Runs reaching 50 %"] == "0 of 3" and np.isnan(reach.loc["Default", ch.FIRST_STEP])
+    assert ch.steps_to(records[("add", 0.004, "base")], 0.4).loc["Fixed mask", "Runs reaching 40 %"] == "3 of 3"
 
 
 def test_budget_gap_table(ci):
     _, frame = ci
-    gap = "mask − default (points)"
+    gap = ch.MASK_GAP
     assert ch.budget_gap_table(frame).to_dict(orient="index") == {
-        "250 updates": {"Default": "1.0", "Mask (learnable)": "70.0", gap: "+69.0 [46.6, 91.4]"},
-        "500 updates": {"Default": "60.0", "Mask (learnable)": "99.7", gap: "+39.7 [16.1, 63.3]"}}
+        "250 updates": {"Default (%)": "1.0", "Mask (learnable) (%)": "70.0", gap: "+69.0 [46.6, 91.4]"},
+        "500 updates": {"Default (%)": "60.0", "Mask (learnable) (%)": "99.7", gap: "+39.7 [16.1, 63.3]"}}
 
 
 def test_digit_table_is_the_mean_of_digit_frame(ci):
@@ -232,14 +235,17 @@ def test_digit_table_is_the_mean_of_digit_frame(ci):
     assert list(table.index) == ["Default", "Mask (learnable)"] and list(table.columns) == [f"c{d}" for d in range(6)]
     assert table.loc["Default"].tolist() == [89.0, 18.0, 11.0, 11.0, 16.0, 88.0]
     means = long.groupby(["method", "digit"]).value.mean().round(1).unstack()
-    assert means.rename(index={"default": "Default", "mask": "Mask (learnable)"}).equals(table)
+    means = means.rename(index={"default": "Default", "mask": "Mask (learnable)"})
+    means.index.name, means.columns.name = "Method", "Accuracy (%) of answer digit"
+    assert means.equals(table)
     assert len(long) == 2 * 3 * 6
 
 
 def test_examples_and_mask_panel_read_the_task():
     ex = ch.examples()
-    assert list(ex.index) == ["add", "add", "mul", "mul"] and set(ex["training pairs"]) == {4000, 30000}
-    for op, a, b, tokens in zip(ex.index, ex.a, ex.b, ex["tokens (as read)"]):
+    assert list(ex.index) == ["addition"] * 2 + ["multiplication"] * 2 and set(ex["Training pairs"]) == {4000, 30000}
+    for op, a, b, tokens in zip(ex.index, ex.a, ex.b, ex[ch.EXAMPLE_TOKENS]):
+        op = op[:3]
         c = a + b if op == "add" else a * b
         width = 4 if op == "add" else 6
         reverse = lambda n, w: str(n).zfill(w)[::-1]  # noqa: E731
@@ -253,9 +259,9 @@ def test_examples_and_mask_panel_read_the_task():
 
 def test_budget_table_reads_the_configs():
     table = ch.budget_table("ci", [0, 1, 2, 3, 4])
-    assert list(table.columns) == ["addition", "multiplication"]
-    assert table.loc["steps"].tolist() == [250, 200] and table.loc["seeds"].tolist() == [5, 5]
-    assert table.loc["d_model", "addition"] == 64 and table.loc["test pairs", "multiplication"] == 1000
+    assert list(table.columns) == ["Addition", "Multiplication"]
+    assert table.loc["Updates"].tolist() == [250, 200] and table.loc["Seeds"].tolist() == [5, 5]
+    assert table.loc["Model width", "Addition"] == 64 and table.loc["Test pairs", "Multiplication"] == 1000
     assert isinstance(table, pd.DataFrame)
 
 

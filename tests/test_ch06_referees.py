@@ -299,31 +299,36 @@ def test_prose_numbers_cover_every_glue_the_text_cites(frame, qk):
 
 def test_accuracy_and_drift_tables(frame):
     acc = ch.accuracy_table(frame)
-    assert acc.loc[("3-bit Majority", "correct"), 1.0] == "95.0 [82.6, 107.4]"
-    assert acc.loc[("3-bit Majority", "correct"), 10.0] == "100.0 [100.0, 100.0]"
-    assert acc.loc[("3-bit Majority", "no mask"), 0.0] == "90.0 [77.6, 102.4]"
-    assert acc.loc[("2Parity", "no mask"), 1.0] == ""
+    assert list(acc.columns) == ["0 (none)", "±1", "±2", "±5", "±10"] and acc.columns.name == ch.ACCURACY_AT
+    assert acc.index.names == ["Task", "Placement"]
+    assert acc.loc[("3-bit Majority", "Correct"), "±1"] == "95.0 ± 5.0"  # seeds at 90, 95, 100 %
+    assert acc.loc[("3-bit Majority", "Correct"), "±10"] == "100.0 ± 0.0"
+    assert acc.loc[("3-bit Majority", "No mask (default)"), "0 (none)"] == "90.0 ± 5.0"
+    assert acc.loc[("2Parity", "No mask (default)"), "±1"] == "—"
     drift = ch.drift_table(frame)
-    assert set(drift.index.get_level_values(1)) == {"correct", "misspecified", "falsifier"}
-    assert drift.loc[("2Parity", "misspecified"), 10.0] == 0.5 and drift.loc[("3-bit Majority", "correct"), 1.0] == 0.3
-    assert ch.placements_table().loc["falsifier", "3-bit Majority"] == "group:3-4-5"
+    assert set(drift.index.get_level_values("Placement")) == {"Correct", "Misspecified", "Falsifier"}
+    assert drift.loc[("2Parity", "Misspecified"), "±10"] == 0.5 and drift.loc[("3-bit Majority", "Correct"), "±1"] == 0.3
+    assert ch.placements_table().loc["Falsifier", "3-bit Majority"] == "bits 3, 4 and 5"
+    assert ch.placements_table().loc["Correct", "2Parity"] == "the task's own pattern"
 
 
 def test_paired_gain_table(frame):
     table = ch.paired_gain_table(frame)
-    assert table.loc[("3-bit Majority", "correct ±10")].tolist() == ["10.0 [-2.4, 22.4]", 0.074, 3]
-    assert table.loc[("3-bit Majority", "falsifier ±10")].tolist() == ["-40.0 [-52.4, -27.6]", 0.005, 3]
+    assert list(table.columns) == [ch.MINUS_NO_MASK, "p (paired t-test)", "Seeds"]
+    assert table.loc[("3-bit Majority", "Correct ±10")].tolist() == ["+10.0 [-2.4, 22.4]", "0.07", 3]
+    assert table.loc[("3-bit Majority", "Falsifier ±10")].tolist() == ["-40.0 [-52.4, -27.6]", "0.005", 3]
     # identical values: zero difference, p = 1 by the zero-variance rule
-    assert table.loc[("2Parity", "all-zero")].tolist() == ["0.0 [0.0, 0.0]", 1.0, 3]
+    assert table.loc[("2Parity", "All-zero mask")].tolist() == ["0.0 [0.0, 0.0]", "1.00", 3]
 
 
 def test_qk_tables_use_the_readers_names(qk):
     table = ch.qk_table(qk)
-    assert table.loc[("3-bit Majority", "Structured (SVD)", True)].tolist() == [80.0, 0.75, 1.0, 0.75]  # SVD starts with half on CLS
-    assert table.loc[("2Parity", "Structured (SVD)", False), "qk_drift"] == 0.6
+    assert table.index.names == ["Task", "Method", "QK norm"] and list(table.columns) == list(ch.QK_COLUMNS.values())
+    assert table.loc[("3-bit Majority", "Structured (SVD)", "on")].tolist() == [80.0, 0.75, 1.0, 0.75]  # SVD starts with half on CLS
+    assert table.loc[("2Parity", "Structured (SVD)", "off"), ch.QK_COLUMNS["qk_drift"]] == 0.6
     drift = ch.qk_drift_table(qk)
-    assert drift.loc[("3-bit Majority", "Default", False), ("attention_drift", "mean")] == 0.5
-    assert drift.loc[("3-bit Majority", "Default", False), ("qk_drift", "std")] == 0.0
+    assert drift.loc[("3-bit Majority", "Default", "off"), "Attention-pattern drift"] == "0.50 ± 0.00"
+    assert drift.loc[("3-bit Majority", "Default", "off"), ch.QK_DRIFTS["qk_drift"]].endswith("± 0.00")
 
 
 def test_figure_data(frame, runs, qk_runs):

@@ -54,3 +54,211 @@ def test_a_method_keeps_one_colour_and_its_variants_share_it():
     assert labels.colour("mask-sdpa") == labels.colour("mask")
     assert labels.colour("alibi-sdpa") == labels.colour("alibi")
     assert all(m in labels.MARKERS for m in methods)
+
+
+# ---------------------------------------------------------------- the figures themselves, on the page
+# Each chapter's figure functions (companion.book.figures) are drawn from small made-up inputs of the
+# shapes the chapters pass, and `plots.layout_problems` must find nothing: text ≥ 9 pt at the column's
+# width, legends outside every axes' data, a colour bar on every heat map, two or more labels on every
+# log axis.
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from companion.book import plots  # noqa: E402
+from companion.book.figures import ch01 as f01, ch02 as f02, ch03 as f03, ch04 as f04, ch05 as f05  # noqa: E402
+from companion.book.figures import ch06 as f06, ch10 as f10  # noqa: E402
+
+
+def _rng():
+    return np.random.default_rng(0)
+
+
+def _curves(methods, y="value", steps=(0, 50, 100), seeds=(0, 1, 2), **extra):
+    rng = _rng()
+    return pd.DataFrame([{"method": m, "seed": s, "step": t, y: float(rng.uniform(0, 100)), **extra}
+                         for m in methods for s in seeds for t in steps])
+
+
+def _maps(methods, per_row):
+    rng = _rng()
+    return [(f"{labels.label(m)}: layer {i + 1}, end", rng.uniform(0, 0.6, (16, 16))) for m in methods for i in range(per_row)]
+
+
+def _ch01():
+    from companion import sinusoidal_positions
+    from companion.book import ch01_foundations as ch
+
+    tokens = ["grid", "load", "rises"]
+    q, k, v = ch.random_qkv(3, 4, 0)
+    gaps = ch.equivariance_trials(6, 8, 5, generator=torch.Generator().manual_seed(0))
+    return [f01.causal(tokens, (ch.causal_visibility(tokens) == "Allowed").to_numpy(), ch.causal_weights(q, k, v)),
+            f01.blocking(ch.blocking_weights(ch.blocking_cases([2.0, 1.0, 0.5]), tokens), tokens),
+            f01.equivariance(gaps), f01.encoding(sinusoidal_positions(64, 32))]
+
+
+def _ch02():
+    from companion.book import ch02_mechanism as ch
+
+    scales, contrasts = [0.1, 0.5, 1, 3, 10, 30], [0.5, 1, 2, 5, 10]
+    sweep = ch.norm_sweep(scales, n=8, d=16, draws=3, m=0.0, generator=torch.Generator().manual_seed(0))
+    a = torch.randn(8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    sat = ch.saturation(contrasts, a=a, open_=torch.tensor([True, True] + [False] * 6))
+    return [f02.norms(scales, sweep), f02.saturation(contrasts, sat)]
+
+
+def _ch03():
+    tasks = ("2parity", "cyclic3", "maj3", "threesym")
+    rng = _rng()
+    patterns = {fn: rng.integers(0, 2, (16, 16)) for fn in tasks}
+    y = "full-cube accuracy (%)"
+    curves = {fn: _curves(("default", "structured-svd", "structured-opt", "mimetic", "mask", "fixed-mask"), y=y)
+              for fn in tasks}
+    return [f03.masks(patterns, tasks), f03.curves(curves, {fn: 60.0 for fn in tasks}),
+            f03.maps(_maps(("default", "structured-svd", "mask"), 4))]
+
+
+def _ch04():
+    from companion.book import ch04_arithmetic as ch
+
+    methods = ("default", "structured-svd", "mask", "fixed-mask")
+    points = pd.DataFrame([{"method": m, "x": i + 0.1 * k, "mean": 50.0, "below": 5.0, "above": 7.0}
+                           for k, m in enumerate(methods[::2]) for i in range(4)])
+    seeds = pd.DataFrame([{"method": m, "x": i + 0.1 * k, "value": 40.0 + s}
+                          for k, m in enumerate(methods[::2]) for i in range(4) for s in range(3)])
+    ticks = (list(range(4)), ["0.1 %\n(1,000 pairs)", "0.2 %\n(2,000 pairs)", "0.4 %\n(4,000 pairs)", "1 %\n(10,000 pairs)"])
+    digits = pd.DataFrame([{"method": m, "seed": s, "digit": f"c{d}", "value": 90.0 - d - s}
+                           for m in methods for s in range(3) for d in range(6)])
+    dashes = {m: "" for m in methods} | {"fixed-mask": (4, 2)}
+    return [f04.masks({op: ch.mask_panel(op) for op in ("add", "mul")}), f04.figure2(points, seeds, ticks),
+            f04.curves(_curves(methods), dashes=dashes), f04.curves(_curves(methods[:3])), f04.digits(digits)]
+
+
+def _ch05():
+    from companion.book import ch05_images as ch
+    from companion.book.stats import summarize
+
+    rng = _rng()
+    order = ("mimetic", "structured-svd", "structured-opt", "mask")
+    diffs = pd.DataFrame([{"method": m, "seed": s, "difference": float(rng.normal())} for m in order for s in range(5)])
+    pairs = pd.DataFrame({"seed": range(5), "default": rng.uniform(3, 4, 5), "mask": rng.uniform(3, 4, 5)})
+    pairs["relative change"] = pairs["mask"] / pairs["default"] - 1
+    return [f05.digits(rng.uniform(0, 255, (10, 8, 8)), list(range(10)), ch.image_pattern(4)),
+            f05.paired(diffs, order), f05.curves(_curves(("default", *order), y="test accuracy (%)"), "digits", ("default", *order), ),
+            f05.maps(_maps(("default", "structured-svd", "mask"), 3)), f05.band(np.tril(np.ones((32, 32))), 32, 8),
+            f05.perplexity(pairs, summarize(pairs["relative change"]))]
+
+
+def _ch06():
+    rng = _rng()
+    contrasts = (0.5, 1.0, 2.0, 5.0, 10.0)
+    placements = ("correct", "misspecified", "falsifier")
+    runs = {t: pd.DataFrame([{"placement": p, "contrast": c, "seed": s, "acc": float(rng.uniform(50, 100))}
+                             for p in placements for c in contrasts for s in range(3)]) for t in ("maj3", "cyclic3")}
+    baselines = {t: {"no mask": 70.0, "all-zero": 65.0} for t in runs}
+    drift = {kind: pd.DataFrame([{"placement": p, "contrast": c, "seed": s, "step": t, "drift": float(rng.uniform(0, 2))}
+                                 for p in placements for c in ("±10", "±1") for s in range(3) for t in (0, 50, 100)])
+             for kind in ("mask", "attention")}
+    for frame in drift.values():
+        frame["contrast"] = pd.Categorical(frame["contrast"], ["±10", "±1"])
+    qk = {(t, kind): pd.DataFrame([{"method": m, "QK": q, "seed": s, "step": st, "drift": float(rng.uniform(0, 1))}
+                                   for m in ("default", "mask") for q in ("none", "QK norm") for s in range(3)
+                                   for st in (0, 50, 100)]) for t in ("maj3", "cyclic3") for kind in ("qk", "attention")}
+    titles = {"mask": "mask drift ‖Δ log σ(M)‖_F", "attention": "attention-pattern drift", "qk": "query–key drift ‖ΔA‖/‖A₀‖"}
+    return [f06.contrast(runs, baselines, contrasts), f06.drift(drift, titles), f06.qk_drift(qk, titles)]
+
+
+def _ch10():
+    lengths = [256, 512, 1024, 2048, 4096]
+    variants = ("sdpa", "goat-lanes", "mask-sdpa", "eager-bias", "flex")
+    curves = {mode: {v: pd.DataFrame({"L": lengths, "time_ms": [0.1 * i * (n / 256) ** 2 for n in lengths],
+                                      "iqr_ms": [0.01] * len(lengths)}) for i, v in enumerate(variants, 1)}
+              for mode in ("fwd", "fwd+bwd")}
+    mem = pd.DataFrame([[2.0 * i * (n / 256) ** 2 for n in lengths] for i in range(1, 4)], index=variants[:3], columns=lengths)
+    return [f10.time(curves, lengths), f10.memory(mem, mem.loc["mask-sdpa"].to_numpy(), lengths)]
+
+
+CHAPTER_FIGURES = {"ch01": _ch01, "ch02": _ch02, "ch03": _ch03, "ch04": _ch04, "ch05": _ch05, "ch06": _ch06, "ch10": _ch10}
+
+
+@pytest.mark.parametrize("chapter", list(CHAPTER_FIGURES))
+def test_chapter_figures_keep_the_layout_rules_on_the_page(chapter):
+    plots.use_style()
+    try:
+        for i, fig in enumerate(CHAPTER_FIGURES[chapter]()):
+            assert plots.layout_problems(fig) == [], f"{chapter} figure {i + 1}"
+            assert fig.get_figwidth() <= plots.COLUMN_IN + 1e-9
+    finally:
+        plt.close("all")
+
+
+def test_layout_problems_names_each_broken_rule():
+    """The checker is not vacuous: a 12-inch figure with 10 pt text (≈ 5.8 pt on the page), a legend
+    over the data, a heat map without a colour bar and a log axis with one labelled tick each fail."""
+    plots.use_style()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4))
+    a.plot([1, 2], [1, 2], label="line")
+    a.legend(loc="center")
+    b.imshow(np.eye(3))
+    a.set_yscale("log")
+    a.set_ylim(2, 8)
+    a.yaxis.set_major_locator(matplotlib.ticker.FixedLocator([5]))
+    a.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    problems = " | ".join(plots.layout_problems(fig))
+    plt.close(fig)
+    assert "pt on the page" in problems
+    assert "legend (line" in problems
+    assert "no colour bar" in problems
+    assert re.search(r"log y axis .* shows [01] labelled tick", problems)
+
+
+def test_log_ticks_label_at_least_two_ticks_on_a_short_range():
+    plots.use_style()
+    fig, ax = plots.panels(height=3)
+    ax.plot([2, 7], [2, 7])
+    ax.set(xscale="log", yscale="log")
+    plots.log_ticks(ax)
+    assert plots.layout_problems(fig) == []
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- cross-references the build checks
+# Chapters whose prose names its own figures only through {numref} (the build numbers them and fails
+# on a wrong name) and names a table or figure by number only when it is the source's ("the paper's
+# Table 1"). The other chapters join this list as their prose is converted.
+CROSS_REFERENCED = ["01_masks_and_positions", "02_prior_in_the_mask", "03_boolean_extrapolation", "04_arithmetic",
+                    "06_what_the_referees_asked"]
+SOURCE_NAME = re.compile(r"(paper's|its|source's|dossier's)\b[^.]{0,25}$")
+
+
+@pytest.mark.parametrize("stem", CROSS_REFERENCED)
+def test_prose_refers_to_its_figures_by_numref_and_types_no_number_of_its_own(stem):
+    nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text())
+    prose = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    for cell in _figure_cells(nb):
+        name = cell["metadata"]["mystnb"]["figure"]["name"]
+        assert f"{{numref}}`{name}`" in prose, f"{stem}: no {{numref}} to {name}"
+    for m in re.finditer(r"\b(Figures?|Tables?|Fig\.)\s+\d+", prose):
+        before = prose[max(0, m.start() - 40):m.start()]
+        assert SOURCE_NAME.search(before), f"{stem}: a typed number the build does not check: …{before}{m.group(0)}"
+
+
+def test_a_legend_moved_outside_keeps_the_readers_labels():
+    """`mean_interval` names methods by their labels; moving its legend below or to the right keeps them."""
+    plots.use_style()
+    data = _curves(("default", "mask", "fixed-mask"))
+    fig, ax = plots.panels(height=3)
+    plots.mean_interval(ax, data, x="step", y="value", style="method")
+    legend = plots.legend_right(ax)
+    assert [t.get_text() for t in legend.get_texts()] == ["Default", "Mask (learnable)", "Fixed mask"]
+    tasks = ("2parity", "maj3")
+    fig3 = f03.curves({fn: data.rename(columns={"value": "acc"}) for fn in tasks}, {fn: 75.0 for fn in tasks}, y="acc")
+    assert "minimum-degree interpolator" in [t.get_text() for t in fig3.legends[0].get_texts()]
+    fig2 = f04.curves(data, dashes={"default": "", "mask": "", "fixed-mask": (4, 2)})
+    assert [t.get_text() for t in fig2.axes[0].get_legend().get_texts()] == ["Default", "Mask (learnable)", "Fixed mask"]
+    plt.close("all")

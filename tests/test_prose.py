@@ -23,3 +23,14 @@ def test_page_table_labels_rounds_and_dashes_missing_cells():
     t = page_table(f)
     assert t.index.tolist() == ["SDPA, no prior", "GOAT (FlexAttention)"]
     assert t.loc["GOAT (FlexAttention)"].tolist() == ["—", "1.23"] and t.loc["SDPA, no prior", 512] == "0.00"
+
+
+def test_table_cells_for_seeds_differences_and_p_values():
+    from companion.book.prose import diff_interval, mean_sd, p_text
+
+    assert mean_sd([50.0, 60.0, 70.0]) == "60.0 ± 10.0" and mean_sd([0.5], 2) == "0.50"
+    assert mean_sd([]) == "—" and mean_sd([float("nan")]) == "—" and mean_sd([-0.01, 0.01]) == "0.0 ± 0.0"
+    assert diff_interval(10.06, 3.44, 16.8) == "+10.1 [3.4, 16.8]"
+    assert diff_interval(-0.04, -0.12, 0.04) == "0.0 [-0.1, 0.0]" and diff_interval(float("nan"), 0, 0) == "—"
+    assert p_text(0.0004) == "< 0.001" and p_text(0.005) == "0.005" and p_text(0.0736) == "0.07"
+    assert p_text(float("nan")) == "—"

@@ -26,8 +26,8 @@ import torch
 from companion.boolean_fourier import cube, evaluate
 from companion.book.frames import long_curves, open_mass, readout, records_frame
 from companion.book.labels import label, task_title
-from companion.book.prose import num, pct
-from companion.book.stats import paired_table, summary_table
+from companion.book.prose import diff_interval, mean_sd, num, p_text, pct
+from companion.book.stats import paired, paired_table, summary_table
 from companion.experiments import get_experiment
 from companion.experiments.gotu import METHODS
 from companion.masks import support_pattern
@@ -36,7 +36,8 @@ from companion.tasks.boolean import FUNCTIONS, BooleanTask, make_function
 
 __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference_table", "reference_numbers",
            "patterns", "recovered_monomials", "mask_claims", "budget", "budget_numbers", "load", "table",
-           "table1", "table4", "table1_measures", "table_claims", "table_claim_details", "table_preconditions",
+           "table1", "table4", "by_task", "ACCURACY", "HEADLINE", "PERSISTENCE", "table1_measures", "table_claims",
+           "table_claim_details", "table_preconditions",
            "table_numbers",
            "paired_against", "headline", "headline_numbers", "accuracy_curves", "figure5_panels", "map_summary",
            "persistence", "figure5_claims", "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks",
@@ -63,11 +64,11 @@ def tasks_table() -> pd.DataFrame:
     for fn in FUNCTIONS:
         task = BooleanTask(fn, n_bits=N_BITS)
         mdi = sorted(make_function(fn, N_BITS).mdi(N_BITS).items(), key=lambda t: len(t[0]))
-        rows.append({"task": task_title(fn), "unseen set": UNSEEN[fn], "|S|": len(task.splits["seen"][0]),
-                     "|U|": len(task.splits["unseen"][0]),
+        rows.append({"Task": task_title(fn), "Unseen set U": UNSEEN[fn], "Seen points |S|": len(task.splits["seen"][0]),
+                     "Unseen points |U|": len(task.splits["unseen"][0]),
                      "MDI (monomials of degree ≤ 2 shown)": " + ".join(
                          f"{c:g}·x{''.join(map(str, m)) or '∅'}" for m, c in mdi if len(m) <= 2)})
-    return pd.DataFrame(rows).set_index("task")
+    return pd.DataFrame(rows).set_index("Task")
 
 
 def references(readings: Sequence[str] = READINGS) -> dict[str, dict[str, dict[str, float]]]:
@@ -76,8 +77,8 @@ def references(readings: Sequence[str] = READINGS) -> dict[str, dict[str, dict[s
 
 
 def reference_table(refs: dict[str, dict[str, dict[str, float]]]) -> pd.DataFrame:
-    """Task rows, one column per split (cube, unseen) and reading, in percent to one decimal."""
-    table = pd.DataFrame({f"{split} ({r})": {task_title(fn): refs[r][fn][split] for fn in FUNCTIONS}
+    """Task rows, one column per split (full cube, unseen) and reading, in percent to one decimal."""
+    table = pd.DataFrame({f"{_SPLIT[split]}, {r} (%)": {task_title(fn): refs[r][fn][split] for fn in FUNCTIONS}
                           for r in refs for split in ("cube", "unseen")})
     return (100 * table).round(1)
 
@@ -195,19 +196,43 @@ def table(frame: pd.DataFrame, metrics: Sequence[str], *, methods: Sequence[str]
     return summary_table(sub, ["task", "method"], metrics, digits=digits)
 
 
+_SPLIT = {"cube": "Full cube", "unseen": "Unseen", "seen": "Seen"}
+# The accuracies the chapter's tables show, as their rows are headed.
+ACCURACY = {split: f"{name} accuracy (%)" for split, name in _SPLIT.items()}
+MDI_ROW = "MDI (reference)"
+
+
+def by_task(frame: pd.DataFrame, splits: Sequence[str], methods: Sequence[str] = METHODS,
+            refs: dict[str, dict[str, float]] | None = None, digits: int = 1) -> pd.DataFrame:
+    """Accuracies laid out for the page: one block of rows per split (headed "Full cube accuracy (%)"…),
+    one row per method (its label) and, where `refs` ({task: {split: accuracy}}) is given, the MDI's
+    row in the full-cube and unseen blocks; one column per task (its title, in `FUNCTIONS` order).
+    Cells are mean ± standard deviation over seeds in percent, `digits` decimals; "—" where a method
+    has no run on a task."""
+    tasks = [fn for fn in FUNCTIONS if fn in set(frame["task"])]
+    rows = {}
+    for split in splits:
+        for m in methods:
+            runs = frame[frame.method == m]
+            rows[(ACCURACY[split], label(m))] = {
+                task_title(fn): mean_sd(100 * runs[runs.task == fn][f"{split}.acc"], digits) for fn in tasks}
+        if refs is not None and split in ("cube", "unseen"):
+            rows[(ACCURACY[split], MDI_ROW)] = {task_title(fn): num(100 * refs[fn][split], digits) for fn in tasks}
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index = pd.MultiIndex.from_tuples(out.index, names=["Accuracy", "Method"])
+    return out
+
+
 def table1(frame: pd.DataFrame, refs: dict[str, dict[str, dict[str, float]]]) -> pd.DataFrame:
-    """Table 1: every method's accuracies (percent) and cube mse, with the MDI row ("nearest") per task."""
-    t1 = table(frame, ["cube.acc (%)", "unseen.acc (%)", "seen.acc (%)", "cube.mse"], digits=1)
-    near = refs["nearest"]
-    mdi = pd.DataFrame({f"{split}.acc (%)": {(task_title(fn), "MDI (reference)"): f"{100 * near[fn][split]:.1f}"
-                                             for fn in FUNCTIONS} for split in ("cube", "unseen")})
-    return pd.concat([t1.astype(str), mdi]).sort_index(level=0, sort_remaining=False).fillna("")
+    """The paper's Table 1 for the page: every method's full-cube, unseen and seen accuracy (%) per task
+    (`by_task`), with the minimum-degree interpolator's row ("nearest" reading)."""
+    return by_task(frame, ("cube", "unseen", "seen"), refs=refs["nearest"])
 
 
 def table4(frame: pd.DataFrame) -> pd.DataFrame:
-    """Table 4: default, all-zero mask, fixed mask and learnable mask, cube and unseen accuracy (percent)."""
-    return table(frame, ["cube.acc (%)", "unseen.acc (%)"], methods=("default", "zero-mask", "fixed-mask", "mask"),
-                 digits=1)
+    """The paper's Table 4 for the page: default, all-zero, fixed and learnable mask, full-cube and
+    unseen accuracy (%) per task (`by_task`)."""
+    return by_task(frame, ("cube", "unseen"), ("default", "zero-mask", "fixed-mask", "mask"))
 
 
 def mask_gain_tasks(frame: pd.DataFrame, fit: float = FIT, gain: float = GAIN) -> list[str]:
@@ -369,16 +394,33 @@ def paired_against(frame: pd.DataFrame, metric: str, baseline: str = "default", 
     return out
 
 
-def headline(frame: pd.DataFrame) -> pd.DataFrame:
-    """The mask and the two structured initialisations minus default, in points of cube accuracy."""
-    paired = paired_against(frame, "cube.acc (%)", digits=1)
-    return paired[paired.index.isin([label(m) for m in ("mask", "structured-svd", "structured-opt")])]
+HEADLINE = "Minus default (points) [95 % interval]"
+
+
+def headline(frame: pd.DataFrame, methods: Sequence[str] = ("structured-svd", "structured-opt", "mask")) -> pd.DataFrame:
+    """The mask and the two structured initialisations minus default in full-cube accuracy, paired
+    by seed: rows (task, method) as titled and labelled, columns the difference in points with its 95 %
+    interval (`HEADLINE`), the paired t-test's p and the number of seeds."""
+    rows = {}
+    for fn in FUNCTIONS:
+        sub = frame[frame.task == fn]
+        if not len(sub):
+            continue
+        base = dict(zip(sub[sub.method == "default"].seed, 100 * sub[sub.method == "default"]["cube.acc"]))
+        for m in methods:
+            runs = sub[sub.method == m]
+            p = paired(dict(zip(runs.seed, 100 * runs["cube.acc"])), base)
+            rows[(task_title(fn), label(m))] = {HEADLINE: diff_interval(p.mean_diff, p.lo, p.hi),
+                                                "p (paired t-test)": p_text(p.p_value), "Seeds": p.n}
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index = pd.MultiIndex.from_tuples(out.index, names=["Task", "Method"])
+    return out
 
 
 def headline_numbers(hl: pd.DataFrame) -> dict[str, str]:
-    """ch3_hl_<task>: mask minus default, "diff [lo, hi]" in points, per task."""
-    col = "cube.acc (%) − default"
-    return {f"ch3_hl_{fn}": hl[hl.task == task_title(fn)].loc[label("mask"), col] for fn in FUNCTIONS}
+    """ch3_hl_<task>: mask minus default, "+diff [lo, hi]" in points, per task."""
+    return {f"ch3_hl_{fn}": hl.loc[(task_title(fn), label("mask")), HEADLINE] for fn in FUNCTIONS
+            if (task_title(fn), label("mask")) in hl.index}
 
 
 def learning_gain(frame: pd.DataFrame, gain: float = GAIN) -> dict:
@@ -454,9 +496,16 @@ def map_summary(records: dict[str, Sequence], masks: dict[str, torch.Tensor], me
 
 
 def persistence(maps: pd.DataFrame) -> pd.DataFrame:
-    """Task rows; (init | final) × method columns: the open share averaged over seeds and layers."""
+    """Task rows; (at the start | at the end) × method columns: the share of the CLS token's attention
+    on the open keys, averaged over seeds and layers, two decimals."""
     table = maps.groupby(["task", "method"])[["init", "final"]].mean().unstack("method")
-    return table.rename(index=task_title).rename(columns=label, level="method").round(2)
+    table = table.rename(index=task_title).rename(columns=label, level="method").round(2)
+    table = table.rename(columns=PERSISTENCE, level=0)
+    table.index.name, table.columns.names = "Task", [None, None]
+    return table
+
+
+PERSISTENCE = {"init": "Open share at the start", "final": "Open share at the end"}
 
 
 def _open_share(maps: pd.DataFrame, method: str, when: str) -> float:

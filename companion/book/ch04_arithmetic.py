@@ -21,7 +21,8 @@ import pandas as pd
 
 from companion.book.frames import curves, records_frame
 from companion.book.labels import label, task_title
-from companion.book.stats import Paired, Summary, paired, paired_table, summarize, summary_table
+from companion.book.prose import diff_interval, mean_sd, p_text
+from companion.book.stats import Paired, Summary, paired, summarize
 from companion.experiments import get_experiment
 from companion.experiments.arithmetic import (FIGURE2_METHODS, FRACTIONS, LONG_BUDGET, METHODS, MUL_METHODS,
                                               TABLE8_FRACTION)
@@ -74,10 +75,13 @@ def examples(per_op: int = 2, n_test: int = 1000) -> pd.DataFrame:
         task = ArithmeticTask(op=op, fraction=TABLE8_FRACTION[op], n_test=n_test)
         a, b = task.operands["test"]
         for k in range(per_op):
-            rows.append({"operation": op, "a": int(a[k]), "b": int(b[k]),
-                         "tokens (as read)": decode(task.sequences["test"][k:k + 1])[0],
-                         "training pairs": task.n_train, "universe": task.universe})
-    return pd.DataFrame(rows).set_index("operation")
+            rows.append({"Operation": task_title(op), "a": int(a[k]), "b": int(b[k]),
+                         EXAMPLE_TOKENS: decode(task.sequences["test"][k:k + 1])[0],
+                         "Training pairs": task.n_train, "All pairs": task.universe})
+    return pd.DataFrame(rows).set_index("Operation")
+
+
+EXAMPLE_TOKENS = "Tokens as the model reads them"
 
 
 def mask_panel(op: str) -> tuple[np.ndarray, list[str]]:
@@ -100,42 +104,70 @@ def _budget(op: str, profile: str, seeds: Sequence[int]) -> dict:
             "test pairs": dict(cfg.task.params)["n_test"], "seeds": len(seeds)}
 
 
+# The budget table's rows as the page heads them.
+BUDGET_ROWS = {"d_model": "Model width", "layers": "Layers", "heads": "Heads", "FF": "Feed-forward width",
+               "optimiser": "Optimiser", "lr": "Learning rate", "weight decay": "Weight decay", "batch": "Batch size",
+               "schedule": "Learning-rate schedule", "steps": "Updates", "test pairs": "Test pairs", "seeds": "Seeds"}
+
+
 def budget_table(profile: str, seeds: Sequence[int]) -> pd.DataFrame:
-    """Model and training budget of each operation (columns addition, multiplication)."""
-    return pd.DataFrame({"addition": _budget("add", profile, seeds), "multiplication": _budget("mul", profile, seeds)})
+    """Model and training budget of each operation (columns Addition, Multiplication; rows `BUDGET_ROWS`)."""
+    table = pd.DataFrame({task_title(op).capitalize(): _budget(op, profile, seeds) for op in ("add", "mul")})
+    return table.rename(index=BUDGET_ROWS)
 
 
 def _cell(frame: pd.DataFrame, op: str, fraction: float, budget: str = "base") -> pd.DataFrame:
     return frame[(frame.op == op) & (frame.fraction == fraction) & (frame.budget == budget)]
 
 
-def table8(frame: pd.DataFrame, metrics=("test.seq_acc", "test.digit_acc", "train.seq_acc")) -> pd.DataFrame:
-    """Operation × method at Table 8's fractions, in %: "mean ± std [95 % interval]" per metric."""
-    rows = []
+# Table 8's measures as the page heads them.
+TABLE8 = {"test.seq_acc": "Test sequence accuracy (%)", "test.digit_acc": "Test digit accuracy (%)",
+          "train.seq_acc": "Training sequence accuracy (%)"}
+
+
+def _cell_name(op: str, fraction: float) -> str:
+    return f"{task_title(op).capitalize()} at {fraction_label(fraction)}"
+
+
+def table8(frame: pd.DataFrame, metrics: Sequence[str] = tuple(TABLE8)) -> pd.DataFrame:
+    """The paper's Table 8 for the page: rows (operation at its fraction, method), one column per measure
+    (`TABLE8`, in %: mean ± standard deviation over seeds, one decimal) and the number of seeds."""
+    rows = {}
     for op, f in TABLE8_FRACTION.items():
-        sub = _cell(frame, op, f).copy()
-        sub["task"] = f"{task_title(op)} at {fraction_label(f)}"
-        rows.append(sub)
-    sub = pd.concat(rows)
-    sub["method"] = sub["method"].map(label)
-    sub[list(metrics)] = 100 * sub[list(metrics)]
-    return summary_table(sub, ["task", "method"], list(metrics), digits=1)
+        sub = _cell(frame, op, f)
+        for m, runs in sub.groupby("method", sort=False):
+            rows[(_cell_name(op, f), label(m))] = {TABLE8[k]: mean_sd(100 * runs[k]) for k in metrics} | {"Seeds": len(runs)}
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index = pd.MultiIndex.from_tuples(out.index, names=["Task", "Method"])
+    return out
 
 
 def paired_against(frame: pd.DataFrame, op: str, fraction: float, metric: str = "test.seq_acc",
                    baseline: str = "default", budget: str = "base") -> pd.DataFrame:
-    """Each method minus `baseline` in percentage points, paired by seed, with interval and p-value."""
-    sub = _cell(frame, op, fraction, budget).copy()
-    sub[metric] = 100 * sub[metric]
-    out = paired_table(sub, "method", "seed", metric, baseline, digits=1)
-    out.index = out.index.map(label)
+    """Each method minus `baseline` in percentage points, paired by seed: the difference with its 95 %
+    interval (column `MINUS_DEFAULT`), the paired t-test's p and the number of seeds; rows labelled."""
+    sub = _cell(frame, op, fraction, budget)
+    by = {m: dict(zip(g.seed, 100 * g[metric])) for m, g in sub.groupby("method", sort=False)}
+    if baseline not in by:
+        raise ValueError(f"baseline {baseline!r} is not among the methods {list(by)}.")
+    rows = {}
+    for m, values in by.items():
+        if m != baseline:
+            p = paired(values, by[baseline])
+            rows[label(m)] = {MINUS_DEFAULT: diff_interval(p.mean_diff, p.lo, p.hi), "p (paired t-test)": p_text(p.p_value),
+                              "Seeds": p.n}
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = "Method"
     return out
+
+
+MINUS_DEFAULT = "Minus default (points) [95 % interval]"
 
 
 def paired_table8(frame: pd.DataFrame) -> pd.DataFrame:
     """`paired_against` the default at both of Table 8's cells, one block per operation."""
-    return pd.concat({f"{task_title(op)} at {fraction_label(f)}": paired_against(frame, op, f)
-                      for op, f in TABLE8_FRACTION.items()})
+    return pd.concat({_cell_name(op, f): paired_against(frame, op, f) for op, f in TABLE8_FRACTION.items()},
+                     names=["Task"])
 
 
 def summary(frame: pd.DataFrame, op: str, fraction: float, method: str, metric: str = "test.seq_acc",
@@ -170,7 +202,7 @@ def _margins(frame: pd.DataFrame, profile: str) -> dict[float, float]:
 
 
 def _interval(g: Paired) -> str:
-    return f"{g.mean_diff:+.1f} [{g.lo:.1f}, {g.hi:.1f}]"
+    return diff_interval(g.mean_diff, g.lo, g.hi)
 
 
 def held_at_both(base: float, long: float, partly: float, *, larger: bool = True) -> float:
@@ -287,9 +319,12 @@ def fraction_ticks(profile: str) -> tuple[list[int], list[str]]:
 
 
 def figure2_table(frame: pd.DataFrame, profile: str) -> pd.DataFrame:
-    """Mean test sequence accuracy (%, one decimal) of Figure 2's methods (rows) at each fraction (columns)."""
-    return pd.DataFrame({fraction_label(f): {label(m): f"{summary(frame, 'add', f, m).mean:.1f}"
-                                             for m in FIGURE2_METHODS} for f in FRACTIONS[profile]})
+    """Mean test sequence accuracy (%, one decimal) of Figure 2's methods (rows) at each training
+    fraction (columns, headed by the fraction)."""
+    table = pd.DataFrame({fraction_label(f): {label(m): f"{summary(frame, 'add', f, m).mean:.1f}"
+                                              for m in FIGURE2_METHODS} for f in FRACTIONS[profile]})
+    table.index.name, table.columns.name = "Method", "Test sequence accuracy (%) at training fraction"
+    return table
 
 
 def steps_to(records: Sequence, threshold: float = REACH, split: str = "test", metric: str = "seq_acc") -> pd.DataFrame:
@@ -298,9 +333,19 @@ def steps_to(records: Sequence, threshold: float = REACH, split: str = "test", m
     rows = {}
     for m, (steps, vals) in curves(records, split, metric).items():
         first = [int(steps[np.argmax(v >= threshold)]) for v in vals if (v >= threshold).any()]
-        rows[label(m)] = {"runs reaching it": f"{len(first)} of {len(vals)}",
-                          "median step": float(np.median(first)) if first else float("nan")}
-    return pd.DataFrame.from_dict(rows, orient="index")
+        rows[label(m)] = {reached(threshold): f"{len(first)} of {len(vals)}",
+                          FIRST_STEP: float(np.median(first)) if first else float("nan")}
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = "Method"
+    return out
+
+
+FIRST_STEP = "Median update of the first reach"
+
+
+def reached(threshold: float = REACH) -> str:
+    """The header of `steps_to`'s count: "Runs reaching 50 %"."""
+    return f"Runs reaching {100 * threshold:g} %"
 
 
 def budget_gap_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -309,10 +354,15 @@ def budget_gap_table(frame: pd.DataFrame) -> pd.DataFrame:
     add = TABLE8_FRACTION["add"]
     rows = {}
     for b in ("base", "long"):
-        row = {label(m): f"{summary(frame, 'add', add, m, budget=b).mean:.1f}" for m in FIGURE2_METHODS}
-        row["mask − default (points)"] = _interval(paired_gain(frame, "add", add, "mask", budget=b))
+        row = {f"{label(m)} (%)": f"{summary(frame, 'add', add, m, budget=b).mean:.1f}" for m in FIGURE2_METHODS}
+        row[MASK_GAP] = _interval(paired_gain(frame, "add", add, "mask", budget=b))
         rows[f"{_steps(frame, b)} updates"] = row
-    return pd.DataFrame(rows).T
+    out = pd.DataFrame(rows).T
+    out.index.name = "Budget"
+    return out
+
+
+MASK_GAP = "Mask − default (points) [95 % interval]"
 
 
 def _steps(frame: pd.DataFrame, budget: str) -> int:
@@ -338,7 +388,9 @@ def digit_table(frame: pd.DataFrame) -> pd.DataFrame:
     cols = [f"test.digit{s}_acc" for s in range(_DIGITS)]
     digits = (100 * _mul_frame(frame).groupby("method")[cols].mean()).round(1)
     digits.columns = [f"c{s}" for s in range(_DIGITS)]
-    return digits.rename(index=label)
+    digits = digits.rename(index=label)
+    digits.index.name, digits.columns.name = "Method", "Accuracy (%) of answer digit"
+    return digits
 
 
 def _budget_numbers(profile: str) -> dict[str, str]:
@@ -384,9 +436,9 @@ def _figure2_numbers(frame: pd.DataFrame, profile: str) -> dict[str, str]:
 
 def _reach_numbers(records: Sequence) -> dict[str, str]:
     reach = steps_to(records, REACH)
-    return {"ch4_mask_reach": reach.loc[label("mask"), "runs reaching it"],
-            "ch4_mask_reach_step": f"{reach.loc[label('mask'), 'median step']:.0f}",
-            "ch4_default_reach": reach.loc[label("default"), "runs reaching it"]}
+    return {"ch4_mask_reach": reach.loc[label("mask"), reached()],
+            "ch4_mask_reach_step": f"{reach.loc[label('mask'), FIRST_STEP]:.0f}",
+            "ch4_default_reach": reach.loc[label("default"), reached()]}
 
 
 def _budget_gap_numbers(frame: pd.DataFrame) -> dict[str, str]:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from companion.book.frames import open_mass, readout, records_frame
 from companion.book.labels import label, task_title
-from companion.book.prose import num, pct, signed
+from companion.book.prose import diff_interval, mean_sd, num, p_text, pct, signed
 from companion.book.stats import paired, sign_flip_p, summarize
 from companion.config import TaskConfig
 from companion.experiments.referee import CONTRASTS, PLACEMENTS, TASKS
@@ -33,7 +33,8 @@ __all__ = ["DRIFT_TITLES", "load", "load_qk", "placement_frame", "qk_frame", "dr
            "baseline_accuracy", "drift_table", "placement_drift", "qk_table", "qk_drift_table", "qk_drift_curves",
            "paired_gain_table", "claim_measures", "prose_numbers", "FIT", "GAIN", "MDI", "mask_matters",
            "separating_drift", "misspecified_drift", "claim_preconditions", "claim_details", "seed_test",
-           "qk_retention", "matched_drift", "MATCH", "SEEDS", "claims"]
+           "qk_retention", "matched_drift", "MATCH", "SEEDS", "claims", "PLACEMENT_NAMES", "ACCURACY_AT", "DRIFT_AT",
+           "QK_COLUMNS", "QK_DRIFTS", "MINUS_NO_MASK"]
 
 SEEDS = (0, 1, 2, 3, 4)  # the notebook's default seeds (its parameters cell)
 FIT = 0.99  # a run fits the seen set at this mean seen accuracy
@@ -175,51 +176,107 @@ def _titled(table: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- tables
 
+# How the tables name a placement, a mask variant and a contrast.
+PLACEMENT_NAMES = {"correct": "Correct", "misspecified": "Misspecified", "falsifier": "Falsifier",
+                   "all-zero": "All-zero mask", "no mask": "No mask (default)"}
+ACCURACY_AT = "Full-cube accuracy (%) at contrast ±c"
+DRIFT_AT = "Final mask drift ‖Δ log σ(M)‖_F at contrast ±c"
+QK_COLUMNS = {"acc": "Full-cube accuracy (%)", "open_start": "CLS attention on open keys, start",
+              "open_end": "CLS attention on open keys, end", "qk_drift": "Query–key drift ‖ΔA‖/‖A₀‖"}
+QK_DRIFTS = {"qk_drift": "Query–key drift ‖ΔA‖/‖A₀‖", "attention_drift": "Attention-pattern drift"}
+MINUS_NO_MASK = "Mask − no mask (points) [95 % interval]"
+
+
+def _variant_words(variant: str) -> str:
+    """A mask variant as the reader says it: "support" → "the task's own pattern", "pair:0-2" → "bits 0 and 2"."""
+    if variant == "support":
+        return "the task's own pattern"
+    bits = variant.partition(":")[2].split("-")
+    return f"bits {', '.join(bits[:-1])} and {bits[-1]}"
+
+
+def _contrast(c: float) -> str:
+    return f"±{c:g}" if c else "0 (none)"
+
+
+def _readable(table: pd.DataFrame) -> pd.DataFrame:
+    """Index levels of the page: tasks titled, methods labelled, placements named, QK norm on/off."""
+    table = _titled(table)
+    names = {"task": "Task", "placement": "Placement", "method": "Method", "qk_norm": "QK norm"}
+    if "placement" in table.index.names:
+        table = table.rename(index=PLACEMENT_NAMES, level="placement")
+    if "qk_norm" in table.index.names:
+        table.index = table.index.set_levels(
+            [{True: "on", False: "off"}.get(v, v) for v in table.index.levels[table.index.names.index("qk_norm")]],
+            level="qk_norm")
+    table.index.names = [names.get(n, n) for n in table.index.names]
+    return table
+
+
 def placements_table() -> pd.DataFrame:
-    """The mask variant of each placement (rows) on each task (columns)."""
-    return pd.DataFrame(PLACEMENTS).rename(columns=task_title)
+    """Which keys each placement's mask opens (rows) on each task (columns), in words."""
+    table = pd.DataFrame(PLACEMENTS).map(_variant_words).rename(columns=task_title, index=PLACEMENT_NAMES)
+    table.index.name = "Placement"
+    return table
 
 
 def accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Full-cube accuracy (%) per task × placement (rows) and contrast (columns): "mean [lo, hi]"
-    (95 % t interval), the mean alone for one seed or an undefined interval."""
-    acc = _summary_by(frame.assign(acc=100 * frame["cube.acc"]), PLACEMENT_KEY, "acc")
-    acc["cell"] = [f"{m:.1f} [{lo:.1f}, {hi:.1f}]" if n > 1 and np.isfinite(lo) else f"{m:.1f}"
-                   for m, lo, hi, n in zip(acc["mean"], acc["lo"], acc["hi"], acc["n"])]
-    return _titled(acc.pivot(index=["task", "placement"], columns="contrast", values="cell")).fillna("")
+    """Full-cube accuracy (%) per task × placement (rows) and contrast (columns "0 (none)", "±1"…):
+    mean ± standard deviation over seeds, one decimal; "—" where a placement has no run."""
+    cells = {}
+    for (task, placement, contrast), g in frame.groupby(list(PLACEMENT_KEY), sort=False):
+        cells[(task, placement, contrast)] = mean_sd(100 * g["cube.acc"])
+    table = pd.Series(cells).unstack(level=2)
+    table = table[sorted(table.columns)].rename(columns=_contrast).fillna("—")
+    table.index.names, table.columns.name = ["task", "placement"], ACCURACY_AT
+    return _readable(table)
 
 
 def drift_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean final mask drift per task × placement (rows) and contrast (columns), the placed masks only."""
+    """Mean final mask drift per task × placement (rows) and contrast (columns), the placed masks only,
+    two decimals."""
     placed = frame[frame.placement.isin(["correct", "misspecified", "falsifier"])]
     drift = _summary_by(placed, PLACEMENT_KEY, "mask_drift")
-    return _titled(drift.pivot(index=["task", "placement"], columns="contrast", values="mean")).round(2)
+    table = drift.pivot(index=["task", "placement"], columns="contrast", values="mean").round(2)
+    table = table.rename(columns=_contrast)
+    table.columns.name = DRIFT_AT
+    return _readable(table)
 
 
 def qk_table(qk: pd.DataFrame) -> pd.DataFrame:
-    """Mean over seeds per task × method × qk_norm: full-cube accuracy (%), CLS attention on the open
-    keys at the start and at the end, final query–key drift."""
-    table = qk.assign(acc=100 * qk["cube.acc"]).groupby(list(QK_KEY))[["acc", "open_start", "open_end", "qk_drift"]]
-    return _titled(table.mean()).round(3)
+    """Mean over seeds per task × method × QK norm (on/off): full-cube accuracy (%, one decimal), the
+    share of the CLS token's attention on the open keys at the start and at the end, and the final
+    relative query–key drift (two decimals); columns `QK_COLUMNS`."""
+    table = qk.assign(acc=100 * qk["cube.acc"]).groupby(list(QK_KEY))[list(QK_COLUMNS)].mean()
+    table = table.round({"acc": 1, "open_start": 2, "open_end": 2, "qk_drift": 2}).rename(columns=QK_COLUMNS)
+    return _readable(table)
 
 
 def qk_drift_table(qk: pd.DataFrame) -> pd.DataFrame:
-    """Mean and std over seeds of the final query–key and attention-pattern drifts per task × method × qk_norm."""
-    return _titled(qk.groupby(list(QK_KEY))[["qk_drift", "attention_drift"]].agg(["mean", "std"])).round(3)
+    """Final query–key and attention-pattern drifts per task × method × QK norm: mean ± standard
+    deviation over seeds, two decimals; columns `QK_DRIFTS`."""
+    rows = {key: {QK_DRIFTS[c]: mean_sd(g[c], 2) for c in QK_DRIFTS}
+            for key, g in qk.groupby(list(QK_KEY), sort=True)}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index = pd.MultiIndex.from_tuples(table.index, names=list(QK_KEY))
+    return _readable(table)
 
 
 def paired_gain_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Mask minus the model without a mask in full-cube accuracy (points), paired by seed, for the
-    cells of `PAIRED_CELLS` on each task: "diff [lo, hi]" (95 % t interval), paired t-test p, n."""
+    cells of `PAIRED_CELLS` on each task: the difference with its 95 % t interval (`MINUS_NO_MASK`),
+    the paired t-test's p and the number of seeds."""
     pct_frame = frame.assign(**{"cube.acc": 100 * frame["cube.acc"]})
     rows = {}
     for task in TASKS:
         for p, c in PAIRED_CELLS:
             r = paired(by_seed(pct_frame, task, p, c), by_seed(pct_frame, task, "no mask", 0.0))
-            rows[(task_title(task), f"{p} ±{c:g}" if c else p)] = {
-                "mask − default": f"{r.mean_diff:.1f} [{r.lo:.1f}, {r.hi:.1f}]",
-                "p": round(r.p_value, 3) if np.isfinite(r.p_value) else "—", "n": r.n}
-    return pd.DataFrame(rows).T
+            name = f"{PLACEMENT_NAMES[p]} ±{c:g}" if c else PLACEMENT_NAMES[p]
+            rows[(task_title(task), name)] = {MINUS_NO_MASK: diff_interval(r.mean_diff, r.lo, r.hi),
+                                              "p (paired t-test)": p_text(r.p_value), "Seeds": r.n}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index = pd.MultiIndex.from_tuples(table.index, names=["Task", "Mask"])
+    return table
 
 
 # ---------------------------------------------------------------- figure data

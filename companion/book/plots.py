@@ -2,6 +2,12 @@
 
 Colours and labels come from `companion.book.labels` (a method has one colour in every chapter);
 `mean_interval` is the one way a chapter draws a quantity's mean over seeds with its interval.
+
+Layout for the page: a figure is drawn at the width of the book's text column (`COLUMN_IN`), so that
+its text keeps its point size when the page shows it (a wider figure is shrunk to the column, and
+its text with it); `panels` makes such a figure. Legends sit outside the data (`legend_below`,
+`legend_right`), heat maps carry a colour bar (`shared_colorbar` for panels on one scale), and a
+log axis labels its ticks (`log_ticks`). `layout_problems` lists what a figure breaks of these rules.
 """
 
 from __future__ import annotations
@@ -13,10 +19,18 @@ import numpy as np
 
 from companion.book.labels import colour, label
 
-__all__ = ["use_style", "heatmap", "grouped_bars", "mean_interval", "PALETTE"]
+__all__ = ["use_style", "heatmap", "grouped_bars", "mean_interval", "PALETTE", "COLUMN_IN", "MIN_PT", "panels",
+           "mosaic", "picture", "legend_below", "legend_right", "shared_colorbar", "log_ticks", "layout_problems"]
 
 # The cycle for things that are not methods (placements, layers, lengths…).
 PALETTE = ("#1b6ca8", "#e07b39", "#3a9e6f", "#b5485d", "#7d5ba6", "#8c8c8c")
+COLUMN_IN = 7.0  # width of the book's text column in inches: a wider figure is shrunk to it
+MIN_PT = 9.0  # the smallest text on the page, in points, after that shrinking
+
+
+# Every text size of the style, in points: none below MIN_PT at the column's width.
+_FONTS = {"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": 9, "ytick.labelsize": 9,
+          "legend.fontsize": 9, "legend.title_fontsize": 9, "figure.titlesize": 10}
 
 
 def use_style() -> None:
@@ -25,10 +39,9 @@ def use_style() -> None:
 
     pd.set_option("display.max_colwidth", None)
     plt.rcParams.update({
-        "figure.dpi": 110, "savefig.dpi": 110, "figure.figsize": (6.4, 3.6),
+        "figure.dpi": 110, "savefig.dpi": 110, "figure.figsize": (COLUMN_IN, 3.6),
         "axes.spines.top": False, "axes.spines.right": False, "axes.grid": False,
-        "axes.prop_cycle": plt.cycler(color=PALETTE), "font.size": 10, "axes.titlesize": 10,
-        "legend.frameon": False,
+        "axes.prop_cycle": plt.cycler(color=PALETTE), **_FONTS, "legend.frameon": False,
     })
 
 
@@ -46,7 +59,7 @@ def heatmap(ax, values, *, xlabels=None, ylabels=None, cmap="Blues", vmin=None, 
         lo = np.nanmin(values) if vmin is None else vmin
         for (r, c), v in np.ndenumerate(values):
             dark = (v - lo) > 0.6 * (hi - lo) if hi > lo else False
-            ax.text(c, r, annotate.format(v), ha="center", va="center", fontsize=8, color="white" if dark else "black")
+            ax.text(c, r, annotate.format(v), ha="center", va="center", fontsize=MIN_PT, color="white" if dark else "black")
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     if colorbar:
         ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
@@ -62,10 +75,10 @@ def grouped_bars(ax, groups: dict[str, list[float]], labels: list[str], *, ylabe
     for g, (name, vals) in enumerate(groups.items()):
         bars = ax.bar(x + (g - (n - 1) / 2) * width, vals, width, label=name, color=PALETTE[g % len(PALETTE)])
         for b, v in zip(bars, vals):
-            ax.text(b.get_x() + b.get_width() / 2, b.get_height(), annotate.format(v), ha="center", va="bottom", fontsize=8)
+            ax.text(b.get_x() + b.get_width() / 2, b.get_height(), annotate.format(v), ha="center", va="bottom", fontsize=MIN_PT)
     ax.set_xticks(x, labels)
     ax.set(ylabel=ylabel, title=title)
-    ax.legend()
+    legend_right(ax)
 
 
 def mean_interval(ax, data, *, x: str, y: str, hue: str = "method", interval: str = "ci",
@@ -88,3 +101,155 @@ def mean_interval(ax, data, *, x: str, y: str, hue: str = "method", interval: st
     if handles:
         ax.legend(handles, [names.get(t, t) for t in texts])
     return ax
+
+
+def panels(nrows: int = 1, ncols: int = 1, *, height: float, width: float = COLUMN_IN, **kwargs):
+    """`plt.subplots` at the column's width with constrained layout (room made for legends and colour
+    bars outside the axes); `kwargs` go to `plt.subplots` (sharex, sharey, squeeze, gridspec_kw…)."""
+    return plt.subplots(nrows, ncols, figsize=(width, height), layout="constrained", **kwargs)
+
+
+def mosaic(layout, *, height: float, width: float = COLUMN_IN, **kwargs):
+    """`plt.figure().subplot_mosaic` at the column's width with constrained layout: (figure, {name: axes})."""
+    fig = plt.figure(figsize=(width, height), layout="constrained")
+    return fig, fig.subplot_mosaic(layout, **kwargs)
+
+
+def picture(ax, image, **kwargs):
+    """An image that is a picture (a digit, a photograph), not a heat map: no colour bar, no ticks."""
+    shown = ax.imshow(image, **kwargs)
+    shown.set_gid("picture")
+    ax.set_xticks([]); ax.set_yticks([])
+    return shown
+
+
+def _entries(axes) -> tuple[list, list]:
+    """Each legend entry of `axes` once (first axes wins), their own legends removed. An axes that
+    already has a legend gives its entries as shown (labels set by `mean_interval` stay)."""
+    seen: dict[str, object] = {}
+    for ax in np.atleast_1d(axes).flat:
+        legend = ax.get_legend()
+        if legend is not None:
+            entries = zip(legend.legend_handles, [t.get_text() for t in legend.get_texts()])
+        else:
+            entries = zip(*ax.get_legend_handles_labels())
+        for handle, text in entries:
+            if not text.startswith("_"):
+                seen.setdefault(text, handle)
+        if legend is not None:
+            legend.remove()
+    return list(seen.values()), list(seen)
+
+
+def legend_below(fig, axes=None, *, ncols: int | None = None, title: str | None = None, labels: dict | None = None):
+    """One legend for the figure, below its panels (constrained layout makes room): the entries of
+    `axes` (all of the figure's by default), each once; `labels` renames entries."""
+    handles, texts = _entries(fig.axes if axes is None else axes)
+    if not handles:
+        return None
+    texts = [(labels or {}).get(t, t) for t in texts]
+    ncols = ncols or min(len(handles), 4)
+    return fig.legend(handles, texts, loc="outside lower center", ncols=ncols, title=title)
+
+
+def legend_right(ax, *, title: str | None = None, labels: dict | None = None):
+    """The axes' legend to the right of its data, top-aligned (outside the axes)."""
+    handles, texts = _entries(ax)
+    if not handles:
+        return None
+    texts = [(labels or {}).get(t, t) for t in texts]
+    return ax.legend(handles, texts, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, title=title)
+
+
+def shared_colorbar(fig, image, axes, *, label: str = "", ticks=None, ticklabels=None, **kwargs):
+    """One colour bar for heat-map panels drawn on one scale (same cmap, vmin and vmax): `image` is any
+    panel's `heatmap` return value, `axes` all the panels it stands for."""
+    bar = fig.colorbar(image, ax=list(np.atleast_1d(axes).flat), label=label, shrink=kwargs.pop("shrink", 0.9), **kwargs)
+    if ticks is not None:
+        bar.set_ticks(ticks, labels=ticklabels)
+    return bar
+
+
+def _plain(value: float, _pos=None) -> str:
+    """A log tick as a number a reader reads at a glance: 0.01, 1, 200; powers of ten beyond 10^±4."""
+    if value <= 0:
+        return ""
+    exponent = np.log10(value)
+    if abs(exponent) > 4 and np.isclose(exponent, round(exponent)):
+        return f"$10^{{{int(round(exponent))}}}$"
+    return f"{value:g}"
+
+
+def log_ticks(ax, axis: str = "both") -> None:
+    """Label a log axis's ticks (call after drawing, once the limits are set): decades when the view
+    holds two or more of them, else 1-2-5 steps, so every log axis shows at least two labels."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    for name in ("x", "y") if axis == "both" else (axis,):
+        part = getattr(ax, f"{name}axis")
+        if part.get_scale() != "log":
+            continue
+        lo, hi = sorted(getattr(ax, f"get_{name}lim")())
+        decades = np.floor(np.log10(hi)) - np.ceil(np.log10(lo)) + 1
+        subs = (1.0,) if decades >= 2 else (1.0, 2.0, 5.0)
+        part.set_major_locator(LogLocator(base=10, subs=subs, numticks=8))
+        part.set_major_formatter(FuncFormatter(_plain))
+        part.set_minor_formatter(NullFormatter())
+
+
+def _is_colorbar(ax) -> bool:
+    return getattr(ax, "_colorbar", None) is not None
+
+
+def layout_problems(fig, *, column: float = COLUMN_IN, min_pt: float = MIN_PT) -> list[str]:
+    """What `fig` breaks of the book's figure rules, in words (empty when none): text under `min_pt`
+    once the figure is shrunk to `column` inches; a legend over an axes' data area; a heat map
+    (an image drawn with imshow) with no colour bar on its colour scale; a log axis with fewer
+    than two labelled ticks. Draws the figure (Agg) to measure it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    problems: list[str] = []
+    scale = min(1.0, column / fig.get_figwidth())
+    small = sorted({(round(t.get_fontsize() * scale, 1), t.get_text()) for t in fig.findobj(Text)
+                    if t.get_visible() and t.get_text().strip() and t.get_fontsize() * scale < min_pt - 1e-6})
+    problems += [f"text {text!r} at {size} pt on the page (< {min_pt})" for size, text in small[:5]]
+    data_axes = [ax for ax in fig.axes if not _is_colorbar(ax) and ax.get_visible()]
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        for ax in data_axes:
+            overlap = box.intersection(box, ax.bbox)
+            if overlap is not None and overlap.width > 1 and overlap.height > 1:
+                problems.append(f"a legend ({', '.join(t.get_text() for t in legend.get_texts()[:3])}…) "
+                                f"lies over the data of axes {ax.get_title()!r}")
+    bars = [ax._colorbar.mappable for ax in fig.axes if _is_colorbar(ax)]
+    for ax in data_axes:
+        for image in ax.images:
+            if image.get_gid() == "picture":
+                continue
+            if not any(m is image or (m.get_cmap().name == image.get_cmap().name and m.get_clim() == image.get_clim())
+                       for m in bars):
+                problems.append(f"the heat map in axes {ax.get_title()!r} has no colour bar")
+    for ax in data_axes:
+        for name in ("x", "y"):
+            if getattr(ax, f"{name}axis").get_scale() not in ("log", "symlog"):
+                continue
+            # panels sharing the axis are read from the one that carries the labels
+            shared = getattr(ax, f"get_shared_{name}_axes")().get_siblings(ax)
+            shown = max(_labelled_ticks(a, name) for a in shared)
+            if shown < 2:
+                problems.append(f"the log {name} axis of {ax.get_title()!r} shows {shown} labelled tick(s)")
+    return problems
+
+
+def _labelled_ticks(ax, name: str) -> int:
+    """How many ticks of one axis carry a visible, non-empty label inside the view limits."""
+    part = getattr(ax, f"{name}axis")
+    lo, hi = sorted(getattr(ax, f"get_{name}lim")())
+    return sum(1 for t, v in zip(part.get_ticklabels(), part.get_ticklocs())
+               if t.get_visible() and t.get_text().strip() and lo - 1e-9 * abs(lo) <= v <= hi + 1e-9 * abs(hi))

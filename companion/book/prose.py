@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["glue_all", "pct", "num", "signed", "checks_table", "page_table"]
+__all__ = ["glue_all", "pct", "num", "signed", "mean_sd", "diff_interval", "p_text", "checks_table", "page_table"]
 
 
 def glue_all(values: dict[str, Any]) -> None:
@@ -42,6 +42,31 @@ def signed(x: float, digits: int = 1) -> str:
         return "—"
     text = f"{x:+.{digits}f}"
     return text[1:] if float(text) == 0 else text
+
+
+def mean_sd(values, digits: int = 1) -> str:
+    """Values over seeds as a table cell: "62.4 ± 39.7" (mean ± standard deviation, ddof = 1; the mean
+    alone for one value; "—" for none), no negative zero."""
+    import numpy as np
+
+    x = np.asarray([v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))], dtype=float)
+    if not len(x):
+        return "—"
+    return num(float(x.mean()), digits) if len(x) == 1 else f"{num(float(x.mean()), digits)} ± {num(float(x.std(ddof=1)), digits)}"
+
+
+def diff_interval(mean: float, lo: float, hi: float, digits: int = 1) -> str:
+    """A difference with its interval as a table cell: "+10.1 [3.4, 16.8]" ("—" when not measured)."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "—"
+    return f"{signed(mean, digits)} [{num(lo, digits)}, {num(hi, digits)}]"
+
+
+def p_text(p: float) -> str:
+    """A p-value as a table cell: two decimals, "< 0.001" below that, "—" when there is none."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "—"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
 
 
 def checks_table(checks: dict[str, Any], column: str = "result"):

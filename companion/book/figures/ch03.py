@@ -1,0 +1,64 @@
+"""Chapter 3's figures: the tasks' open patterns, accuracy during training, and Figure 5's attention maps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from companion.book import plots
+from companion.book.labels import task_title
+
+__all__ = ["masks", "curves", "maps"]
+
+_OPEN = dict(ticks=[0, 1], ticklabels=["closed", "open"])
+
+
+def masks(patterns: Mapping[str, object], tasks: Sequence[str]):
+    """Each task's open pattern over the CLS token and the bit tokens (dark = open), 2 × 2 panels
+    and one closed/open colour bar."""
+    fig, axes = plots.panels(2, 2, height=5.6)
+    n = len(np.asarray(patterns[tasks[0]]))
+    ticks = ["CLS"] + [str(i) for i in range(n - 1)]
+    for ax, fn in zip(axes.flat, tasks):
+        image = plots.heatmap(ax, np.asarray(patterns[fn], dtype=float), cmap="Greys", vmin=0, vmax=1, colorbar=False,
+                              title=task_title(fn))
+        ax.set_xticks(range(0, n, 3), ticks[::3])
+        ax.set_yticks(range(0, n, 3), ticks[::3])
+    for ax in axes.flat[len(tasks):]:
+        ax.set_visible(False)
+    plots.shared_colorbar(fig, image, axes, **_OPEN)
+    return fig
+
+
+def curves(curves: Mapping[str, pd.DataFrame], interpolator: Mapping[str, float],
+           y: str = "full-cube accuracy (%)"):
+    """Accuracy during training per task (2 × 2 panels; mean over seeds, band over seeds), the
+    minimum-degree interpolator's accuracy dashed; one legend below."""
+    tasks = list(curves)
+    fig, axes = plots.panels(2, 2, height=5.8, sharey=True, sharex=True)
+    for ax, fn in zip(axes.flat, tasks):
+        # the reference first, so that the method legend `mean_interval` builds lists it too
+        ax.axhline(interpolator[fn], ls="--", color="k", lw=0.8, label="minimum-degree interpolator")
+        plots.mean_interval(ax, curves[fn], x="step", y=y, interval="range")
+        ax.set_title(task_title(fn))
+        ax.label_outer()
+    for ax in axes.flat[len(tasks):]:
+        ax.set_visible(False)
+    plots.legend_below(fig, ncols=3)
+    return fig
+
+
+def maps(panels: Sequence[tuple[str, object]], *, columns: int = 4, vmax: float = 0.6):
+    """Attention maps as a grid of panels (one row per method, `columns` per row, the panels'
+    titles as given), on one 0…`vmax` scale with one colour bar."""
+    rows = -(-len(panels) // columns)
+    fig, axes = plots.panels(rows, columns, height=1.75 * rows + 0.5, squeeze=False)
+    for ax, (title, values) in zip(axes.flat, panels):
+        image = plots.heatmap(ax, values, vmin=0, vmax=vmax, colorbar=False)
+        method, _, where = title.partition(": ")
+        ax.set_title(f"{method}\n{where}" if where else title)
+        ax.set_xticks([]); ax.set_yticks([])
+    plots.shared_colorbar(fig, image, axes, label="attention weight")
+    return fig
