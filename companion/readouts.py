@@ -54,6 +54,7 @@ def _registry() -> dict[str, Readout]:
     from companion.tasks import load_tasks
 
     load_tasks()  # task modules register their readouts on import
+    from companion import goat, transport  # noqa: F401  (GOAT's prior; attention as transport)
     return READOUTS
 
 
