@@ -16,16 +16,20 @@ function parses and validates it. Values are plain Python (tensors are converted
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any, Callable
 
 import torch
 
-__all__ = ["READOUTS", "register_readout", "parse_readout", "check_readouts", "measure_readouts", "jsonable",
-           "parse_ints", "log_mask"]
+__all__ = ["READOUTS", "READOUT_MODULES", "register_readout", "parse_readout", "check_readouts", "measure_readouts",
+           "jsonable", "parse_ints", "log_mask"]
 
 Readout = Callable[[torch.nn.Module, Any, str], Any]
 READOUTS: dict[str, Readout] = {}
+# Core modules (besides the task modules) that register readouts when imported: GOAT's prior
+# (`goat_prior`) and attention as transport (`collapse_bounds`, `sink_curve`).
+READOUT_MODULES = ("companion.goat", "companion.transport")
 
 
 def register_readout(name: str):
@@ -54,7 +58,8 @@ def _registry() -> dict[str, Readout]:
     from companion.tasks import load_tasks
 
     load_tasks()  # task modules register their readouts on import
-    from companion import goat, transport  # noqa: F401  (GOAT's prior; attention as transport)
+    for module in READOUT_MODULES:  # by name, as the registries of priors and tasks: no import circle
+        importlib.import_module(module)
     return READOUTS
 
 

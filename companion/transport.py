@@ -143,7 +143,8 @@ def _pooled_drop(omega: np.ndarray, p0: np.ndarray, bins: int) -> float:
     omega, p0 = omega.ravel(), p0.ravel()
     edges = np.quantile(omega, np.linspace(0, 1, bins + 1))
     idx = np.clip(np.searchsorted(edges, omega, side="right") - 1, 0, bins - 1)
-    return float(p0[idx == 0].mean() - p0[idx == bins - 1].mean())
+    low, high = p0[idx == 0], p0[idx == bins - 1]
+    return float(low.mean() - high.mean()) if low.size and high.size else math.nan  # ties of ω can empty a bin
 
 
 def bounds_reading(model, x: Tensor, layer: int = 0) -> dict[str, float]:
@@ -160,7 +161,7 @@ def sink_reading(model, x: Tensor, layer: int = -1, bins: int = BINS) -> dict[st
     "omega", "p0": each query's head-mean ω against its head-mean attention on key 0, in `bins`
     position-matched bins (`matched_bins`); "head_mean_p0" (h,): each head's mean attention on key 0;
     "head_omega", "head_p0" (h, bins): the same bins per head; "pooled_drop": `_pooled_drop` of every
-    (sequence, head, query) of this model."""
+    (sequence, head, query) of this model (NaN, stored as None, when ties of ω leave a bin empty)."""
     d = sink_vs_signal(attention_internals(model, x, layer % len(model.blocks)), flat=False)
     omega, p0 = d["omega"], d["p0"]  # (b, h, n − 1)
     om, p = matched_bins(omega.mean(1), p0.mean(1), bins)
