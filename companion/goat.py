@@ -37,8 +37,9 @@ from torch import Tensor, nn
 from companion.attention import check_qkv, check_scale
 from companion.positions import alibi_slopes
 from companion.priors import Prior, PriorContext
+from companion.readouts import register_readout
 
-__all__ = ["GoatPrior", "sink_profiles"]
+__all__ = ["GoatPrior", "sink_profiles", "prior_readout"]
 
 INITS = ("uniform", "seeded")
 
@@ -283,3 +284,25 @@ def sink_profiles(model: nn.Module, n: int) -> Tensor:
     if not priors:
         raise ValueError("the model has no GOAT prior; sink profiles exist for GOAT models only.")
     return torch.stack([p.sink(torch.arange(n, device=p.alpha.device)).double().cpu() for p in priors])
+
+
+@register_readout("goat_prior")
+@torch.no_grad()
+def prior_readout(model: nn.Module, task, arg: str) -> dict[str, object]:
+    """The GOAT prior of layer arg (default 0; negative counts from the last) over the model's n
+    positions, per head: "sink" u_h(j), j = 0 … n − 1, and "kappa" κ_h(Δ), Δ = 0 … n − 1 (both (h, n),
+    in the model's precision), and "causal". On a causal prior these give back the whole log-prior on
+    the visible keys, K_h(i, j) = κ_h(i − j) + u_h(j) for j ≤ i, so a record holds Figure 1 of the
+    GOAT paper in 2hn numbers instead of hn²."""
+    try:
+        layer = int(arg) if arg else 0
+    except ValueError:
+        raise ValueError(f"readout 'goat_prior' takes a layer index (e.g. 'goat_prior:0'), got {arg!r}.") from None
+    blocks = getattr(model, "blocks", ())
+    if not -len(blocks) <= layer < len(blocks):
+        raise ValueError(f"readout 'goat_prior': layer {layer} does not exist in a model of {len(blocks)} layers.")
+    prior = blocks[layer].attn.scores_prior
+    if not isinstance(prior, GoatPrior):
+        raise ValueError(f"readout 'goat_prior' needs a GOAT prior in layer {layer}, not {type(prior).__name__}.")
+    pos = torch.arange(model.n_positions, device=prior.alpha.device)
+    return {"sink": prior.sink(pos), "kappa": prior.kappa(pos), "causal": bool(prior.causal)}

@@ -16,16 +16,20 @@ function parses and validates it. Values are plain Python (tensors are converted
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any, Callable
 
 import torch
 
-__all__ = ["READOUTS", "register_readout", "parse_readout", "check_readouts", "measure_readouts", "jsonable",
-           "parse_ints", "log_mask"]
+__all__ = ["READOUTS", "READOUT_MODULES", "register_readout", "parse_readout", "check_readouts", "measure_readouts",
+           "jsonable", "parse_ints", "log_mask"]
 
 Readout = Callable[[torch.nn.Module, Any, str], Any]
 READOUTS: dict[str, Readout] = {}
+# Core modules (besides the task modules) that register readouts when imported: GOAT's prior
+# (`goat_prior`) and attention as transport (`collapse_bounds`, `sink_curve`).
+READOUT_MODULES = ("companion.goat", "companion.transport")
 
 
 def register_readout(name: str):
@@ -58,6 +62,8 @@ def _registry(task: str | None = None) -> dict[str, Readout]:
     from companion.identity import core_modules
     from companion.tasks import TASKS, load_tasks
 
+    for module in READOUT_MODULES:  # by name, as the registries of priors and tasks: no import circle
+        importlib.import_module(module)
     if task is None or task not in TASKS:
         load_tasks()  # task modules register their readouts on import
     if task is None:

@@ -1,6 +1,7 @@
 """Attention as entropic transport (Chapter 7): the optimiser's solution equals softmax (Props 2.2, 3.1);
-measured attention respects Theorem 5.1's bounds; internals recomputed through the prior protocol
-equal the forward pass for every kind of prior; the chapter's tables, claim measures and prose numbers."""
+Theorem 5.1 and Figure 2c read from the records' readouts equal what the chapter computed from the
+trained models before; the chapter's tables, claim measures, prose numbers and `claims`. (The
+measurements on models themselves are tested in tests/test_transport.py.)"""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ import pytest
 import torch
 
 from companion.book import ch07_transport as ch
-from companion.book.transport import attention_internals, collapse_bounds, objective, sink_vs_signal, solve_entropic
+from companion.book.claims import record_all
+from companion.book.transport import objective, solve_entropic
 from companion.config import ModelConfig, PriorConfig, TaskConfig
 from companion.model import Transformer, init_weights_
-from companion.tasks import TaskSpec, make_task
+from companion.readouts import measure_readouts
+from companion.tasks import make_task
+from companion.transport import attention_internals, collapse_bounds, matched_bins, sink_vs_signal
 
 G = torch.Generator().manual_seed(0)
-SPEC = TaskSpec(inputs="tokens", output="lm", vocab_size=9, seq_len=10)
 
 
 def test_uniform_prior_gives_softmax_and_a_prior_shifts_it():
@@ -34,77 +37,6 @@ def test_uniform_prior_gives_softmax_and_a_prior_shifts_it():
         other = torch.distributions.Dirichlet(torch.ones(33, dtype=torch.float64)).sample((7, 200)).transpose(0, 1)
         assert (objective(other, s, log_pi, tau) >= objective(p, s, log_pi, tau) - 1e-12).all()
         assert not torch.allclose(p, torch.softmax(s / tau, -1), atol=1e-3)  # the prior matters
-
-
-def _model(cfg, spec=SPEC):
-    g = torch.Generator().manual_seed(1)
-    return init_weights_(Transformer(cfg, spec, generator=g), g)
-
-
-BASE = ModelConfig(arch="decoder", d_model=32, n_layers=2, n_heads=2, d_head=16, d_ff=32, positions="none")
-GOAT = replace(BASE, prior=PriorConfig(kind="goat", goat_rank=3, goat_init="seeded"))
-ALIBI = replace(BASE, prior=PriorConfig(kind="alibi"))
-ROPE = replace(BASE, positions="rope")
-
-
-def _check_internals(model, x):
-    for layer in range(len(model.blocks)):
-        d = attention_internals(model, x, layer)
-        z = (d["content"] + d["prior"]).masked_fill(~d["visible"], float("-inf"))
-        torch.testing.assert_close(torch.softmax(z, -1), d["weights"], rtol=0, atol=1e-12)
-        b = collapse_bounds(d)
-        assert b["max_violation"] <= 1e-9 and 0 < b["max_tightness"] <= 1 + 1e-9
-    assert next(model.parameters()).dtype == torch.float32  # analysis left the model alone
-
-
-def test_internals_reproduce_the_forward_pass_and_theorem_5_1_holds():
-    x = torch.randint(0, 9, (4, 10), generator=G)
-    for cfg in (GOAT, ALIBI, ROPE, replace(GOAT, qk_norm=True), replace(ROPE, qk_norm=True)):
-        _check_internals(_model(cfg), x)
-
-
-def test_internals_of_an_encoder_with_cls_and_a_mask_prior_cover_every_position():
-    spec = TaskSpec(inputs="tokens", output="regression", vocab_size=9, seq_len=10, n_outputs=1)
-    pattern = torch.rand(11, 11, generator=G) < 0.5
-    pattern |= torch.eye(11, dtype=torch.bool)
-    cfg = replace(BASE, arch="encoder", pool="cls", positions="learned", prior=PriorConfig(kind="mask", init="pattern"))
-    g = torch.Generator().manual_seed(1)
-    model = init_weights_(Transformer(cfg, spec, pattern=pattern, generator=g), g)
-    x = torch.randint(0, 9, (3, 10), generator=G)
-    _check_internals(model, x)
-    d = attention_internals(model, x)
-    assert d["content"].shape == (3, 2, 11, 11) and bool(d["visible"].all())  # CLS included, nothing hidden
-    torch.testing.assert_close(d["prior"], model.blocks[0].attn.prior.bias(11).double().expand(2, 11, 11))
-
-
-def test_content_is_the_scaled_dot_product_of_the_content_channels_and_no_prior_is_zero():
-    x = torch.randint(0, 9, (2, 10), generator=G)
-    for cfg, width in ((GOAT, 16 - 7), (replace(BASE, positions="learned"), 16)):
-        model = _model(cfg).double()
-        d = attention_internals(model, x, 1)
-        attn = model.blocks[1].attn
-        with torch.no_grad():
-            q, k, _ = attn.project(model.blocks[1].ln1(model.blocks[0](model.embed(x))))
-        torch.testing.assert_close(d["content"], q[..., :width] @ k[..., :width].transpose(-1, -2) / math.sqrt(width),
-                                   rtol=0, atol=1e-12)
-    assert not d["prior"].any()  # the model without a prior has a zero log-prior
-
-
-def test_a_wrong_prior_breaks_the_bound():
-    model = _model(replace(BASE, prior=PriorConfig(kind="goat", goat_rank=3)))
-    with torch.no_grad():
-        for block in model.blocks:
-            block.attn.prior.sink_bump.fill_(6.0)  # a strong sink on key 0
-    d = attention_internals(model, torch.randint(0, 9, (2, 10), generator=G))
-    assert collapse_bounds(d)["max_violation"] <= 1e-9
-    d["prior"] = torch.zeros_like(d["prior"])  # pretend there was no prior
-    assert collapse_bounds(d)["max_violation"] > 1.0
-
-
-def test_sink_vs_signal_skips_the_first_query():
-    model = _model(ALIBI)
-    out = sink_vs_signal(attention_internals(model, torch.randint(0, 9, (3, 10), generator=G)))
-    assert out["omega"].shape == out["p0"].shape == (3 * 2 * 9,) and (out["p0"] <= 1).all()
 
 
 # ---------------------------------------------------------------- the chapter module
@@ -161,24 +93,66 @@ def test_sensitivity_measures_details_and_numbers():
     assert not ch.sensitivity_checks(sens.assign(**{ch.SENS: [0.1, 0.0]}))["‖Δo‖ ≤ εΨ(C) everywhere (to 1e-12)"]
 
 
+TASK = TaskConfig.of("copy-mixture", vocab=9, seq_len=13, n_train=8, n_test=24)
+BASE = ModelConfig(arch="decoder", d_model=32, n_layers=2, n_heads=2, d_head=16, d_ff=32, positions="none")
+GOAT = replace(BASE, prior=PriorConfig(kind="goat", goat_rank=3, goat_init="seeded"))
+ALIBI = replace(BASE, prior=PriorConfig(kind="alibi"))
+
+
+def _model(cfg, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return init_weights_(Transformer(cfg, make_task(TASK).spec, generator=g), g)
+
+
+def _record(method, seed, model=None, readouts=None):
+    """A stored run as the chapter reads it: its config, seed and the readouts measured on `model`."""
+    if readouts is None:
+        readouts = measure_readouts((ch.BOUNDS, ch.SINK_CURVE), model, make_task(TASK))
+    cfg = SimpleNamespace(experiment="copymix", profile="ci", method=method, seed=seed, task=TASK)
+    return SimpleNamespace(config=cfg, seed=seed, run_id=f"{method}{seed}" * 8, readouts=readouts)
+
+
 def _runs_and_models():
-    runs = {m: [SimpleNamespace(seed=s) for s in (3, 5)] for m in ("goat", "alibi")}
-    models = {"goat": [_model(GOAT), _model(replace(GOAT, d_ff=16))], "alibi": [_model(ALIBI), _model(ALIBI)]}
+    models = {"goat": [_model(GOAT), _model(replace(GOAT, d_ff=16))], "alibi": [_model(ALIBI), _model(ALIBI, 2)]}
+    runs = {m: [_record(m, s, model) for s, model in zip((3, 5), ms)] for m, ms in models.items()}
     return runs, models
 
 
-def test_theorem_labels_models_by_record_seed_and_counts_every_visible_entry():
+X = make_task(TASK).sequences["test"][:64, :-1]  # the probe batch of every run (`companion.transport.probe_batch`)
+
+
+def test_theorem_reads_each_record_as_the_chapter_computed_it_from_the_model():
     runs, models = _runs_and_models()
-    x = torch.randint(0, 9, (4, 10), generator=G)
-    thm = ch.theorem(runs, models, x)
+    thm = ch.theorem(runs)
     assert list(thm.index) == [("GOAT", 3), ("GOAT", 5), ("ALiBi", 3), ("ALiBi", 5)]
-    assert (thm["checked"] == 4 * 2 * 55).all()  # batch × heads × visible (i, j ≤ i) of 10 positions
+    for (m, ms) in models.items():
+        for seed, model in zip((3, 5), ms):
+            d = attention_internals(model, X, 0)  # what `theorem` computed before, from the model
+            z = (d["content"] + d["prior"]).masked_fill(~d["visible"], float("-inf"))
+            b = collapse_bounds(d)
+            row = thm.loc[({"goat": "GOAT", "alibi": "ALiBi"}[m], seed)]
+            assert row["recomputed vs forward"] == float((torch.softmax(z, -1) - d["weights"]).abs().max())
+            assert (row["max violation"], row["tightness"], row["checked"]) == (b["max_violation"], b["max_tightness"],
+                                                                                b["checked"])
+    assert (thm["checked"] == 24 * 2 * 78).all()  # batch × heads × visible (i, j ≤ i) of 12 positions
     assert thm["max violation"].max() <= 1e-9 and thm["recomputed vs forward"].max() <= 1e-12
     assert ch.theorem_checks(thm) == {"bound holds everywhere (violation ≤ 1e-9)": True,
                                       "recomputation equals the forward pass (≤ 1e-12)": True,
-                                      "entries checked": 4 * 440}
+                                      "entries checked": 4 * 24 * 2 * 78}
     shown = ch.theorem_table(thm)
     assert shown["max violation"].iloc[0] == f"{thm['max violation'].iloc[0]:.0e}"
+
+
+def test_a_record_without_the_readout_is_a_clear_error():
+    record = _record("goat", 0, readouts={})
+    with pytest.raises(ValueError, match="has no readout 'collapse_bounds'.*must list it in `readouts`"):
+        ch.theorem({"goat": [record]})
+    with pytest.raises(ValueError, match="has no readout 'sink_curve'"):
+        ch.sink_curves({"goat": [record]})
+    with pytest.raises(ValueError, match="has no readout 'sink_curve'"):
+        ch.sink_heads({"goat": [record]})
+    with pytest.raises(ValueError, match="has no readout 'sink_curve'"):
+        ch.pooled_shed([record])
 
 
 def test_matched_curve_ranks_within_each_position_and_averages_over_positions():
@@ -196,41 +170,45 @@ def test_matched_curve_ranks_within_each_position_and_averages_over_positions():
 
 
 def test_sink_curve_uses_head_means_per_query_and_shed_reads_each_run():
-    _, models = _runs_and_models()
-    x = torch.randint(0, 9, (8, 10), generator=G)
-    curve = ch.sink_curve(models["goat"], x, bins=4)
-    assert list(curve.index.names) == ["run", "bin"] and len(curve) == 2 * 4
-    d = sink_vs_signal(attention_internals(models["goat"][1], x, 1), flat=False)
-    expect = ch.matched_curve(d["omega"].mean(1), d["p0"].mean(1), 4)
-    assert np.allclose(curve.loc[1, "p0"].to_numpy(), expect["p0"].to_numpy(), rtol=0, atol=1e-12)
+    runs, models = _runs_and_models()
+    curve = ch.sink_curve(runs["goat"])
+    assert list(curve.index.names) == ["run", "bin"] and len(curve) == 2 * 8
+    d = sink_vs_signal(attention_internals(models["goat"][1], X, 1), flat=False)  # the last layer, from the model
+    expect = ch.matched_curve(d["omega"].mean(1), d["p0"].mean(1), 8)
+    assert curve.loc[1, "p0"].tolist() == expect["p0"].tolist() and curve.loc[1, "omega"].tolist() == expect["omega"].tolist()
     # every bin holds the same number of queries at every position, so the bins' mean is the overall mean
     assert np.isclose(curve.loc[1, "p0"].mean(), d["p0"].mean(1).mean(), rtol=0, atol=1e-12)
     drops = ch.shed(curve)
     assert np.isclose(drops.loc[1], expect["p0"].iloc[0] - expect["p0"].iloc[-1], rtol=0, atol=1e-12)
     assert np.allclose(ch.mean_curve(curve)["p0"], curve["p0"].unstack("run").mean(axis=1), rtol=0, atol=1e-12)
-    assert set(ch.sink_curves(models, x, bins=4)) == {"goat", "alibi"}
+    assert set(ch.sink_curves(runs)) == {"goat", "alibi"}
 
 
 def test_sink_heads_picks_the_head_with_most_attention_on_key_0():
-    _, models = _runs_and_models()
-    for block in models["goat"][0].blocks:
+    model = _model(GOAT)
+    for block in model.blocks:
         block.attn.prior.sink_bump.data[1] = 8.0  # head 1 becomes a sink
-    x = torch.randint(0, 9, (8, 10), generator=G)
-    heads = ch.sink_heads({"goat": models["goat"][:1]}, x, bins=4)
+    heads = ch.sink_heads({"goat": [_record("goat", 0, model)]})
     row = heads.loc[("GOAT", 0)]
-    assert row["head"] == 1 and row["mean p0"] > 0.9
+    d = sink_vs_signal(attention_internals(model, X, 1), flat=False)
+    share = d["p0"].mean((0, 2))
+    _, p1 = matched_bins(d["omega"][:, 1], d["p0"][:, 1], 8)
+    assert row["head"] == 1 == int(share.argmax()) and row["mean p0"] == float(share[1]) > 0.9
+    assert (row["p0, lowest ω bin"], row["p0, highest ω bin"]) == (p1[0], p1[-1])
     assert ch.claim_preconditions(heads) == {"S3-04": {"goat-has-sink": round(row["mean p0"], 3)},
                                              "S3-22": {"goat-has-sink": round(row["mean p0"], 3)}}
 
 
-def test_pooled_shed_is_the_old_quantile_measure():
-    _, models = _runs_and_models()
-    x = torch.randint(0, 9, (3, 10), generator=G)
-    pooled = [sink_vs_signal(attention_internals(m, x, 1)) for m in models["goat"]]
-    p0, omega = np.concatenate([d["p0"] for d in pooled]), np.concatenate([d["omega"] for d in pooled])
-    lo, hi = np.quantile(omega, 0.25), np.quantile(omega, 0.75)
-    assert np.isclose(ch.pooled_shed(models["goat"], x, bins=4), p0[omega < lo].mean() - p0[omega >= hi].mean(),
-                      rtol=0, atol=1e-12)
+def test_pooled_shed_is_the_old_quantile_measure_per_run_averaged_over_runs():
+    runs, models = _runs_and_models()
+    drops = []
+    for model in models["alibi"]:
+        d = sink_vs_signal(attention_internals(model, X, 1))
+        p0, omega = d["p0"], d["omega"]
+        edges = np.quantile(omega, np.linspace(0, 1, 9))
+        idx = np.clip(np.searchsorted(edges, omega, side="right") - 1, 0, 7)
+        drops.append(p0[idx == 0].mean() - p0[idx == 7].mean())
+    assert np.isclose(ch.pooled_shed(runs["alibi"]), np.mean(drops), rtol=0, atol=1e-15)
 
 
 def _synthetic():
@@ -293,36 +271,17 @@ def test_shed_share_is_scale_free():
     assert ch.shed(curve).tolist() == [0.25] and ch.shed_share(curve).tolist() == [1.0]
 
 
-def test_control_batch_is_the_first_test_windows_at_the_training_length(monkeypatch):
-    class Task:
-        seq_len = 4
-
-        def windows(self, length):
-            return torch.arange(50).reshape(10, 5)[:, : length + 1]
-
-    monkeypatch.setattr(ch, "make_task", lambda cfg: Task())
-    x = ch.control_batch(SimpleNamespace(config=SimpleNamespace(task=None)), n=3)
-    assert torch.equal(x, torch.arange(50).reshape(10, 5)[:3, :4])
-
-
-def test_load_control_reads_charlm_goat_rope_alibi_with_weights(monkeypatch):
+def test_load_control_reads_charlm_goat_rope_alibi_records_only(monkeypatch):
     calls = []
 
-    def fake(experiment, profile, seeds, *, methods=None, jobs=None, weights=False):
-        calls.append((experiment, profile, tuple(seeds), tuple(methods), jobs, weights))
+    def fake(experiment, profile, seeds, *, methods=None, store=None, jobs=None, train=True):
+        calls.append((experiment, profile, tuple(seeds), tuple(methods), store, jobs, train))
         return [SimpleNamespace(config=SimpleNamespace(method=m), seed=s) for s in (0, 1) for m in methods]
 
     monkeypatch.setattr(ch, "ensure_runs", fake)
-    runs = ch.load_control("ci", [0, 1])
-    assert calls == [("charlm", "ci", (0, 1), ("goat", "rope", "alibi"), None, True)]
+    runs = ch.load_control("ci", [0, 1], store="somewhere", train=False)
+    assert calls == [("charlm", "ci", (0, 1), ("goat", "rope", "alibi"), "somewhere", None, False)]
     assert list(runs) == ["goat", "rope", "alibi"]
-
-
-def test_fixed_batch_is_the_first_test_inputs_of_the_task():
-    task_cfg = TaskConfig.of("copy-mixture", n_train=8, n_test=16, seq_len=12)
-    record = SimpleNamespace(config=SimpleNamespace(task=task_cfg))
-    x = ch.fixed_batch(record, n=5)
-    assert torch.equal(x, make_task(task_cfg).sequences["test"][:5, :-1]) and x.shape == (5, 11)
 
 
 def test_run_summary_counts_every_run():
@@ -332,37 +291,39 @@ def test_run_summary_counts_every_run():
     assert ch.run_summary(runs) == "4 runs; mean wall time per run 1.5 s"
 
 
-def test_load_reads_copymix_with_weights_by_method(monkeypatch):
+def test_load_reads_copymix_records_by_method(monkeypatch):
     calls = []
 
-    def fake(experiment, profile, seeds, *, jobs=None, weights=False):
-        calls.append((experiment, profile, tuple(seeds), jobs, weights))
+    def fake(experiment, profile, seeds, *, store=None, jobs=None, train=True):
+        calls.append((experiment, profile, tuple(seeds), store, jobs, train))
         return [SimpleNamespace(config=SimpleNamespace(method=m), seed=s) for s in (1, 0) for m in ("alibi", "goat", "rope")]
 
     monkeypatch.setattr(ch, "ensure_runs", fake)
     runs = ch.load("ci", [1, 0], jobs=2)
-    assert calls == [("copymix", "ci", (1, 0), 2, True)]
+    assert calls == [("copymix", "ci", (1, 0), None, 2, True)]
     assert list(runs) == ["goat", "rope", "alibi"] and [r.seed for r in runs["goat"]] == [0, 1]
 
 
-@pytest.mark.parametrize("layer", [0, 1])
-def test_attention_internals_needs_no_prior_type(layer):
-    """The recomputation reads only the protocol: a prior class unknown to the book still works."""
-    from companion.priors import Prior
-
-    class Local(Prior):
-        def bias(self, i, j=None):
-            j = i if j is None else j
-            return -0.5 * (torch.arange(i)[:, None] - torch.arange(j)[None]).abs().float()[None]
-
-        def content(self, q, k):
-            return q[..., :5], k[..., :5]
-
-    model = _model(BASE)
-    for block in model.blocks:
-        block.attn.prior = Local()
-    x = torch.randint(0, 9, (2, 10), generator=G)
-    d = attention_internals(model, x, layer)
-    z = (d["content"] + d["prior"]).masked_fill(~d["visible"], float("-inf"))
-    torch.testing.assert_close(torch.softmax(z, -1), d["weights"], rtol=0, atol=1e-12)
-    assert d["prior"][0, 3, 1] == -1.0
+def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
+    """`claims` reads the records `load` and `load_control` give (default seeds, store and train passed
+    on) and decides S3-01 … S3-04, S3-22, S3-20 and S3-23 with the notebook's functions."""
+    sink = _model(GOAT)
+    for block in sink.blocks:
+        block.attn.prior.sink_bump.data[0] = 8.0
+    models = {"goat": sink, "rope": _model(replace(BASE, positions="rope")), "alibi": _model(ALIBI)}
+    runs = {m: [_record(m, s, model) for s in (0, 1, 2)] for m, model in models.items()}
+    control = {m: recs[:2] for m, recs in runs.items()}
+    calls = []
+    monkeypatch.setattr(ch, "load", lambda profile, seeds, **kw: calls.append(("load", profile, seeds, kw)) or runs)
+    monkeypatch.setattr(ch, "load_control", lambda profile, seeds, **kw: calls.append(("control", profile, seeds, kw)) or control)
+    results = ch.claims(store="there", train=False)
+    assert [c[:3] for c in calls] == [("load", "ci", [0, 1, 2]), ("control", "ci", [0, 1])]
+    assert calls[0][3] == calls[1][3] == {"jobs": None, "store": "there", "train": False}
+    assert [r.id for r in results] == ["S3-01", "S3-02", "S3-03", "S3-04", "S3-22", "S3-20", "S3-23"]
+    eot, thm, curves = ch.propositions(), ch.theorem(runs), ch.sink_curves(runs)
+    expect = {**ch.claim_measures(eot, thm, curves), **ch.sensitivity_measures(ch.sensitivity())}
+    stored = record_all(expect, preconditions=ch.claim_preconditions(ch.sink_heads(runs)))
+    assert [(r.id, r.measure, r.verdict) for r in results] == [(r.id, r.measure, r.verdict) for r in stored]
+    assert results[3].preconditions == ch.claim_preconditions(ch.sink_heads(runs))["S3-04"]
+    with pytest.raises(ValueError, match="seeds"):
+        ch.claims(seeds=[])

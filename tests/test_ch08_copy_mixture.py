@@ -1,5 +1,6 @@
-"""Chapter 8, copy-mixture: what each GOAT head learned (sink strength, κ's peak) read off a small model
-whose prior is set by hand, Figure 1's panels, and the chapter's tables, claim measures and prose numbers."""
+"""Chapter 8, copy-mixture: what each GOAT head learned (sink strength, κ's peak) read off the
+`goat_prior` readout of a small model whose prior is set by hand, Figure 1's panels (equal to those
+drawn from the model itself), and the chapter's tables, claim measures, prose numbers and `claims`."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import pytest
 import torch
 
 from companion.book import ch08_copy_mixture as ch
+from companion.book.transport import prior_panels
 from companion.config import ModelConfig, PriorConfig
 from companion.model import Transformer, init_weights_
+from companion.readouts import measure_readouts
 from companion.tasks import TaskSpec
 
 SPEC = TaskSpec(inputs="tokens", output="lm", vocab_size=9, seq_len=12)
@@ -33,21 +36,54 @@ def _goat(bump: float = 5.0) -> Transformer:
     return model
 
 
+def _prior(model) -> dict:
+    """The model's `goat_prior` readout, as its record stores it."""
+    return measure_readouts((ch.PRIOR,), model, None)[ch.PRIOR]
+
+
+def _goat_record(model, seed: int = 0, method: str = "goat"):
+    cfg = SimpleNamespace(experiment="copymix", profile="ci", method=method, seed=seed)
+    return SimpleNamespace(config=cfg, seed=seed, run_id=f"{method}{seed}" * 8, readouts={ch.PRIOR: _prior(model)})
+
+
 def test_head_structure_reads_the_sink_and_the_peak_of_kappa_exactly():
-    s = ch.head_structure(_goat(), lag=2)
+    s = ch.head_structure(_prior(_goat()), lag=2)
     assert list(s.index) == [0, 1, 2]
     assert s["sink strength"].tolist() == pytest.approx([5.0, 0.0, 0.0], abs=1e-6)
     assert s["κ peak at Δ"].tolist() == [0, 1, 0]  # a flat κ peaks at its first offset
     # cos(Δ − 1) over Δ = 0 … 8 peaks at 1; its median is cos(1)
     assert s["κ peak height"].tolist() == pytest.approx([0.0, 1 - math.cos(1.0), 0.0], abs=1e-6)
     assert s[ch.LOCAL].tolist() == [False, True, False]
-    assert ch.head_structure(_goat(), lag=3)[ch.LOCAL].tolist() == [False, False, False]
+    assert ch.head_structure(_prior(_goat()), lag=3)[ch.LOCAL].tolist() == [False, False, False]
     # a window of 0 reads only Δ = 0
-    assert ch.head_structure(_goat(), lag=2, window=0)["κ peak at Δ"].tolist() == [0, 0, 0]
+    assert ch.head_structure(_prior(_goat()), lag=2, window=0)["κ peak at Δ"].tolist() == [0, 0, 0]
+
+
+def test_head_structure_of_the_readout_equals_what_the_chapter_read_from_the_model():
+    model = _goat()
+    with torch.no_grad():  # a prior with structure in every head
+        prior = model.blocks[0].attn.prior
+        for p in (prior.alpha, prior.beta, prior.sink_gain, prior.sink_bump, prior.sink_w1, prior.sink_w2):
+            p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))
+    panels = prior_panels(model.blocks[0].attn.scores_prior, model.n_positions)  # the chapter's old reading
+    s = ch.head_structure(_prior(model), lag=2)
+    for h in range(3):
+        u, kappa = panels["sink"][h], panels["kappa"][h][:9]
+        assert s.loc[h, "sink strength"] == float(u[0] - np.median(u[1:]))
+        assert s.loc[h, "κ peak at Δ"] == int(np.argmax(kappa))
+        assert s.loc[h, "κ peak height"] == float(kappa.max() - np.median(kappa))
+
+
+def test_figure1_panels_of_the_readout_equal_the_panels_of_the_model():
+    model = _goat()
+    p = ch.figure1_panels(_goat_record(model))
+    old = prior_panels(model.blocks[0].attn.scores_prior, model.n_positions)
+    for key in ("sink", "kappa", "centred", "causal"):
+        np.testing.assert_array_equal(p[key], old[key])  # bit for bit: K is summed as the model sums it
 
 
 def test_figure1_panels_are_the_prior_with_centred_rows_and_a_causal_softmax():
-    p = ch.figure1_panels(_goat())
+    p = ch.figure1_panels(_goat_record(_goat()))
     assert p["sink"].shape == (3, 12) and p["kappa"].shape == (3, 12) and p["centred"].shape == (3, 12, 12)
     assert np.allclose(np.nanmean(p["centred"], axis=-1), 0, atol=1e-6)
     assert np.isnan(p["centred"][:, 0, 1:]).all()  # above the diagonal: not a key of a causal query
@@ -63,9 +99,8 @@ def _heads(strengths: dict[int, list[float]], local: dict[int, list[bool]]) -> p
 
 
 def test_structure_is_one_row_per_seed_and_head():
-    models = [_goat(5.0), _goat(1.0)]
-    records = [SimpleNamespace(seed=4), SimpleNamespace(seed=7)]
-    heads = ch.structure(records, models, lag=2)
+    records = [_goat_record(_goat(5.0), 4), _goat_record(_goat(1.0), 7)]
+    heads = ch.structure(records, lag=2)
     assert list(heads.index) == [(4, 0), (4, 1), (4, 2), (7, 0), (7, 1), (7, 2)]
     per = ch.per_seed(heads)
     assert per["sink"].tolist() == pytest.approx([5.0, 1.0], abs=1e-6) and per["local"].tolist() == [True, True]
@@ -120,14 +155,42 @@ def test_gap_curves_and_frame_of_read_every_run():
     assert ch.frame_of(runs)["test.gap"].tolist() == [0.1, 0.2, 0.3]
 
 
-def test_load_reads_copymix_with_weights_by_method(monkeypatch):
+def test_load_reads_copymix_records_by_method(monkeypatch):
     calls = []
 
-    def fake(experiment, profile, seeds, *, jobs=None, weights=False):
-        calls.append((experiment, profile, tuple(seeds), weights))
+    def fake(experiment, profile, seeds, *, store=None, jobs=None, train=True):
+        calls.append((experiment, profile, tuple(seeds), store, train))
         return [SimpleNamespace(config=SimpleNamespace(method=m), seed=s) for m in ("rope", "goat") for s in (2, 0)]
 
     monkeypatch.setattr(ch, "ensure_runs", fake)
-    runs = ch.load("ci", [2, 0])
-    assert calls == [("copymix", "ci", (2, 0), True)] and list(runs) == ["goat", "rope", "alibi"]
+    runs = ch.load("ci", [2, 0], store="there", train=False)
+    assert calls == [("copymix", "ci", (2, 0), "there", False)] and list(runs) == ["goat", "rope", "alibi"]
     assert [r.seed for r in runs["rope"]] == [0, 2] and runs["alibi"] == []
+
+
+def test_a_record_without_the_readout_is_a_clear_error():
+    record = SimpleNamespace(config=SimpleNamespace(experiment="copymix", method="goat"), seed=0, run_id="0" * 64,
+                             readouts={})
+    with pytest.raises(ValueError, match="has no readout 'goat_prior'.*must list it in `readouts`"):
+        ch.figure1_panels(record)
+    with pytest.raises(ValueError, match="has no readout 'goat_prior'"):
+        ch.structure([record], lag=2)
+
+
+def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
+    """`claims` reads the records `load` gives (default seeds; store and train passed on) and decides
+    S3-07, S3-05 and S3-06 with the notebook's functions."""
+    from companion.book.claims import record_all
+
+    runs = {"goat": [_goat_record(_goat(b), s) for s, b in ((0, 5.0), (1, 1.0), (2, 3.0))]}
+    for r, gap in zip(runs["goat"], (0.0141, 0.0145, 0.0138)):
+        r.wall_time, r.metrics = 1.0, {"test": {"gap": gap}}
+    calls = []
+    monkeypatch.setattr(ch, "load", lambda profile, seeds, **kw: calls.append((profile, seeds, kw)) or runs)
+    results = ch.claims(store="there", train=False)
+    assert calls == [("ci", [0, 1, 2], {"jobs": None, "store": "there", "train": False})]
+    frame, heads = ch.frame_of(runs), ch.structure(runs["goat"], lag=2)
+    expect = record_all(ch.claim_measures(frame, heads), details=ch.claim_details(frame, heads))
+    assert [(r.id, r.measure, r.verdict, r.detail) for r in results] == [(r.id, r.measure, r.verdict, r.detail)
+                                                                         for r in expect]
+    assert [r.id for r in results] == ["S3-07", "S3-05", "S3-06"] and results[1].measure == round(2 / 3, 3)

@@ -7,14 +7,17 @@ copy-mixture models (Figure 2c also on the char-LM models of Chapter 9, as a con
 - Definitions 5.2, 5.3 and Theorem 5.4: `sensitivity` (random problems: the context-sensitivity
   bound and its two limits), `sensitivity_table`, `sensitivity_checks`, `sensitivity_measures`,
   `sensitivity_details`, `sensitivity_numbers`;
-- the models: `load` (the `copymix` runs with their weights), `trained`, `fixed_batch`, `run_summary`;
+- the models: `load` (the `copymix` runs), `run_summary`;
 - Theorem 5.1: `theorem` (per model and seed), `theorem_table`, `theorem_checks`;
-- Figure 2c: `load_control`, `control_batch` (the char-LM runs where key 0 carries no task
-  information), `matched_curve`, `sink_curve`, `sink_curves`, `mean_curve`, `shed`, `shed_share`, `sink_heads`,
+- Figure 2c: `load_control` (the char-LM runs where key 0 carries no task information),
+  `matched_curve`, `sink_curve`, `sink_curves`, `mean_curve`, `shed`, `shed_share`, `sink_heads`,
   `pooled_shed` (the measure used before), `sink_table`;
-- the verdicts and the prose: `claim_measures`, `claim_preconditions`, `claim_details`, `prose_numbers`.
+- the verdicts and the prose: `claim_measures`, `claim_preconditions`, `claim_details`, `prose_numbers`;
+- `claims`: every claim of the chapter, computed as the notebook computes it (`companion claim`).
 
-Everything reads stored runs and their weights; nothing trains.
+Theorem 5.1 and Figure 2c are measured at the end of each run, on the first `companion.transport.PROBE`
+test inputs of its task, and stored in its record (the readouts `BOUNDS` and `SINK_CURVE` of
+`companion.transport`): everything here reads records; nothing trains and no model is rebuilt.
 """
 
 from __future__ import annotations
@@ -27,20 +30,25 @@ import pandas as pd
 import torch
 
 from companion.book.claims import load_ledger
-from companion.book.frames import by_method, records_frame, trained_models
+from companion.book.frames import by_method, readout, records_frame
 from companion.book.labels import label
-from companion.book.transport import attention_internals, collapse_bounds, objective, sink_vs_signal, solve_entropic
+from companion.book.transport import objective, solve_entropic
 from companion.experiments.copy_mixture import METHODS
 from companion.sweep import ensure_runs
-from companion.tasks import make_task
+from companion.transport import matched_bins
 
-__all__ = ["PROP22", "PROP31", "EQ3", "BETTER", "CLOSED_FORM_TOL", "RECOMPUTE_TOL", "load", "trained",
-           "fixed_batch", "run_summary", "propositions", "propositions_table", "proposition_checks", "theorem",
+__all__ = ["SEEDS", "CONTROL_SEEDS", "BOUNDS", "SINK_CURVE", "PROP22", "PROP31", "EQ3", "BETTER", "CLOSED_FORM_TOL",
+           "RECOMPUTE_TOL", "load", "run_summary", "propositions", "propositions_table", "proposition_checks", "theorem",
            "theorem_table", "theorem_checks", "SENS", "SENS_TIGHT", "UNIFORM", "SINK", "SINK_TIGHT", "MARGIN",
            "PSI_UNIFORM", "PSI_LOG_L", "sensitivity", "sensitivity_table", "sensitivity_checks", "sensitivity_measures",
-           "sensitivity_details", "sensitivity_numbers", "load_control", "control_batch", "matched_curve", "sink_curve",
-           "sink_curves", "mean_curve", "shed", "shed_share", "sink_heads", "pooled_shed", "sink_table", "claim_measures",
-           "claim_preconditions", "claim_details", "prose_numbers"]
+           "sensitivity_details", "sensitivity_numbers", "load_control", "matched_curve", "sink_curve", "sink_curves",
+           "mean_curve", "shed", "shed_share", "sink_heads", "pooled_shed", "sink_table", "claim_measures",
+           "claim_preconditions", "claim_details", "prose_numbers", "claims"]
+
+SEEDS = (0, 1, 2)  # the notebook's default seeds (its parameters cell)
+CONTROL_SEEDS = (0, 1)  # and of the char-LM control (Chapter 9's runs)
+BOUNDS = "collapse_bounds"  # the readout of Theorem 5.1 on the first layer (`companion.transport`)
+SINK_CURVE = "sink_curve"  # the readout of Figure 2c on the last layer (`companion.transport`)
 
 PROP22 = "Prop 2.2: max |p − softmax(s/τ)|"
 PROP31 = "Prop 3.1: max |p − softmax(s/τ + log π)|"
@@ -217,20 +225,11 @@ def sensitivity_numbers(sens: pd.DataFrame) -> dict[str, str]:
 
 # ---------------------------------------------------------------- the models
 
-def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None) -> dict[str, list]:
-    """The `copymix` runs with their weights: {method: [Record in seed order]}, methods in
-    `companion.experiments.copy_mixture.METHODS` order."""
-    return by_method(ensure_runs("copymix", profile, seeds, jobs=jobs, weights=True), METHODS)
-
-
-def trained(runs: Mapping[str, Sequence]) -> dict[str, list]:
-    """{method: [trained model per run]} (float32, eval mode, CPU)."""
-    return {m: trained_models(records) for m, records in runs.items()}
-
-
-def fixed_batch(record, n: int = 64) -> torch.Tensor:
-    """The first n test inputs of the run's task: the same batch for every run of the experiment."""
-    return make_task(record.config.task).sequences["test"][:n, :-1]
+def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
+         train: bool = True) -> dict[str, list]:
+    """The `copymix` runs: {method: [Record in seed order]}, methods in
+    `companion.experiments.copy_mixture.METHODS` order (`store`, `train` as in `ensure_runs`)."""
+    return by_method(ensure_runs("copymix", profile, seeds, store=store, jobs=jobs, train=train), METHODS)
 
 
 def run_summary(runs: Mapping[str, Sequence]) -> str:
@@ -241,20 +240,16 @@ def run_summary(runs: Mapping[str, Sequence]) -> str:
 
 # ---------------------------------------------------------------- Theorem 5.1
 
-def theorem(runs: Mapping[str, Sequence], models: Mapping[str, Sequence], x: torch.Tensor,
-            layer: int = 0) -> pd.DataFrame:
-    """Theorem 5.1 on layer `layer` of every run's trained model (`models`, as `trained(runs)`) over
-    the batch x: the largest gap between the recomputed and the forward-pass attention ("recomputed
-    vs forward"), and `collapse_bounds`' "max violation", "tightness" and "checked".
+def theorem(runs: Mapping[str, Sequence]) -> pd.DataFrame:
+    """Theorem 5.1 on the first layer of every run's trained model over its probe batch (the `BOUNDS`
+    readout): the largest gap between the recomputed and the forward-pass attention ("recomputed vs
+    forward"), `companion.transport.collapse_bounds`' "max violation", "tightness" and "checked".
     Index (model label, seed)."""
     out = []
-    for m, ms in models.items():
-        for record, model in zip(runs[m], ms):
-            d = attention_internals(model, x, layer)
-            z = (d["content"] + d["prior"]).masked_fill(~d["visible"], float("-inf"))
-            b = collapse_bounds(d)
-            out.append({"model": label(m), "seed": record.seed,
-                        "recomputed vs forward": float((torch.softmax(z, -1) - d["weights"]).abs().max()),
+    for m, records in runs.items():
+        for record in records:
+            b = readout(record, BOUNDS)
+            out.append({"model": label(m), "seed": record.seed, "recomputed vs forward": b["recomputed_vs_forward"],
                         "max violation": b["max_violation"], "tightness": b["max_tightness"], "checked": b["checked"]})
     return pd.DataFrame(out).set_index(["model", "seed"])
 
@@ -278,57 +273,39 @@ def theorem_checks(thm: pd.DataFrame) -> dict[str, object]:
 
 # ---------------------------------------------------------------- Figure 2c
 
-def load_control(profile: str, seeds: Sequence[int], *, jobs: int | None = None) -> dict[str, list]:
-    """The key-0 control: Chapter 9's `charlm` runs of GOAT (the authors' start), RoPE and ALiBi, with
-    their weights. A window of running text starts anywhere, so its first character carries no more
-    about the next one than any other character does: a sink there is structural, as on C4."""
-    return by_method(ensure_runs("charlm", profile, seeds, methods=list(METHODS), jobs=jobs, weights=True), METHODS)
-
-
-def control_batch(record, n: int = 64) -> torch.Tensor:
-    """The first n test windows of the control's text at its training length (inputs only)."""
-    task = make_task(record.config.task)
-    return task.windows(task.seq_len)[:n, :-1]
+def load_control(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
+                 train: bool = True) -> dict[str, list]:
+    """The key-0 control: Chapter 9's `charlm` runs of GOAT (the authors' start), RoPE and ALiBi (each
+    holds its `SINK_CURVE` readout). A window of running text starts anywhere, so its first character
+    carries no more about the next one than any other character does: a sink there is structural, as
+    on C4."""
+    return by_method(ensure_runs("charlm", profile, seeds, methods=list(METHODS), store=store, jobs=jobs,
+                                 train=train), METHODS)
 
 
 def matched_curve(omega: np.ndarray, p0: np.ndarray, bins: int = 8) -> pd.DataFrame:
-    """Position-matched bins of ω: `omega`, `p0` are (sequences, positions); at every position the
-    sequences are cut into `bins` equal-count bins by the rank of ω there (ties by order), and each
-    bin's mean ω and mean p0 are averaged over positions, so every bin holds the same mix of early and
-    late queries. Index "bin"."""
-    n, positions = omega.shape
-    if n < bins:
-        raise ValueError(f"{n} sequences cannot fill {bins} bins at every position; use bins ≤ {n}.")
-    rank = np.argsort(np.argsort(omega, axis=0, kind="stable"), axis=0, kind="stable")
-    which = rank * bins // n
-    om = np.zeros((positions, bins))
-    p = np.zeros((positions, bins))
-    for b in range(bins):
-        sel = which == b
-        om[:, b] = (omega * sel).sum(0) / sel.sum(0)
-        p[:, b] = (p0 * sel).sum(0) / sel.sum(0)
-    return pd.DataFrame({"bin": range(bins), "omega": om.mean(0), "p0": p.mean(0)}).set_index("bin")
+    """Position-matched bins of ω (`companion.transport.matched_bins`, what the `SINK_CURVE` readout
+    stores) as a frame: `omega`, `p0` are (sequences, positions); at every position the sequences are
+    cut into `bins` equal-count bins by the rank of ω there, and each bin's mean ω and mean p0 are
+    averaged over positions. Index "bin"."""
+    om, p = matched_bins(omega, p0, bins)
+    return pd.DataFrame({"bin": range(bins), "omega": om, "p0": p}).set_index("bin")
 
 
-def _signal(model, x: torch.Tensor, layer: int) -> dict[str, np.ndarray]:
-    """ω and p0 of `layer` per (sequence, head, query ≥ 1)."""
-    return sink_vs_signal(attention_internals(model, x, layer % len(model.blocks)), flat=False)
-
-
-def sink_curve(models: Sequence, x: torch.Tensor, *, bins: int = 8, layer: int = -1) -> pd.DataFrame:
-    """Figure 2c per run (model): each query's head-mean ω against its head-mean attention on key 0
-    (the sink mass of the layer), in position-matched bins (`matched_curve`). Index (run, bin), run
-    0, 1, … in the order of `models`."""
+def sink_curve(records: Sequence) -> pd.DataFrame:
+    """Figure 2c per run, from its `SINK_CURVE` readout (last layer, probe batch): each query's
+    head-mean ω against its head-mean attention on key 0 (the sink mass of the layer), in
+    position-matched bins. Index (run, bin), run 0, 1, … in the order of `records`."""
     frames = []
-    for r, model in enumerate(models):
-        d = _signal(model, x, layer)
-        frames.append(matched_curve(d["omega"].mean(1), d["p0"].mean(1), bins).assign(run=r))
-    return pd.concat(frames).reset_index().set_index(["run", "bin"])
+    for r, record in enumerate(records):
+        s = readout(record, SINK_CURVE)
+        frames.append(pd.DataFrame({"bin": range(len(s["p0"])), "omega": s["omega"], "p0": s["p0"], "run": r}))
+    return pd.concat(frames).set_index(["run", "bin"])
 
 
-def sink_curves(models: Mapping[str, Sequence], x: torch.Tensor, **kwargs) -> dict[str, pd.DataFrame]:
-    """{method: `sink_curve` of its models}."""
-    return {m: sink_curve(ms, x, **kwargs) for m, ms in models.items()}
+def sink_curves(runs: Mapping[str, Sequence]) -> dict[str, pd.DataFrame]:
+    """{method: `sink_curve` of its runs}."""
+    return {m: sink_curve(records) for m, records in runs.items()}
 
 
 def mean_curve(curve: pd.DataFrame) -> pd.DataFrame:
@@ -348,34 +325,27 @@ def shed_share(curve: pd.DataFrame) -> pd.Series:
     return shed(curve) / curve["p0"].unstack("bin").iloc[:, 0]
 
 
-def sink_heads(models: Mapping[str, Sequence], x: torch.Tensor, *, bins: int = 8, layer: int = -1) -> pd.DataFrame:
+def sink_heads(runs: Mapping[str, Sequence]) -> pd.DataFrame:
     """Per method and run, the head that parks the most attention on key 0 (its mean p0 over queries
-    ≥ 1, "mean p0"), and that head's p0 in its own lowest and highest position-matched ω bin. Index (model label, run)."""
+    ≥ 1, "mean p0"), and that head's p0 in its own lowest and highest position-matched ω bin (the
+    `SINK_CURVE` readout's per-head curves). Index (model label, run)."""
     out = []
-    for m, ms in models.items():
-        for r, model in enumerate(ms):
-            d = _signal(model, x, layer)
-            share = d["p0"].mean((0, 2))
+    for m, records in runs.items():
+        for r, record in enumerate(records):
+            s = readout(record, SINK_CURVE)
+            share = np.asarray(s["head_mean_p0"])
             h = int(share.argmax())
-            c = matched_curve(d["omega"][:, h], d["p0"][:, h], bins)
             out.append({"model": label(m), "run": r, "head": h, "mean p0": float(share[h]),
-                        "p0, lowest ω bin": float(c["p0"].iloc[0]),
-                        "p0, highest ω bin": float(c["p0"].iloc[-1])})
+                        "p0, lowest ω bin": float(s["head_p0"][h][0]),
+                        "p0, highest ω bin": float(s["head_p0"][h][-1])})
     return pd.DataFrame(out).set_index(["model", "run"])
 
 
-def pooled_shed(models: Sequence, x: torch.Tensor, *, bins: int = 8, layer: int = -1) -> float:
-    """The measure this chapter used before: every (run, head, query) pooled and cut at the quantiles
-    of ω, with no matching of positions; attention on key 0 in the lowest bin minus the highest."""
-    omega, p0 = [], []
-    for model in models:
-        d = sink_vs_signal(attention_internals(model, x, layer % len(model.blocks)))
-        omega.append(d["omega"])
-        p0.append(d["p0"])
-    omega, p0 = np.concatenate(omega), np.concatenate(p0)
-    edges = np.quantile(omega, np.linspace(0, 1, bins + 1))
-    idx = np.clip(np.searchsorted(edges, omega, side="right") - 1, 0, bins - 1)
-    return float(p0[idx == 0].mean() - p0[idx == bins - 1].mean())
+def pooled_shed(records: Sequence) -> float:
+    """The measure this chapter used before: every (head, query) of a run pooled and cut at the
+    quantiles of ω, with no matching of positions; attention on key 0 in the lowest bin minus the
+    highest (the readout's "pooled_drop"), averaged over the runs."""
+    return float(np.mean([readout(r, SINK_CURVE)["pooled_drop"] for r in records]))
 
 
 def sink_table(curves: Mapping[str, pd.DataFrame], control: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -448,3 +418,28 @@ def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.
     out["ch7_sinkhead_low"] = f"{goat['p0, lowest ω bin'].mean():.2f}"
     out["ch7_sinkhead_high"] = f"{goat['p0, highest ω bin'].mean():.2f}"
     return out
+
+
+def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
+           train: bool = True) -> list:
+    """Every claim this chapter decides, computed by the same functions in the same order as the
+    chapter's notebook (no figures, no glue): what `companion claim` prints. `seeds` None means the
+    notebook's `SEEDS` (the control keeps its `CONTROL_SEEDS`); `store` and `train` go to `load` and
+    `load_control` (train=False reads stored records only)."""
+    from companion.book.claims import record_all
+    from companion.book.parameters import check_parameters
+
+    seeds = list(SEEDS if seeds is None else seeds)
+    check_parameters(profile, seeds, jobs)
+    eot = propositions()
+    runs = load(profile, seeds, jobs=jobs, store=store, train=train)
+    thm = theorem(runs)
+    curves_2c = sink_curves(runs)
+    control_2c = sink_curves(load_control(profile, list(CONTROL_SEEDS), jobs=jobs, store=store, train=train))
+    heads = sink_heads(runs)
+    results = record_all(claim_measures(eot, thm, curves_2c), details=claim_details(eot, thm, curves_2c, control_2c),
+                         preconditions=claim_preconditions(heads))
+    sens = sensitivity()
+    results += record_all(sensitivity_measures(sens), details=sensitivity_details(sens))
+    return results
+

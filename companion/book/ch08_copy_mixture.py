@@ -1,13 +1,15 @@
 """Chapter 8, learning a prior: the copy-mixture models (GOAT, RoPE, ALiBi) and what GOAT's prior learned.
 
 - the task and the budget: `goat_config`, `budget_table`;
-- the runs: `load` (the `copymix` runs with their weights), `frame_of`, `run_summary`, `gap_curves`,
-  `final_table`;
-- Figure 1: `figure1_panels` (one GOAT model's prior, per head);
+- the runs: `load` (the `copymix` runs), `frame_of`, `run_summary`, `gap_curves`, `final_table`;
+- Figure 1: `figure1_panels` (one GOAT run's prior, per head);
 - what every head became: `head_structure`, `structure`, `per_seed`;
-- the verdicts and the prose: `claim_measures`, `claim_details`, `prose_numbers`.
+- the verdicts and the prose: `claim_measures`, `claim_details`, `prose_numbers`;
+- `claims`: every claim of the chapter, computed as the notebook computes it (`companion claim`).
 
-Everything reads stored runs and their weights; nothing trains.
+GOAT's first-layer prior is measured at the end of each GOAT run and stored in its record (the
+`PRIOR` readout, `companion.goat.prior_readout`: u and κ per head): everything here reads records;
+nothing trains and no model is rebuilt.
 """
 
 from __future__ import annotations
@@ -17,18 +19,21 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from companion.book.frames import by_method, long_curves, records_frame
+from companion.book.frames import by_method, long_curves, readout, records_frame
 from companion.book.labels import label
 from companion.book.stats import summarize
-from companion.book.transport import prior_panels
+from companion.book.transport import prior_views
 from companion.config import RunConfig
 from companion.experiments import get_experiment
 from companion.experiments.copy_mixture import METHODS
 from companion.sweep import ensure_runs
 
-__all__ = ["SINK_MARGIN", "WINDOW", "LOCAL", "goat_config", "budget_table", "load", "frame_of", "run_summary",
+__all__ = ["SEEDS", "PRIOR", "SINK_MARGIN", "WINDOW", "LOCAL", "goat_config", "budget_table", "load", "frame_of", "run_summary",
            "gap_curves", "final_table", "figure1_panels", "head_structure", "structure", "per_seed", "claim_measures",
-           "claim_details", "prose_numbers"]
+           "claim_details", "prose_numbers", "claims"]
+
+SEEDS = (0, 1, 2)  # the notebook's default seeds (its parameters cell)
+PRIOR = "goat_prior"  # the readout of GOAT's first-layer prior, u and κ per head (`companion.goat`)
 
 SINK_MARGIN = 2.0  # nats by which u(0) must stand above the median u(j) for a head to count as a sink (S3-05)
 WINDOW = 8  # κ's peak is sought among the offsets Δ = 0 … WINDOW (S3-06)
@@ -52,10 +57,11 @@ def budget_table(cfg: RunConfig, seeds: Sequence[int]) -> pd.DataFrame:
     return pd.Series(budget, name=cfg.profile).to_frame()
 
 
-def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None) -> dict[str, list]:
-    """The `copymix` runs with their weights: {method: [Record in seed order]}, methods in
-    `companion.experiments.copy_mixture.METHODS` order."""
-    return by_method(ensure_runs("copymix", profile, seeds, jobs=jobs, weights=True), METHODS)
+def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
+         train: bool = True) -> dict[str, list]:
+    """The `copymix` runs: {method: [Record in seed order]}, methods in
+    `companion.experiments.copy_mixture.METHODS` order (`store`, `train` as in `ensure_runs`)."""
+    return by_method(ensure_runs("copymix", profile, seeds, store=store, jobs=jobs, train=train), METHODS)
 
 
 def frame_of(runs: Mapping[str, Sequence]) -> pd.DataFrame:
@@ -81,31 +87,32 @@ def final_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- Figure 1 and the heads
 
-def figure1_panels(model) -> dict[str, np.ndarray]:
-    """`prior_panels` of the first layer's prior over the model's positions, plus "limit" (h,): the
-    largest |row-centred K| of each head (a symmetric colour range)."""
-    panels = prior_panels(model.blocks[0].attn.scores_prior, model.n_positions)
+def figure1_panels(record) -> dict[str, np.ndarray]:
+    """`companion.book.transport.prior_views` of a GOAT run's first-layer prior (its `PRIOR` readout)
+    over the model's positions, plus "limit" (h,): the largest |row-centred K| of each head (a
+    symmetric colour range)."""
+    prior = readout(record, PRIOR)
+    panels = prior_views(prior["sink"], prior["kappa"])
     return {**panels, "limit": np.nanmax(np.abs(panels["centred"]), axis=(1, 2))}
 
 
-def head_structure(model, *, lag: int, window: int = WINDOW) -> pd.DataFrame:
-    """Per head of the first layer's GOAT prior: sink strength u(0) − median_j>0 u(j), the offset in
-    0…window where κ peaks, κ's peak height above its median over that window, and whether the peak
-    sits at Δ = lag − 1 (the local copy's key). Index "head"."""
-    prior = model.blocks[0].attn.scores_prior
-    panels = prior_panels(prior, model.n_positions)
+def head_structure(prior: dict, *, lag: int, window: int = WINDOW) -> pd.DataFrame:
+    """Per head of a GOAT prior (a `PRIOR` readout: "sink" u_h(j), "kappa" κ_h(Δ)): sink strength
+    u(0) − median_j>0 u(j), the offset in 0…window where κ peaks, κ's peak height above its median
+    over that window, and whether the peak sits at Δ = lag − 1 (the local copy's key). Index "head"."""
+    sink, kappa = np.asarray(prior["sink"], dtype=float), np.asarray(prior["kappa"], dtype=float)
     out = []
-    for h in range(len(panels["sink"])):
-        u, kappa = panels["sink"][h], panels["kappa"][h][: window + 1]
+    for h in range(len(sink)):
+        u, k = sink[h], kappa[h][: window + 1]
         out.append({"head": h, "sink strength": float(u[0] - np.median(u[1:])),
-                    "κ peak at Δ": int(np.argmax(kappa)), "κ peak height": float(kappa.max() - np.median(kappa)),
-                    LOCAL: bool(np.argmax(kappa) == lag - 1)})
+                    "κ peak at Δ": int(np.argmax(k)), "κ peak height": float(k.max() - np.median(k)),
+                    LOCAL: bool(np.argmax(k) == lag - 1)})
     return pd.DataFrame(out).set_index("head")
 
 
-def structure(records: Sequence, models: Sequence, *, lag: int) -> pd.DataFrame:
-    """`head_structure` of the GOAT model of every record (its trained model in `models`), index (seed, head)."""
-    return pd.concat({r.seed: head_structure(m, lag=lag) for r, m in zip(records, models)}, names=["seed"])
+def structure(records: Sequence, *, lag: int) -> pd.DataFrame:
+    """`head_structure` of every GOAT record's `PRIOR` readout, index (seed, head)."""
+    return pd.concat({r.seed: head_structure(readout(r, PRIOR), lag=lag) for r in records}, names=["seed"])
 
 
 def per_seed(heads: pd.DataFrame) -> pd.DataFrame:
@@ -146,3 +153,21 @@ def prose_numbers(task, cfg: RunConfig, frame: pd.DataFrame, heads: pd.DataFrame
     out |= {"ch8_sink_seeds": f"{sink} of {n}", "ch8_local_seeds": f"{local} of {n}",
             "ch8_sink_max": f"{per_seed(heads)['sink'].max():.1f}"}
     return out
+
+
+def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
+           train: bool = True) -> list:
+    """Every claim this chapter decides, computed by the same functions in the same order as the
+    chapter's notebook (no figures, no glue): what `companion claim` prints. `seeds` None means the
+    notebook's `SEEDS`; `store` and `train` go to `load` (train=False reads stored records only)."""
+    from companion.book.claims import record_all
+    from companion.book.parameters import check_parameters
+    from companion.tasks import make_task
+
+    seeds = list(SEEDS if seeds is None else seeds)
+    check_parameters(profile, seeds, jobs)
+    task = make_task(goat_config(profile).task)
+    runs = load(profile, seeds, jobs=jobs, store=store, train=train)
+    frame = frame_of(runs)
+    heads = structure(runs["goat"], lag=task.lag)
+    return record_all(claim_measures(frame, heads), details=claim_details(frame, heads))

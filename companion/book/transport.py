@@ -4,18 +4,15 @@
   found by mirror descent (exponentiated gradient) without using the closed form; Proposition 2.2
   (uniform π: softmax(s/τ)) and Proposition 3.1 (any π: softmax(s/τ + log π)) are checked against it.
 - `objective`: the transport objective, to confirm that a solution is optimal among simplex points.
-- `attention_internals(model, x, layer)`: a layer's content scores, prior and attention weights,
-  recomputed from the model's parameters through the prior protocol (`Attention.project`,
-  `Attention.scores_prior`: `content`, `bias`), the same attention the forward pass computes.
-- `collapse_bounds`: Theorem 5.1, e^{−ω_i} ≤ p_ij / π_ij ≤ e^{ω_i} with ω_i the range of row i's
-  content scores over its visible keys, measured on a trained model.
-- `sink_vs_signal`: per (head, query), the content signal ω and the attention on key 0 (Figure 2c).
-- `prior_panels(prior, n)`: the four views of a learned GOAT prior in Figure 1.
+- `prior_panels(prior, n)`: the four views of a learned GOAT prior in Figure 1; `prior_views(sink,
+  kappa)`: the same views from a record's `goat_prior` readout (u and κ per head, no model).
+
+What is measured on a trained model (its attention internals, Theorem 5.1, the sink against the
+content signal) lives in the core, `companion.transport`, and reaches the book through readouts.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
@@ -24,8 +21,7 @@ from torch import Tensor
 
 from companion.goat import GoatPrior
 
-__all__ = ["objective", "solve_entropic", "attention_internals", "collapse_bounds", "sink_vs_signal",
-           "prior_panels"]
+__all__ = ["objective", "solve_entropic", "prior_panels", "prior_views"]
 
 
 def objective(p: Tensor, s: Tensor, log_prior: Tensor, tau: float) -> Tensor:
@@ -59,74 +55,6 @@ def solve_entropic(s: Tensor, log_prior: Tensor | None = None, tau: float = 1.0,
 
 
 @torch.no_grad()
-def attention_internals(model, x: Tensor, layer: int = 0) -> dict[str, Tensor]:
-    """Recompute layer `layer`'s attention on inputs x from the model's parameters, through the public
-    attention API: `attn.project` gives q, k as attended (projected, QK-normed, rotated) and the layer's
-    scores prior (`attn.scores_prior`) gives the content channels (`content`) and the log-prior (`bias`).
-
-    Returns float64 tensors over the n positions the layer sees: "content" (b, h, n, n) content scores
-    q_c·k_c/√d_c (GOAT: its content channels; RoPE: the rotated q·k; otherwise q·k, with d_c the
-    width of the content channels), "prior" (h, n, n) the additive log-prior (zeros without one),
-    "weights" (b, h, n, n) the model's own attention weights, and "visible" (n, n) bool.
-    Works on a float64 copy; the model itself is left as it is.
-    """
-    model = copy.deepcopy(model).double().eval()
-    h = model.embed(x)
-    for block in model.blocks[:layer]:
-        h = block(h)
-    block = model.blocks[layer]
-    attn = block.attn
-    q, k, _ = attn.project(block.ln1(h))
-    prior = attn.scores_prior
-    qc, kc = prior.content(q, k)
-    content = qc @ kc.transpose(-1, -2) / math.sqrt(qc.shape[-1])
-    n = h.shape[1]
-    bias = prior.bias(n, n)
-    bias = torch.zeros(1, n, n, dtype=torch.float64) if bias is None else bias.double()
-    visible = torch.ones(n, n, dtype=torch.bool)
-    if attn.causal:
-        visible = visible.tril()
-    _, maps = model(x, return_attention=True)
-    return {"content": content, "prior": bias.expand(attn.n_heads, n, n), "weights": maps[layer].double(),
-            "visible": visible}
-
-
-def _row_range(scores: Tensor, visible: Tensor) -> Tensor:
-    hi = scores.masked_fill(~visible, -math.inf).amax(-1)
-    lo = scores.masked_fill(~visible, math.inf).amin(-1)
-    return hi - lo
-
-
-def collapse_bounds(internals: dict[str, Tensor]) -> dict[str, float]:
-    """Theorem 5.1 on measured attention: log(p_ij/π_ij) against ±ω_i over visible keys.
-
-    π_i = softmax over visible keys of the prior row; p the model's weights. Returns the largest
-    violation max(|log(p/π)| − ω) (≤ 0 up to rounding when the theorem holds), the largest ratio of
-    |log(p/π)| to ω (how tight the bound is; 1 = attained) and the number of (b, h, i, j) checked.
-    """
-    vis = internals["visible"]
-    prior = internals["prior"].masked_fill(~vis, -math.inf)
-    log_pi = prior - torch.logsumexp(prior, -1, keepdim=True)
-    log_p = internals["weights"].clamp_min(1e-300).log()
-    omega = _row_range(internals["content"], vis)[..., None]  # (b, h, n, 1)
-    dev = (log_p - log_pi).abs()
-    mask = vis.expand_as(dev)
-    violation = (dev - omega)[mask]
-    tight = (dev / omega.clamp_min(1e-12))[mask & (omega > 1e-6).expand_as(dev)]
-    return {"max_violation": float(violation.max()), "max_tightness": float(tight.max()), "checked": int(mask.sum())}
-
-
-def sink_vs_signal(internals: dict[str, Tensor], *, skip: int = 1, flat: bool = True) -> dict[str, np.ndarray]:
-    """Per (batch, head, query i ≥ skip): content signal ω_i and the attention weight on key 0,
-    flattened, or (flat=False) as arrays (batch, head, n − skip)."""
-    omega = _row_range(internals["content"], internals["visible"])[..., skip:]
-    p0 = internals["weights"][..., skip:, 0]
-    if not flat:
-        return {"omega": omega.numpy(), "p0": p0.numpy()}
-    return {"omega": omega.flatten().numpy(), "p0": p0.flatten().numpy()}
-
-
-@torch.no_grad()
 def prior_panels(prior: GoatPrior, n: int) -> dict[str, np.ndarray]:
     """The four views of Figure 1 for every head: "sink" u_h(j) (h, n); "kappa" κ_h(Δ), Δ = 0…n−1
     (h, n); "centred" the total log-prior K with each row centred over its visible keys (h, n, n; NaN
@@ -139,3 +67,22 @@ def prior_panels(prior: GoatPrior, n: int) -> dict[str, np.ndarray]:
     causal = torch.softmax(k.masked_fill(~visible, -math.inf), dim=-1)
     return {"sink": prior.sink(pos).double().cpu().numpy(), "kappa": prior.kappa(pos).double().cpu().numpy(),
             "centred": centred.numpy(), "causal": causal.numpy()}
+
+
+def prior_views(sink, kappa) -> dict[str, np.ndarray]:
+    """`prior_panels` of a causal GOAT prior from its `goat_prior` readout: `sink` u_h(j) and `kappa`
+    κ_h(Δ), Δ = 0 … n − 1 (h, n) each. The log-prior on the visible keys is rebuilt as
+    K_h(i, j) = κ_h(i − j) + u_h(j), summed in float32 as the model sums it (so the panels equal
+    `prior_panels` of the model's prior)."""
+    u, kap = torch.as_tensor(sink, dtype=torch.float32), torch.as_tensor(kappa, dtype=torch.float32)
+    if u.ndim != 2 or u.shape != kap.shape:
+        raise ValueError(f"sink and kappa must both be (heads, n), got {tuple(u.shape)} and {tuple(kap.shape)}.")
+    n = u.shape[1]
+    pos = torch.arange(n)
+    visible = torch.ones(n, n, dtype=torch.bool).tril()
+    k = (kap[:, (pos[:, None] - pos[None]).clamp_min(0)] + u[:, None, :]).double()
+    masked = k.masked_fill(~visible, math.nan)
+    centred = masked - torch.nanmean(masked, dim=-1, keepdim=True)
+    causal = torch.softmax(k.masked_fill(~visible, -math.inf), dim=-1)
+    return {"sink": u.double().numpy(), "kappa": kap.double().numpy(), "centred": centred.numpy(),
+            "causal": causal.numpy()}

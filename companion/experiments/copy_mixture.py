@@ -24,10 +24,15 @@ from dataclasses import replace
 from companion.config import ModelConfig, PriorConfig, RunConfig, TaskConfig, TrainConfig
 from companion.experiments import Experiment, register_experiment
 
-__all__ = ["METHODS", "CI_STEPS", "prior_model", "copymix_configs"]
+__all__ = ["METHODS", "CI_STEPS", "READOUTS", "GOAT_READOUTS", "prior_model", "copymix_configs"]
 
 METHODS = ("goat", "rope", "alibi")
 CI_STEPS = 1500
+# What Chapter 7 (Theorem 5.1 on the first layer, Figure 2c on the last: `companion.transport`) and
+# Chapter 8 (GOAT's first-layer prior: `companion.goat.prior_readout`) read from the trained models,
+# stored in each record, so that records made elsewhere need no weights.
+READOUTS = ("collapse_bounds", "sink_curve")
+GOAT_READOUTS = (*READOUTS, "goat_prior")
 
 
 def prior_model(base: ModelConfig, method: str, *, rank: int = 6) -> ModelConfig:
@@ -55,7 +60,8 @@ def copymix_configs(profile: str) -> dict[str, RunConfig]:
     train = TrainConfig(optimizer="adamw", lr=3e-3, weight_decay=0.01, betas=(0.9, 0.98), batch_size=64,
                         steps=steps, schedule="cosine", warmup=0.05, clip_norm=1.0, eval_every=steps // 10)
     base = RunConfig("copymix", "goat", profile, 0, model, task, train)
-    return {m: replace(base, method=m, model=prior_model(model, m)) for m in METHODS}
+    return {m: replace(base, method=m, model=prior_model(model, m), readouts=GOAT_READOUTS if m == "goat" else READOUTS)
+            for m in METHODS}
 
 
 register_experiment(Experiment(

@@ -27,11 +27,13 @@ from companion.config import ModelConfig, RunConfig, TaskConfig, TrainConfig
 from companion.experiments import Experiment, Grid, Request, register_experiment, register_grid
 from companion.experiments.copy_mixture import prior_model
 
-__all__ = ["METHODS", "CI_STEPS", "TRAIN_LEN", "READINGS", "EXPERIMENTS", "extrapolation_configs"]
+__all__ = ["METHODS", "CI_STEPS", "TRAIN_LEN", "CONTROL_READOUTS", "READINGS", "EXPERIMENTS", "extrapolation_configs"]
 
 METHODS = ("goat", "goat-uniform", "rope", "alibi", "sinusoidal")
 CI_STEPS = {"charlm": 400, "passkey": 500}
 TRAIN_LEN = {("charlm", "ci"): 64, ("passkey", "ci"): 64, ("charlm", "paper"): 256, ("passkey", "paper"): 128}
+# Chapter 7 reads Figure 2c off the charlm runs too (a control where key 0 carries no task information).
+CONTROL_READOUTS = {"charlm": ("sink_curve",)}
 
 
 def extrapolation_configs(experiment: str, profile: str) -> dict[str, RunConfig]:
@@ -49,7 +51,7 @@ def extrapolation_configs(experiment: str, profile: str) -> dict[str, RunConfig]
             else TaskConfig.of("passkey", seq_len=length))
     train = TrainConfig(optimizer="adamw", lr=lr, weight_decay=0.01, betas=(0.9, 0.98), batch_size=32,
                         steps=steps, schedule="cosine", warmup=0.05, clip_norm=1.0, eval_every=steps // 8)
-    base = RunConfig(experiment, "goat", profile, 0, model, task, train)
+    base = RunConfig(experiment, "goat", profile, 0, model, task, train, readouts=CONTROL_READOUTS.get(experiment, ()))
     models = {m: prior_model(model, m.removesuffix("-uniform")) for m in METHODS}
     models["goat"] = replace(models["goat"], prior=replace(models["goat"].prior, goat_init="seeded"))
     return {m: replace(base, method=m, model=models[m]) for m in METHODS}
