@@ -178,9 +178,9 @@ def rounded(values: Any, digits: int) -> Any:
 
 
 def _goat_priors(model: torch.nn.Module, what: str) -> list:
-    from companion.goat import GoatPrior
+    from companion.goat import goat_priors
 
-    priors = [m for m in model.modules() if isinstance(m, GoatPrior)]
+    priors = goat_priors(model)
     if not priors:
         raise ValueError(f"readout {what!r} reads GOAT priors, and the model has none; list it for GOAT runs only.")
     return priors
