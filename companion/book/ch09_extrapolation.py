@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -35,6 +36,9 @@ from companion.experiments.extrapolation import EVAL_TOKENS, EXPERIMENTS, FAR, M
 from companion.positions import alibi_slopes
 from companion.sweep import ensure_grid
 from companion.tasks import make_task
+
+if TYPE_CHECKING:
+    from companion.book.claims import ClaimResult
 
 __all__ = ["READINGS", "GOAT_READINGS", "DEPTH_SHOWN", "BASELINES", "Setup", "reading_lengths", "setup", "budget", "passkey_example",
            "setup_numbers", "load", "run_summary", "readings", "lm_lengths",
@@ -453,7 +457,7 @@ def verdict_numbers(results: Sequence, seeds: Sequence[int]) -> dict[str, str]:
 
 
 def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
-           train: bool = True) -> list:
+           train: bool = True) -> list[ClaimResult]:
     """Every claim this chapter decides (S3-08 … S3-14), computed by the same functions in the same order
     as the chapter's notebook (no figures): what `companion claim ID` prints. `seeds=None`: the
     notebook's seeds (0, 1); `store` and `train` pass on to `load`."""
