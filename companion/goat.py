@@ -39,7 +39,7 @@ from companion.positions import alibi_slopes
 from companion.priors import Prior, PriorContext
 from companion.readouts import register_readout
 
-__all__ = ["GoatPrior", "sink_profiles", "prior_readout"]
+__all__ = ["GoatPrior", "goat_priors", "sink_profiles", "prior_readout"]
 
 INITS = ("uniform", "seeded")
 
@@ -276,11 +276,16 @@ class GoatPrior(Prior):
                 f"causal={self.causal}, init={self.init!r}")
 
 
+def goat_priors(model: nn.Module) -> list[GoatPrior]:
+    """Every GOAT prior of `model`, in module order (one per layer; empty for a model without GOAT)."""
+    return [m for m in model.modules() if isinstance(m, GoatPrior)]
+
+
 @torch.no_grad()
 def sink_profiles(model: nn.Module, n: int) -> Tensor:
     """u_h(j) of every GOAT prior in `model` for keys j = 0 … n − 1, (priors, heads, n) float64 on the
     CPU, recency included. Raises ValueError if the model has none."""
-    priors = [m for m in model.modules() if isinstance(m, GoatPrior)]
+    priors = goat_priors(model)
     if not priors:
         raise ValueError("the model has no GOAT prior; sink profiles exist for GOAT models only.")
     return torch.stack([p.sink(torch.arange(n, device=p.alpha.device)).double().cpu() for p in priors])

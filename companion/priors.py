@@ -29,6 +29,7 @@ receiving gradient σ(0) = ½.
 from __future__ import annotations
 
 import importlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -38,7 +39,7 @@ from torch import Tensor, nn
 from companion.attention import attend
 
 __all__ = ["Prior", "PriorContext", "PRIORS", "POSITIONS", "prior_class", "build_prior", "build_positions",
-           "needs_pattern", "LearnableMask", "sinusoidal_positions", "members_over_batch"]
+           "needs_pattern", "LearnableMask", "sinusoidal_positions", "members_over_batch", "interpolated"]
 
 # kind → "module:Class" (the class has `from_config(cfg: PriorConfig, ctx: PriorContext)`).
 PRIORS = {
@@ -116,6 +117,25 @@ class Prior(nn.Module):
 
 
 NO_PRIOR = Prior()
+
+
+@contextmanager
+def interpolated(model: nn.Module, train_len: int):
+    """Within the block, every prior of `model` that can interpolate (`Prior.interpolates`, RoPE) reads
+    inputs longer than `train_len` with position interpolation to it (an evaluation-time switch that
+    changes no weight); the previous setting is restored on leaving, also on an error."""
+    priors = [m for m in model.modules() if isinstance(m, Prior) and m.interpolates]
+    if not priors:
+        raise ValueError("the model has no prior that interpolates positions; position interpolation "
+                         "applies to RoPE models only.")
+    before = [p.interpolate for p in priors]
+    try:
+        for p in priors:
+            p.interpolate = train_len
+        yield model
+    finally:
+        for p, b in zip(priors, before):
+            p.interpolate = b
 
 
 def members_over_batch(t: Tensor, batch: int, members: int, shape: tuple[int, ...] | None = None) -> Tensor:

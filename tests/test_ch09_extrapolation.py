@@ -15,10 +15,11 @@ import torch
 from companion.book import ch09_extrapolation as ch
 from companion.config import ModelConfig, TaskConfig
 from companion.experiments.copy_mixture import prior_model
+from companion.experiments.extrapolation import METHODS, readout_specs
 from companion.goat import sink_profiles as core_sink_profiles
 from companion.model import Transformer
 from companion.positions import alibi_slopes
-from companion.priors import Prior
+from companion.readouts import measure_readouts
 from companion.tasks import TaskSpec, make_task
 
 matplotlib.use("Agg")
@@ -32,67 +33,42 @@ def _model(method, spec=SPEC, seed=0):
     return Transformer(prior_model(BASE, method, rank=2), spec, generator=torch.Generator().manual_seed(seed)).eval()
 
 
-def _interpolating(model):
-    return [m for m in model.modules() if isinstance(m, Prior) and m.interpolates]
+# ---------------------------------------------------------------- records and their readouts
+
+LM_SPECS, PK_SPECS = readout_specs("charlm", "ci"), readout_specs("passkey", "ci")
 
 
-# ---------------------------------------------------------------- readings and the interpolation switch
-
-def test_interpolation_changes_long_inputs_only_and_is_undone():
-    model = _model("rope")
-    assert len(_interpolating(model)) == BASE.n_layers  # one RoPE per layer, found through the protocol
-    short, long = torch.randint(0, 11, (2, 8)), torch.randint(0, 11, (2, 24))
-    with torch.no_grad():
-        before_short, before_long = model(short), model(long)
-        with ch.interpolated(model, 8) as m:
-            assert m is model and all(p.interpolate == 8 for p in _interpolating(model))
-            torch.testing.assert_close(model(short), before_short)
-            assert not torch.allclose(model(long), before_long)
-        assert all(p.interpolate == 0 for p in _interpolating(model))
-        torch.testing.assert_close(model(long), before_long)
-    for method in ("alibi", "goat", "sinusoidal"):
-        with pytest.raises(ValueError, match="no prior that interpolates"):
-            with ch.interpolated(_model(method), 8):
-                pass
-
-
-def test_interpolation_is_undone_when_the_block_raises():
-    model = _model("rope")
-    with pytest.raises(RuntimeError):
-        with ch.interpolated(model, 8):
-            raise RuntimeError
-    assert all(p.interpolate == 0 for p in _interpolating(model))
+def _record(method, seed, task=None, wall_time=1.0, readouts=None, experiment="charlm"):
+    config = SimpleNamespace(experiment=experiment, profile="ci", method=method, seed=seed, task=task)
+    return SimpleNamespace(config=config, seed=seed, run_id=f"{method}-{seed}", wall_time=wall_time,
+                           metrics={"test": {"ppl": 1.0}}, readouts=readouts or {})
 
 
 def test_rope_is_read_twice_and_everything_else_once():
-    runs = {"goat": [SimpleNamespace(seed=0), SimpleNamespace(seed=1)], "rope": [SimpleNamespace(seed=0)]}
-    models = {"goat": ["g0", "g1"], "rope": ["r0"]}
-    assert list(ch.readings(runs, models)) == [("goat", 0, "g0", False), ("goat", 1, "g1", False),
-                                               ("rope", 0, "r0", False), ("rope-pi", 0, "r0", True)]
+    specs = {"lengths": "a", "lengths-pi": "a;pi"}
+    runs = {"goat": [_record("goat", 0, readouts={"a": 1}), _record("goat", 1, readouts={"a": 2})],
+            "rope": [_record("rope", 0, readouts={"a": 3, "a;pi": 4})]}
+    got = [(reading, rec.run_id, value) for reading, rec, value in ch.readings(runs, specs, "lengths")]
+    assert got == [("goat", "goat-0", 1), ("goat", "goat-1", 2), ("rope", "rope-0", 3), ("rope-pi", "rope-0", 4)]
+    runs["rope"] = [_record("rope", 0, readouts={"a": 3})]
+    with pytest.raises(ValueError, match="has no readout 'a;pi'.*rerun"):
+        list(ch.readings(runs, specs, "lengths"))
 
 
-def _record(method, seed, task=None, wall_time=1.0):
-    config = SimpleNamespace(experiment="charlm", profile="ci", method=method, seed=seed, task=task)
-    return SimpleNamespace(config=config, seed=seed, run_id=f"{method}-{seed}", wall_time=wall_time,
-                           metrics={"test": {"ppl": 1.0}})
-
-
-def test_load_reads_the_extrapolation_grid_by_method_in_seed_order(monkeypatch):
+def test_load_reads_records_of_the_extrapolation_grid_by_method_in_seed_order(monkeypatch):
     calls = []
 
-    def fake_grid(name, profile, seeds, *, jobs=None, weights=False):
-        calls.append((name, profile, tuple(seeds), jobs, weights))
+    def fake_grid(name, profile, seeds, *, store=None, jobs=None, train=True, weights=False):
+        calls.append((name, profile, tuple(seeds), store, jobs, train, weights))
         return {e: [_record(m, s) for s in (1, 0) for m in ("rope", "goat")] for e in ("charlm", "passkey")}
 
     monkeypatch.setattr(ch, "ensure_grid", fake_grid)
-    loaded = ch.load("ci", [0, 1], jobs=3)
-    assert calls == [("extrapolation", "ci", (0, 1), 3, True)]
+    loaded = ch.load("ci", [0, 1], jobs=3, store="somewhere", train=False)
+    assert calls == [("extrapolation", "ci", (0, 1), "somewhere", 3, False, False)]  # records only, no weights
     assert list(loaded) == ["charlm", "passkey"]
     runs = loaded["charlm"]
     assert list(runs) == ["goat", "goat-uniform", "rope", "alibi", "sinusoidal"]
     assert [r.run_id for r in runs["goat"]] == ["goat-0", "goat-1"] and runs["alibi"] == []
-    monkeypatch.setattr(ch, "trained_models", lambda recs: [r.run_id.upper() for r in recs])
-    assert ch.models({"rope": runs["rope"]}) == {"rope": ["ROPE-0", "ROPE-1"]}
 
 
 def test_run_summary_counts_every_run_of_both_experiments():
@@ -104,12 +80,13 @@ def test_run_summary_counts_every_run_of_both_experiments():
 # ---------------------------------------------------------------- setup
 
 def test_setup_reads_both_experiments_at_their_own_lengths():
-    s = ch.setup("ci", 8)
+    s = ch.setup("ci")
+    assert s.far == 8 and s.eval_tokens == 16384 and s.lm_specs == LM_SPECS and s.pk_specs == PK_SPECS
     assert s.L == 64 and s.lengths == [64, 128, 256, 512] and s.pk_lengths == [64, 128, 256, 512]
     assert ch.reading_lengths(128, 8) == [128, 256, 512, 1024] and ch.reading_lengths(5, 1) == [5]
     b = ch.budget(s, SEEDS)["ci"]
     assert (b["layers"], b["heads"], b["steps (char LM)"], b["steps (passkey)"], b["seeds"]) == (2, 4, 400, 500, 2)
-    numbers = ch.setup_numbers(s, 16384)
+    numbers = ch.setup_numbers(s)
     assert numbers["ch9_L"] == "64" and numbers["ch9_far_len"] == "512" and numbers["ch9_eval_tokens"] == "16,384"
     assert numbers["ch9_digits"] == "5" and numbers["ch9_steps_lm"] == "400" and numbers["ch9_steps_pk"] == "500"
     assert numbers["ch9_train_chars"] == f"{len(s.lm_task.streams['train']):,}"
@@ -190,45 +167,77 @@ def test_length_axis_is_a_log_axis_ticked_at_the_lengths():
     plt.close(fig)
 
 
-class _FakeText:
-    seq_len = 4
+def _lm_runs():
+    """Records whose readouts hold the perplexities of PPL at lengths 64 (L), 128 and 512 (8L)."""
+    at = dict(zip((L, 8, FAR), (64, 128, 512)))
 
-    def ce_at(self, model, length, limit=None):
-        return {"per_position": torch.arange(length, dtype=torch.float64) * model}
+    def value(reading, seed):
+        return {str(at[n]): {"ce": math.log(v[seed]), "ppl": v[seed], "bpc": math.log(v[seed]) / math.log(2),
+                             "windows": 1} for n, v in PPL[reading].items()}
+
+    runs = {}
+    for m in METHODS:
+        runs[m] = []
+        for seed in SEEDS:
+            readouts = {LM_SPECS["lengths"]: value(m, seed)}
+            readouts[LM_SPECS["positions"]] = {"x": [8, 9, 10], "ce": [seed + 1.0, 2.0, 3.0]}
+            if m == "rope":
+                readouts[LM_SPECS["lengths-pi"]] = value("rope-pi", seed)
+                readouts[LM_SPECS["positions-pi"]] = {"x": [8, 9, 10], "ce": [seed + 5.0, 6.0, 7.0]}
+            runs[m].append(_record(m, seed, readouts=readouts))
+    return runs
 
 
-def test_per_position_is_a_moving_mean_of_the_loss_at_each_position():
-    pos = ch.per_position(_FakeText(), 2.0, 10, window=4)  # loss 2t at position t: means of 4 consecutive
-    np.testing.assert_allclose(pos, 2.0 * (np.arange(7) + 1.5))
+def test_lm_lengths_read_the_records_and_give_the_claims_of_the_same_table():
+    lm = ch.lm_lengths(_lm_runs(), LM_SPECS)
+    assert list(lm.columns) == ["reading", "seed", "length", "ce", "ppl", "bpc"]
+    assert list(dict.fromkeys(lm.reading)) == ["goat", "goat-uniform", "rope", "rope-pi", "alibi", "sinusoidal"]
+    expected = _lm_table().replace({"length": {L: 64, 8: 128, FAR: 512}})
+    merged = lm.merge(expected, on=["reading", "seed", "length"], suffixes=("", "_table"))
+    assert len(merged) == len(lm) == 6 * 3 * 2 and (merged.ppl == merged.ppl_table).all()
+    assert ch.lm_claims(lm, 64, 512) == ch.lm_claims(_lm_table(), L, FAR) == {"S3-08": 2.5, "S3-09": 1.5, "S3-10": 1.05}
 
 
-def test_lm_lengths_read_rope_with_interpolation_only_past_the_training_length():
-    task_cfg = TaskConfig.of("char-lm", seq_len=8)
-    spec = make_task(task_cfg).spec
-    runs = {m: [_record(m, 0, task=task_cfg)] for m in ("goat", "rope")}
-    models = {m: [_model(m, spec)] for m in runs}
-    lm = ch.lm_lengths(runs, models, [8, 32], tokens=256)
-    assert list(lm.reading) == ["goat", "goat", "rope", "rope", "rope-pi", "rope-pi"]
-    np.testing.assert_allclose(lm.ppl, np.exp(lm.ce))
-    np.testing.assert_allclose(lm.bpc, lm.ce / math.log(2))
-    by = lm.set_index(["reading", "length"]).ce
-    assert by["rope", 8] == by["rope-pi", 8] and by["rope", 32] != by["rope-pi", 32]
-    curves = ch.position_curves(make_task(task_cfg), {**models, "goat-uniform": models["goat"],
-                                                      "alibi": models["goat"], "sinusoidal": models["goat"]},
-                                32, window=4, tokens=256)
+def test_position_curves_read_the_first_seed_rope_pi_from_its_own_readout():
+    curves = ch.position_curves(_lm_runs(), LM_SPECS)
     assert list(curves) == list(ch.READINGS)
     x, ce = curves["rope-pi"]
-    assert list(x) == list(range(2, 31)) and len(ce) == 29
-    np.testing.assert_array_equal(curves["goat"][1], ch.per_position(make_task(task_cfg), models["goat"][0], 32,
-                                                                     window=4, tokens=256))
-    np.testing.assert_array_equal(curves["rope-pi"][1], ch.per_position(make_task(task_cfg), models["rope"][0], 32,
-                                                                        interpolate=True, window=4, tokens=256))
-    assert not np.allclose(curves["rope"][1], curves["rope-pi"][1])
+    assert x.tolist() == [8, 9, 10] and ce.tolist() == [5.0, 6.0, 7.0] and curves["goat"][1].tolist() == [1.0, 2.0, 3.0]
+
+
+def test_a_tiny_models_readouts_in_a_record_give_the_direct_readings():
+    """End to end on real models: what a run stores (`measure_readouts` of its config's specs) read by
+    the chapter equals `ce_at` on the same model, with position interpolation for "rope-pi"."""
+    from companion.priors import interpolated
+    from companion.readouts import measure_readouts
+
+    task_cfg = TaskConfig.of("char-lm", seq_len=8)
+    task = make_task(task_cfg)
+    specs = {"lengths": "lm_lengths:8,32;tokens=256", "lengths-pi": "lm_lengths:8,32;tokens=256;pi",
+             "positions": "lm_positions:32;tokens=256;window=4", "positions-pi": "lm_positions:32;tokens=256;window=4;pi"}
+    models = {m: _model(m, task.spec) for m in ("goat", "rope")}
+    runs = {m: [_record(m, 0, task=task_cfg, readouts=measure_readouts(
+        [v for k, v in specs.items() if m == "rope" or not k.endswith("-pi")], model, task))]
+        for m, model in models.items()}
+    lm = ch.lm_lengths(runs, specs).set_index(["reading", "length"])
+    for n in (8, 32):
+        assert lm.ce["goat", n] == task.ce_at(models["goat"], n, limit=256 // n)["ce"]
+        assert lm.ce["rope", n] == task.ce_at(models["rope"], n, limit=256 // n)["ce"]
+        with interpolated(models["rope"], 8):
+            assert lm.ce["rope-pi", n] == task.ce_at(models["rope"], n, limit=256 // n)["ce"]
+    np.testing.assert_allclose(lm.ppl, np.exp(lm.ce))
+    assert lm.ce["rope", 8] == lm.ce["rope-pi", 8] and lm.ce["rope", 32] != lm.ce["rope-pi", 32]
+    runs |= {m: runs["goat"] for m in ("goat-uniform", "alibi", "sinusoidal")}
+    x, ce = ch.position_curves(runs, specs)["rope-pi"]
+    with interpolated(models["rope"], 8):
+        per = task.ce_at(models["rope"], 32, limit=8)["per_position"].numpy()
+    assert x.tolist() == list(range(2, 31))
+    np.testing.assert_array_equal(ce, np.convolve(per, np.ones(4) / 4, mode="valid"))
 
 
 # ---------------------------------------------------------------- Figure 2b
 
-def _profiles():
+def _arrays():
     def zeros():
         return np.zeros((2, 2, 16))
 
@@ -240,8 +249,20 @@ def _profiles():
     return {"goat": {0: g0, 1: g1}, "goat-uniform": {0: u0, 1: u1}}
 
 
+def _sink_value(p, train_len=8, tail=8):
+    """What the `sink_profile` readout stores for profile p (every key drawn)."""
+    return {"j": list(range(p.shape[-1])), "u": p.tolist(), "spike": (p[:, :, 0] - p[:, :, 1]).tolist(),
+            "rise": (p[:, :, train_len - 1] - p[:, :, train_len - 1 - train_len // tail]).tolist()}
+
+
+def _profiles():
+    runs = {m: [_record(m, seed, readouts={LM_SPECS["sink"]: _sink_value(p)}) for seed, p in by_seed.items()]
+            for m, by_seed in _arrays().items()}
+    return ch.goat_profiles(runs, LM_SPECS["sink"])
+
+
 def test_sink_structure_claims_and_numbers():
-    structure = ch.sink_structure(_profiles(), 8)
+    structure = ch.sink_structure(_profiles())
     assert structure.loc["goat", "spike"].tolist() == [2.5, 0.0]
     assert structure.loc["goat", "rise"].tolist() == [0.3, 0.0]
     assert structure.loc["goat-uniform", "spike"].tolist() == [1.3, 0.0]
@@ -257,20 +278,21 @@ def test_sink_structure_claims_and_numbers():
     assert table[("GOAT (uniform start)", "largest rise over the last L/8")].tolist() == [0.6, 0.5]
 
 
-def test_sink_profiles_are_the_core_profiles_of_every_goat_prior():
-    model = _model("goat")
-    prof = ch.sink_profiles(model, 20)
-    assert isinstance(prof, np.ndarray) and prof.shape == (2, 2, 20) and prof.dtype == np.float64
-    with torch.no_grad():
-        np.testing.assert_array_equal(prof, core_sink_profiles(model, 20).numpy())
-        np.testing.assert_allclose(prof[1], model.blocks[1].attn.prior.sink(torch.arange(20)).double().numpy())
-    with pytest.raises(ValueError, match="no GOAT prior"):
-        ch.sink_profiles(_model("rope"), 4)
-    runs = {m: [SimpleNamespace(seed=3), SimpleNamespace(seed=5)] for m in ch.GOAT_READINGS}
-    models = {m: [_model("goat", seed=1), _model("goat", seed=2)] for m in ch.GOAT_READINGS}
-    profiles = ch.goat_profiles(runs, models, 12)
-    assert list(profiles) == ["goat", "goat-uniform"] and list(profiles["goat"]) == [3, 5]
-    np.testing.assert_array_equal(profiles["goat"][5], ch.sink_profiles(models["goat"][1], 12))
+def test_goat_profiles_of_a_tiny_models_readout_are_its_core_profiles():
+    task = make_task(TaskConfig.of("char-lm", seq_len=8))
+    models = {m: _model("goat", task.spec, seed=s) for m, s in (("goat", 1), ("goat-uniform", 2))}
+    spec = "sink_profile:20;points=64;tail=8"
+    runs = {m: [_record(m, 3, readouts=measure_readouts([spec], model, task))] for m, model in models.items()}
+    profiles = ch.goat_profiles(runs, spec)
+    assert list(profiles) == ["goat", "goat-uniform"] and list(profiles["goat"]) == [3]
+    p, u = profiles["goat"][3], core_sink_profiles(models["goat"], 20).numpy()
+    assert p["u"].shape == (2, 2, 20) and p["j"].tolist() == list(range(20))
+    np.testing.assert_allclose(p["u"], u, rtol=1e-5, atol=1e-12)
+    structure = ch.sink_structure(profiles)
+    assert structure.loc[("goat", 3), "spike"] == max(float((u[:, :, 0] - u[:, :, 1]).max()), 0.0)
+    assert structure.loc[("goat", 3), "rise"] == float((u[:, :, 7] - u[:, :, 6]).max())
+    with pytest.raises(ValueError, match="has no readout"):
+        ch.goat_profiles({m: [_record(m, 0)] for m in ch.GOAT_READINGS}, spec)
 
 
 def test_key_prior_lines_draw_the_first_seed_and_the_seeded_start():
@@ -279,9 +301,13 @@ def test_key_prior_lines_draw_the_first_seed_and_the_seeded_start():
     assert len(trained) == 2 * 2 * 2 * 16 and len(lines) == len(trained) + 2 * 2 * 16
     assert set(lines[lines.line == "seeded start"].reading) == {"GOAT"}
     u = trained[(trained.reading == "GOAT") & (trained.layer == 1) & (trained["head"] == "head 0")].u.tolist()
-    assert u == _profiles()["goat"][0][1, 0].tolist()
+    assert u == _arrays()["goat"][0][1, 0].tolist()
     start = lines[(lines.line == "seeded start") & (lines.layer == 0) & (lines["head"] == "head 1")]
     np.testing.assert_allclose(start.u, alibi_slopes(2)[1].item() * np.arange(16))
+    sparse = {m: {0: {**p[0], "j": p[0]["j"][::5], "u": p[0]["u"][:, :, ::5]}} for m, p in _profiles().items()}
+    start = ch.key_prior_lines(sparse).query("line == 'seeded start' and layer == 0 and head == 'head 1'")
+    assert start.j.tolist() == [0, 5, 10, 15]  # the keys the readout drew
+    np.testing.assert_allclose(start.u, alibi_slopes(2)[1].item() * np.array([0, 5, 10, 15]))
 
 
 # ---------------------------------------------------------------- Figures 3a, 3c
@@ -345,22 +371,25 @@ def test_passkey_table_and_depth_panel():
     assert panel.loc[32].tolist() == [0.66, 0.1, 0.13, 0.09, 0.12]
 
 
-def test_passkey_lengths_pool_depth_bins_and_read_rope_twice():
+def test_passkey_lengths_of_tiny_models_pool_depth_bins_and_read_rope_twice():
     task_cfg = TaskConfig.of("passkey", seq_len=16, n_train=8, n_test=48)
-    spec = make_task(task_cfg).spec
-    runs = {m: [_record(m, s, task=task_cfg) for s in SEEDS] for m in ("alibi", "rope")}
-    models = {m: [_model(m, spec, seed=s) for s in SEEDS] for m in runs}
-    pk, grid = ch.passkey_lengths(runs, models, [16, 32], depth_bins=4)
+    task = make_task(task_cfg)
+    specs = {"lengths": "passkey_lengths:16,32;bins=4", "lengths-pi": "passkey_lengths:16,32;bins=4;pi"}
+    models = {m: [_model(m, task.spec, seed=s) for s in SEEDS] for m in ("alibi", "rope")}
+    runs = {m: [_record(m, s, task=task_cfg, experiment="passkey", readouts=measure_readouts(
+        [v for k, v in specs.items() if m == "rope" or k == "lengths"], model, task)) for s, model in zip(SEEDS, ms)]
+        for m, ms in models.items()}
+    pk, grid = ch.passkey_lengths(runs, specs, task.digits)
     assert len(pk) == 3 * 2 * 2 and list(grid.columns) == ["0.00–0.20", "0.20–0.40", "0.40–0.60", "0.60–0.80"]
     assert list(grid.index) == [(r, n) for r in ("alibi", "rope", "rope-pi") for n in (16, 32)]
     at = pk.set_index(["reading", "seed", "length"])
-    for s in SEEDS:  # interpolation changes nothing at the training length
+    for s, model in zip(SEEDS, models["rope"]):  # the records hold `accuracy_at` of the same models
+        assert at.loc[("rope", s, 32), "span_acc"] == task.accuracy_at(model, 32)["span_acc"]
         assert at.loc[("rope", s, 16)].tolist() == at.loc[("rope-pi", s, 16)].tolist()
     np.testing.assert_array_equal(grid.loc["rope", 16], grid.loc["rope-pi", 16])
     assert (pk.strict_acc <= pk.span_acc).all()
     # every model reads the same test set: the depth bins, weighted by their sizes, give back the mean
     # span-token accuracy over seeds (an empty bin is NaN and weighs nothing)
-    task = make_task(task_cfg)
     for n in (16, 32):
         _, start = task.test_set(n)
         depth = ((start - 1).double() / (n - 1 - 2 * task.digits)).numpy()
@@ -368,18 +397,80 @@ def test_passkey_lengths_pool_depth_bins_and_read_rope_twice():
         sizes = np.bincount(bins, minlength=4)
         for reading in ("alibi", "rope", "rope-pi"):
             pooled = np.nansum(grid.loc[reading, n].to_numpy() * sizes) / sizes.sum()
-            assert pooled == pytest.approx(pk[(pk.reading == reading) & (pk.length == n)].span_acc.mean(), abs=1e-6)
+            mean = pk[(pk.reading == reading) & (pk.length == n)].span_acc.mean()
+            assert pooled == pytest.approx(mean, abs=1e-6)  # span_acc is a float32 mean, the grid exact
+
+
+def test_passkey_grid_is_correct_digits_over_key_digits_and_nan_when_empty():
+    spec = "passkey_lengths:64;bins=2"
+    cell = lambda digits, keys: {"depth_edges": [0, 0.4, 0.8], "lengths": {"64": {  # noqa: E731
+        "span_acc": 0.5, "strict_acc": 0.25, "ce": 1.0, "digits": digits, "keys": keys}}}
+    runs = {"goat": [_record("goat", 0, readouts={spec: cell([6, 0], [2, 0])}),
+                     _record("goat", 1, readouts={spec: cell([3, 0], [2, 0])})]}
+    pk, grid = ch.passkey_lengths(runs, {"lengths": spec}, 5)
+    assert list(grid.columns) == ["0.00–0.40", "0.40–0.80"]
+    assert grid.loc[("goat", 64), "0.00–0.40"] == 9 / 20 and np.isnan(grid.loc[("goat", 64), "0.40–0.80"])
 
 
 # ---------------------------------------------------------------- Figure 3b
 
-def test_head_prior_panels_of_the_last_layer():
-    model = _model("goat")
-    panels = ch.head_prior(model, 12)
+def test_head_prior_reads_the_last_layers_panels_from_the_record():
+    from companion.book.transport import prior_panels
+
+    task = make_task(TaskConfig.of("char-lm", seq_len=8))
+    model = _model("goat", task.spec)
+    spec = "head_prior:12;points=12"
+    panels = ch.head_prior(_record("goat", 0, readouts=measure_readouts([spec], model, task)), spec)
+    full = prior_panels(model.blocks[-1].attn.prior, 12)
     assert panels["centred"].shape == (2, 12, 12) and panels["log_causal"].shape == (2, 12, 12)
+    assert panels["i"].tolist() == list(range(12))
+    np.testing.assert_array_equal(np.isnan(panels["centred"]), np.isnan(full["centred"]))
+    np.testing.assert_allclose(panels["centred"], full["centred"], rtol=1e-3, atol=1e-12)
     for h in range(2):
-        assert panels["limit"][h] == np.nanmax(np.abs(panels["centred"][h]))
+        assert panels["limit"][h] == np.nanmax(np.abs(full["centred"][h]))
     causal = 10 ** panels["log_causal"] - 1e-12
-    np.testing.assert_allclose(causal.sum(-1), 1.0, atol=1e-9)
-    rows = panels["centred"][0]
-    np.testing.assert_allclose(np.nanmean(rows, -1), 0.0, atol=1e-9)
+    np.testing.assert_allclose(causal.sum(-1), 1.0, rtol=1e-3)
+    with pytest.raises(ValueError, match="has no readout 'head_prior:12;points=12'"):
+        ch.head_prior(_record("goat", 0), spec)
+
+
+# ---------------------------------------------------------------- claims
+
+def _pk_runs():
+    """Passkey records: ACC's span-token accuracy at 64 … 512, GOAT's depth grid of `_grid` at 512."""
+    at = dict(zip((4, 8, 16, 32), (64, 128, 256, 512)))
+    goat_far = [0.66, 0.1, 0.13, 0.09, 0.12]
+
+    def value(reading, seed):
+        lengths = {}
+        for n, v in ACC[reading].items():
+            acc = goat_far if (reading, n) == ("goat", 32) else [0.5] * 5
+            lengths[str(at[n])] = {"span_acc": v[seed], "strict_acc": v[seed] / 2, "ce": 1.0,
+                                   "digits": [round(a * 500) for a in acc], "keys": [100] * 5}
+        return {"depth_edges": np.linspace(0, 0.8, 6).tolist(), "lengths": lengths}
+
+    return {m: [_record(m, seed, experiment="passkey", readouts={
+        PK_SPECS["lengths"]: value(m, seed), **({PK_SPECS["lengths-pi"]: value("rope-pi", seed)} if m == "rope" else {})})
+        for seed in SEEDS] for m in METHODS}
+
+
+def test_claims_decide_every_claim_from_the_records_in_the_notebooks_order(monkeypatch):
+    lm_runs, pk_runs = _lm_runs(), _pk_runs()
+    for m, by_seed in _arrays().items():
+        for rec in lm_runs[m]:
+            rec.readouts[LM_SPECS["sink"]] = _sink_value(by_seed[rec.seed])
+    calls = []
+
+    def fake_load(profile, seeds, *, jobs=None, store=None, train=True):
+        calls.append((profile, list(seeds), jobs, store, train))
+        return {"charlm": lm_runs, "passkey": pk_runs}
+
+    monkeypatch.setattr(ch, "load", fake_load)
+    results = ch.claims(store="records", train=False)
+    assert calls == [("ci", [0, 1], None, "records", False)]
+    pk = ch.passkey_lengths(pk_runs, PK_SPECS, 5)[0]
+    assert [r.id for r in results] == ["S3-08", "S3-09", "S3-10", "S3-11", "S3-12", "S3-13", "S3-14"]
+    measures = {r.id: r.measure for r in results}
+    assert {k: measures[k] for k in ("S3-08", "S3-09", "S3-10")} == {"S3-08": 2.5, "S3-09": 1.5, "S3-10": 1.05}
+    assert (measures["S3-11"], measures["S3-12"]) == (0.5, 0.5)
+    assert (measures["S3-13"], measures["S3-14"]) == (0.125, 0.09) and len(pk) == 6 * 4 * 2

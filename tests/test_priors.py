@@ -80,3 +80,52 @@ def test_sinusoidal_values_width_two_and_formula():
     assert pe[p, 2 * r + 1].item() == pytest.approx(math.cos(p / 10000 ** (2 * r / 6)))
     with pytest.raises(ValueError, match="even"):
         sinusoidal_positions(3, 5)
+
+
+# ---------------------------------------------------------------- position interpolation (`interpolated`)
+
+def _positional(method):
+    from companion.config import ModelConfig
+    from companion.experiments.copy_mixture import prior_model
+    from companion.model import Transformer
+    from companion.tasks import TaskSpec
+
+    base = ModelConfig(arch="decoder", d_model=16, n_layers=2, n_heads=2, d_head=8, d_ff=32)
+    spec = TaskSpec(inputs="tokens", output="lm", vocab_size=11, seq_len=8)
+    return Transformer(prior_model(base, method, rank=2), spec, generator=torch.Generator().manual_seed(0)).eval()
+
+
+def _interpolating(model):
+    from companion.priors import Prior
+
+    return [m for m in model.modules() if isinstance(m, Prior) and m.interpolates]
+
+
+def test_interpolation_changes_long_inputs_only_and_is_undone():
+    from companion.priors import interpolated
+
+    model = _positional("rope")
+    assert len(_interpolating(model)) == 2  # one RoPE per layer, found through the protocol
+    short, long = torch.randint(0, 11, (2, 8)), torch.randint(0, 11, (2, 24))
+    with torch.no_grad():
+        before_short, before_long = model(short), model(long)
+        with interpolated(model, 8) as m:
+            assert m is model and all(p.interpolate == 8 for p in _interpolating(model))
+            torch.testing.assert_close(model(short), before_short)
+            assert not torch.allclose(model(long), before_long)
+        assert all(p.interpolate == 0 for p in _interpolating(model))
+        torch.testing.assert_close(model(long), before_long)
+    for method in ("alibi", "goat", "sinusoidal"):
+        with pytest.raises(ValueError, match="no prior that interpolates"):
+            with interpolated(_positional(method), 8):
+                pass
+
+
+def test_interpolation_is_undone_when_the_block_raises():
+    from companion.priors import interpolated
+
+    model = _positional("rope")
+    with pytest.raises(RuntimeError):
+        with interpolated(model, 8):
+            raise RuntimeError
+    assert all(p.interpolate == 0 for p in _interpolating(model))

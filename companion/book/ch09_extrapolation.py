@@ -1,9 +1,12 @@
 """Chapter 9: models trained at one length, read at longer ones (character LM and passkey retrieval).
 
-The runs are the two cells of the `extrapolation` grid ("charlm", "passkey"), read with their weights;
-nothing here trains. RoPE is read twice: as trained, and with position interpolation ("rope-pi":
-positions squeezed into the training range, an evaluation-time switch that changes no weight). A
-prior takes part in that switch through the prior protocol (`Prior.interpolates`).
+The runs are the two cells of the `extrapolation` grid ("charlm", "passkey"), read from their records
+only: every model reading of the chapter (losses and retrieval at lengths the models never trained
+on, the per-position loss, GOAT's key prior, one layer's prior at 8L) is a readout measured at the end
+of each run (`companion.experiments.extrapolation.readout_specs`, `companion.readouts`), so records
+made on any machine carry what the chapter reads. RoPE is read twice: as trained, and with position
+interpolation ("rope-pi": positions squeezed into the training range, an evaluation-time switch that
+changes no weight, `companion.priors.interpolated`), as two readouts of the rope runs.
 
 Per section of the chapter:
 - setup: `setup`, `budget`, `passkey_example`, `setup_numbers`;
@@ -13,37 +16,37 @@ Per section of the chapter:
   `sink_claim_details`, `sink_numbers`;
 - Figures 3a and 3c: `passkey_lengths`, `passkey_table`, `depth_panel`, `passkey_claims`,
   `passkey_claim_details`, `passkey_numbers`;
-- Figure 3b: `head_prior`.
+- Figure 3b: `head_prior`;
+- `claims`: every claim of the chapter, as the notebook decides it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
 
-from companion.book.frames import by_method, records_frame, trained_models
+from companion.book.frames import by_method, readout, records_frame
 from companion.book.labels import label
-from companion.book.transport import prior_panels
 from companion.experiments import get_experiment
-from companion.experiments.extrapolation import EXPERIMENTS, METHODS
-from companion.goat import sink_profiles as goat_sink_profiles
+from companion.experiments.extrapolation import EVAL_TOKENS, EXPERIMENTS, FAR, METHODS, reading_lengths, readout_specs
 from companion.positions import alibi_slopes
-from companion.priors import Prior
 from companion.sweep import ensure_grid
 from companion.tasks import make_task
 
+if TYPE_CHECKING:
+    from companion.book.claims import ClaimResult
+
 __all__ = ["READINGS", "GOAT_READINGS", "DEPTH_SHOWN", "BASELINES", "Setup", "reading_lengths", "setup", "budget", "passkey_example",
-           "setup_numbers", "load", "models", "run_summary", "interpolated", "readings", "lm_lengths",
+           "setup_numbers", "load", "run_summary", "readings", "lm_lengths",
            "length_curves", "length_axis", "ratio_summary", "ppl_table", "lm_claims", "lm_claim_details", "lm_numbers",
-           "per_position", "position_curves", "sink_profiles", "goat_profiles", "key_prior_lines",
+           "position_curves", "goat_profiles", "key_prior_lines",
            "sink_structure", "structure_table", "sink_claims", "sink_claim_details", "sink_numbers",
            "passkey_lengths", "passkey_table", "depth_panel", "passkey_claims", "passkey_claim_details",
-           "passkey_numbers", "head_prior", "verdict_numbers"]
+           "passkey_numbers", "head_prior", "verdict_numbers", "claims"]
 
 # Every reading of the runs, in the order of the chapter's tables and legends ("rope-pi" reads the rope runs).
 READINGS = ("goat", "goat-uniform", "rope", "rope-pi", "alibi", "sinusoidal")
@@ -59,7 +62,7 @@ SPIKE_NATS, RISE_NATS = 2.0, 0.5  # what counts as a first-token spike and as a 
 @dataclass(frozen=True)
 class Setup:
     """Both experiments at one profile: configs by method, their tasks, and the lengths each is read at
-    (its training length L times 1, 2, 4, … up to `far`)."""
+    (its training length L times 1, 2, 4, … up to `far`, the experiment's `FAR`)."""
 
     profile: str
     lm_configs: dict
@@ -83,16 +86,27 @@ class Setup:
         """The passkey model's reading lengths (its own L, 2L, … far·L)."""
         return reading_lengths(self.pk_task.seq_len, self.far)
 
+    @property
+    def eval_tokens(self) -> int:
+        """The test characters every length of the character model reads (the experiment's `EVAL_TOKENS`)."""
+        return EVAL_TOKENS[self.profile]
 
-def reading_lengths(train_len: int, far: int) -> list[int]:
-    """L · 2^k for k = 0 … log2(far)."""
-    return [train_len * 2**k for k in range(int(np.log2(far)) + 1)]
+    @property
+    def lm_specs(self) -> dict[str, str]:
+        """What the chapter reads from the character models' records: name → readout spec."""
+        return readout_specs("charlm", self.profile)
+
+    @property
+    def pk_specs(self) -> dict[str, str]:
+        """What the chapter reads from the passkey models' records: name → readout spec."""
+        return readout_specs("passkey", self.profile)
 
 
-def setup(profile: str, far: int) -> Setup:
-    """The configs and tasks of both experiments at `profile`, read up to `far` × their training length."""
+def setup(profile: str) -> Setup:
+    """The configs and tasks of both experiments at `profile`, read up to `FAR[profile]` × their training
+    length (what their runs measure at the end, `companion.experiments.extrapolation.readout_specs`)."""
     lm_cfg, pk_cfg = get_experiment("charlm").configs(profile), get_experiment("passkey").configs(profile)
-    return Setup(profile, lm_cfg, pk_cfg, make_task(lm_cfg["goat"].task), make_task(pk_cfg["goat"].task), far)
+    return Setup(profile, lm_cfg, pk_cfg, make_task(lm_cfg["goat"].task), make_task(pk_cfg["goat"].task), FAR[profile])
 
 
 def budget(s: Setup, seeds: Sequence[int]) -> pd.DataFrame:
@@ -111,28 +125,25 @@ def passkey_example(s: Setup) -> str:
     return s.pk_task.decode(s.pk_task.test_set(s.pk_task.seq_len)[0][0])
 
 
-def setup_numbers(s: Setup, eval_tokens: int) -> dict[str, str]:
+def setup_numbers(s: Setup) -> dict[str, str]:
     """The setup's numbers the text cites: lengths, corpus sizes, key digits, training steps, depth and width."""
     return {"ch9_L": str(s.L), "ch9_far_len": str(s.lengths[-1]),
             "ch9_train_chars": f"{len(s.lm_task.streams['train']):,}",
             "ch9_test_chars": f"{len(s.lm_task.streams['test']):,}",
             "ch9_vocab": str(s.lm_task.spec.vocab_size), "ch9_digits": str(s.pk_task.digits),
-            "ch9_eval_tokens": f"{eval_tokens:,}", "ch9_steps_lm": str(s.lm_configs["goat"].train.steps),
+            "ch9_eval_tokens": f"{s.eval_tokens:,}", "ch9_steps_lm": str(s.lm_configs["goat"].train.steps),
             "ch9_steps_pk": str(s.pk_configs["goat"].train.steps),
             "ch9_layers": str(s.lm_configs["goat"].model.n_layers), "ch9_d_model": str(s.lm_configs["goat"].model.d_model)}
 
 
-# ---------------------------------------------------------------- runs and models
+# ---------------------------------------------------------------- runs
 
-def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None) -> dict[str, dict[str, list]]:
-    """The `extrapolation` grid with weights: {experiment: {method: [Record in seed order]}}."""
-    cells = ensure_grid("extrapolation", profile, seeds, jobs=jobs, weights=True)
+def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
+         train: bool = True) -> dict[str, dict[str, list]]:
+    """The records of the `extrapolation` grid: {experiment: {method: [Record in seed order]}} (records
+    only; `train=False` reads stored records and raises `companion.sweep.MissingRuns` when some are absent)."""
+    cells = ensure_grid("extrapolation", profile, seeds, store=store, jobs=jobs, train=train)
     return {e: by_method(cells[e], METHODS) for e in EXPERIMENTS}
-
-
-def models(runs: Mapping[str, Sequence]) -> dict[str, list]:
-    """{method: [trained model per record]} of one experiment's runs."""
-    return {m: trained_models(recs) for m, recs in runs.items()}
 
 
 def run_summary(loaded: Mapping[str, Mapping[str, Sequence]]) -> str:
@@ -141,40 +152,15 @@ def run_summary(loaded: Mapping[str, Mapping[str, Sequence]]) -> str:
     return f"{len(frame)} runs; mean wall time per run {frame['wall_time'].mean():.1f} s"
 
 
-@contextmanager
-def interpolated(model: torch.nn.Module, train_len: int):
-    """Within the block, every prior of `model` that can interpolate (`Prior.interpolates`, RoPE) reads
-    long inputs with position interpolation to `train_len`."""
-    priors = [m for m in model.modules() if isinstance(m, Prior) and m.interpolates]
-    if not priors:
-        raise ValueError("the model has no prior that interpolates positions; position interpolation "
-                         "applies to RoPE models only.")
-    before = [p.interpolate for p in priors]
-    try:
-        for p in priors:
-            p.interpolate = train_len
-        yield model
-    finally:
-        for p, b in zip(priors, before):
-            p.interpolate = b
-
-
-def readings(runs: Mapping[str, Sequence],
-             models: Mapping[str, Sequence]) -> Iterator[tuple[str, int, torch.nn.Module, bool]]:
-    """(reading, seed, model, interpolate) for every model, RoPE twice (as trained, then "rope-pi")."""
+def readings(runs: Mapping[str, Sequence], specs: Mapping[str, str],
+             name: str) -> Iterator[tuple[str, object, object]]:
+    """(reading, record, value) of readout `name` (`specs[name]`) for every record, RoPE twice: as trained,
+    then "rope-pi" (readout `name`-pi, the same reading with position interpolation)."""
     for method, recs in runs.items():
-        for rec, model in zip(recs, models[method]):
-            yield method, rec.seed, model, False
+        for rec in recs:
+            yield method, rec, readout(rec, specs[name])
             if method == "rope":
-                yield "rope-pi", rec.seed, model, True
-
-
-def _read(model, interpolate: bool, train_len: int, fn):
-    """fn(model), with position interpolation to `train_len` if `interpolate`."""
-    if not interpolate:
-        return fn(model)
-    with interpolated(model, train_len):
-        return fn(model)
+                yield "rope-pi", rec, readout(rec, specs[f"{name}-pi"])
 
 
 def length_curves(table: pd.DataFrame, value: str) -> pd.DataFrame:
@@ -192,20 +178,13 @@ def length_axis(ax, lengths: Sequence[int], train_len: int) -> None:
 
 # ---------------------------------------------------------------- Figure 2a: perplexity by length
 
-def lm_lengths(runs: Mapping[str, Sequence], models: Mapping[str, Sequence], lengths: Sequence[int], *,
-               tokens: int | None = None) -> pd.DataFrame:
-    """Test cross-entropy of every character LM at every length: columns reading, seed, length, ce, ppl, bpc.
-    With `tokens`, every length reads the same first `tokens` characters of the test split (as
-    tokens // length windows); otherwise the whole split."""
-    task = make_task(next(iter(runs.values()))[0].config.task)
-    rows = []
-    for reading, seed, model, pi in readings(runs, models):
-        for length in lengths:
-            limit = None if tokens is None else max(1, tokens // length)
-            r = _read(model, pi, task.seq_len, lambda m: task.ce_at(m, length, limit=limit))
-            rows.append({"reading": reading, "seed": seed, "length": length, "ce": r["ce"], "ppl": r["ppl"],
-                         "bpc": r["bpc"]})
-    return pd.DataFrame(rows)
+def lm_lengths(runs: Mapping[str, Sequence], specs: Mapping[str, str]) -> pd.DataFrame:
+    """Test cross-entropy of every character LM at every length, as its run measured it (readouts
+    "lengths" and "lengths-pi" of `specs`, `companion.tasks.text.lm_lengths`: every length reads the
+    same first test characters): columns reading, seed, length, ce, ppl, bpc."""
+    rows = [{"reading": reading, "seed": rec.seed, "length": int(n), "ce": r["ce"], "ppl": r["ppl"], "bpc": r["bpc"]}
+            for reading, rec, value in readings(runs, specs, "lengths") for n, r in value.items()]
+    return pd.DataFrame(rows, columns=["reading", "seed", "length", "ce", "ppl", "bpc"])
 
 
 def _wide(table: pd.DataFrame, value: str) -> pd.DataFrame:
@@ -274,69 +253,53 @@ def lm_numbers(lm: pd.DataFrame, train_len: int, far: int) -> dict[str, str]:
     return out
 
 
-def per_position(task, model, length: int, *, interpolate: bool = False, window: int = 16,
-                 tokens: int | None = None) -> np.ndarray:
-    """CE per position of the test windows of `length` (the first `tokens` characters, or all),
-    smoothed by a moving mean over `window` positions."""
-    limit = None if tokens is None else max(1, tokens // length)
-    pos = _read(model, interpolate, task.seq_len, lambda m: task.ce_at(m, length, limit=limit)["per_position"]).numpy()
-    kernel = np.ones(window) / window
-    return np.convolve(pos, kernel, mode="valid")
-
-
-def position_curves(task, models: Mapping[str, Sequence], length: int, *, window: int = 16,
-                    tokens: int | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """{reading: (characters read, smoothed CE)} of the first seed's model of every reading at `length`
-    (`per_position`; x is the window's position offset by half the window)."""
+def position_curves(runs: Mapping[str, Sequence], specs: Mapping[str, str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{reading: (characters read, smoothed CE)} of the first seed's run of every reading at the farthest
+    length (readouts "positions" and "positions-pi" of `specs`, `companion.tasks.text.lm_positions`: the
+    loss at each position, a moving mean over a window, x offset by half the window)."""
     out = {}
     for reading in READINGS:
         method = "rope" if reading == "rope-pi" else reading
-        ce = per_position(task, models[method][0], length, interpolate=reading == "rope-pi", window=window,
-                          tokens=tokens)
-        out[reading] = (np.arange(len(ce)) + window // 2, ce)
+        value = readout(runs[method][0], specs["positions-pi" if reading == "rope-pi" else "positions"])
+        out[reading] = (np.asarray(value["x"]), np.asarray(value["ce"], dtype=float))
     return out
 
 
 # ---------------------------------------------------------------- Figure 2b: the key prior u(j)
 
-def sink_profiles(model: torch.nn.Module, n: int) -> np.ndarray:
-    """u_h(j) of every GOAT prior of `model` for keys j = 0 … n − 1, shape (priors, heads, n), recency
-    included (`companion.goat.sink_profiles`, as an array)."""
-    with torch.no_grad():
-        return goat_sink_profiles(model, n).numpy()
+def goat_profiles(runs: Mapping[str, Sequence], spec: str) -> dict[str, dict[int, dict]]:
+    """{GOAT reading: {seed: its run's key prior u of every layer and head}} (readout `spec`,
+    `companion.readouts.sink_profile`: keys "j", "u" (layers, heads, keys) and the exact "spike" and
+    "rise" (layers, heads), as arrays)."""
+    return {m: {rec.seed: {k: np.asarray(v, dtype=float) for k, v in readout(rec, spec).items()} for rec in runs[m]}
+            for m in GOAT_READINGS}
 
 
-def goat_profiles(runs: Mapping[str, Sequence], models: Mapping[str, Sequence],
-                  n: int) -> dict[str, dict[int, np.ndarray]]:
-    """{GOAT reading: {seed: u of every layer and head for keys 0 … n − 1}}."""
-    return {m: {rec.seed: sink_profiles(model, n) for rec, model in zip(runs[m], models[m])} for m in GOAT_READINGS}
-
-
-def key_prior_lines(profiles: Mapping[str, Mapping[int, np.ndarray]]) -> pd.DataFrame:
+def key_prior_lines(profiles: Mapping[str, Mapping[int, Mapping]]) -> pd.DataFrame:
     """Figure 2b's lines, long form, for the first seed of every GOAT reading: reading (its label),
     layer, head ("head h"), j, u and line: "trained", and for the seeded GOAT the "seeded start"
-    (ALiBi's slope of the head times j)."""
+    (ALiBi's slope of the head times j), at the keys the readout drew."""
     frames = []
     for method, by_seed in profiles.items():
         p = by_seed[min(by_seed)]
-        layers, heads, n = p.shape
+        j, u = p["j"], p["u"]
+        layers, heads, _ = u.shape
         slopes = alibi_slopes(heads).double().numpy()
         for layer in range(layers):
             for h in range(heads):
-                lines = [("trained", p[layer, h])]
+                lines = [("trained", u[layer, h])]
                 if method == "goat":
-                    lines.append(("seeded start", slopes[h] * np.arange(n)))
+                    lines.append(("seeded start", slopes[h] * j))
                 frames += [pd.DataFrame({"reading": label(method), "layer": layer, "head": f"head {h}",
-                                         "j": np.arange(n), "u": u, "line": what}) for what, u in lines]
+                                         "j": j.astype(int), "u": v, "line": what}) for what, v in lines]
     return pd.concat(frames, ignore_index=True)
 
 
-def sink_structure(profiles: Mapping[str, Mapping[int, np.ndarray]], train_len: int) -> pd.DataFrame:
+def sink_structure(profiles: Mapping[str, Mapping[int, Mapping]]) -> pd.DataFrame:
     """Per GOAT reading and seed: "spike", the largest first-token spike max(u(0) − u(1), 0) over layers
-    and heads, and "rise", the largest rise of u over the last L/8 keys of the window."""
-    tail = train_len // 8
-    rows = [{"reading": m, "seed": seed, "spike": float(max((p[:, :, 0] - p[:, :, 1]).max(), 0)),
-             "rise": float((p[:, :, train_len - 1] - p[:, :, train_len - 1 - tail]).max())}
+    and heads, and "rise", the largest rise of u over the last L/8 keys of the window (the readout's
+    exact "spike" and "rise"; L/8 is the experiment's `SINK_TAIL`)."""
+    rows = [{"reading": m, "seed": seed, "spike": float(max(p["spike"].max(), 0)), "rise": float(p["rise"].max())}
             for m, by_seed in profiles.items() for seed, p in by_seed.items()]
     return pd.DataFrame(rows).set_index(["reading", "seed"])
 
@@ -380,31 +343,29 @@ def sink_numbers(structure: pd.DataFrame) -> dict[str, str]:
 
 # ---------------------------------------------------------------- Figures 3a, 3c: passkey retrieval
 
-def passkey_lengths(runs: Mapping[str, Sequence], models: Mapping[str, Sequence], lengths: Sequence[int], *,
-                    depth_bins: int = 5) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Retrieval of every passkey model at every length.
+def passkey_lengths(runs: Mapping[str, Sequence], specs: Mapping[str, str],
+                    digits: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Retrieval of every passkey model at every length, as its run measured it (readouts "lengths" and
+    "lengths-pi" of `specs`, `companion.tasks.passkey.passkey_lengths`; `digits`: the key's length).
 
     Returns (table, grid): table has columns reading, seed, length, span_acc, strict_acc, ce; grid is
-    the span-token accuracy by key depth (`depth_bins` equal bins of [0, max_depth]) and length, pooled
-    over seeds, with index (reading, length) and one column per bin (Figure 3c at small scale).
+    the span-token accuracy by key depth (the readout's equal bins of [0, max_depth]) and length,
+    pooled over seeds (correct digits over digits of the keys in the bin; NaN for an empty bin), with
+    index (reading, length) and one column per bin (Figure 3c at small scale).
     """
-    task = make_task(next(iter(runs.values()))[0].config.task)
-    rows, cells = [], []
-    edges = np.linspace(0, task.max_depth, depth_bins + 1)
-    for reading, seed, model, pi in readings(runs, models):
-        for length in lengths:
-            r = _read(model, pi, task.seq_len, lambda m: task.accuracy_at(m, length))
-            rows.append({"reading": reading, "seed": seed, "length": length, "span_acc": r["span_acc"],
+    rows, cells, edges = [], [], None
+    for reading, rec, value in readings(runs, specs, "lengths"):
+        edges = value["depth_edges"]
+        for n, r in value["lengths"].items():
+            rows.append({"reading": reading, "seed": rec.seed, "length": int(n), "span_acc": r["span_acc"],
                          "strict_acc": r["strict_acc"], "ce": r["ce"]})
-            b = np.clip(np.searchsorted(edges, r["depth"].numpy(), side="right") - 1, 0, depth_bins - 1)
-            acc = r["correct"].float().mean(1).numpy()
-            for k in range(depth_bins):
-                cells.append({"reading": reading, "length": length, "bin": k, "hits": acc[b == k].sum(),
-                              "n": int((b == k).sum())})
+            cells += [{"reading": reading, "length": int(n), "bin": k, "hits": hits, "n": keys * digits}
+                      for k, (hits, keys) in enumerate(zip(r["digits"], r["keys"]))]
     grid = pd.DataFrame(cells).groupby(["reading", "length", "bin"])[["hits", "n"]].sum()
-    grid = (grid["hits"] / grid["n"]).unstack("bin")
+    grid = (grid["hits"] / grid["n"].where(grid["n"] > 0)).unstack("bin")
     grid.columns = [f"{edges[k]:.2f}–{edges[k + 1]:.2f}" for k in grid.columns]
-    return pd.DataFrame(rows), grid
+    columns = ["reading", "seed", "length", "span_acc", "strict_acc", "ce"]
+    return pd.DataFrame(rows, columns=columns), grid
 
 
 def _accuracy(pk: pd.DataFrame, value: str = "span_acc") -> pd.DataFrame:
@@ -480,18 +441,37 @@ def passkey_numbers(pk: pd.DataFrame, grid: pd.DataFrame, train_len: int, digits
 
 # ---------------------------------------------------------------- Figure 3b: one head's prior at 8L
 
-def head_prior(model: torch.nn.Module, n: int) -> dict[str, np.ndarray]:
-    """The last layer's GOAT prior of `model` at n positions, per head: "centred" (the row-centred
-    log-prior, (h, n, n)), "limit" (its largest magnitude, (h,)) and "log_causal" (log10 of the causal
-    prior + 1e-12, (h, n, n))."""
-    with torch.no_grad():
-        panels = prior_panels(model.blocks[-1].attn.prior, n)
-    centred = np.asarray(panels["centred"])
-    return {"centred": centred, "limit": np.array([np.nanmax(np.abs(c)) for c in centred]),
-            "log_causal": np.log10(np.asarray(panels["causal"]) + 1e-12)}
+def head_prior(record, spec: str) -> dict[str, np.ndarray]:
+    """The last layer's GOAT prior of `record`'s run at the farthest length, per head, as the run
+    measured it (readout `spec`, `companion.readouts.head_prior`): "i" the positions drawn (rows and
+    columns; the whole n × n matrices would make the record megabytes), "centred" the row-centred
+    log-prior at them ((h, P, P), NaN above the diagonal), "limit" its largest magnitude over the whole
+    matrix ((h,)) and "log_causal" log10 of the causal prior + 1e-12 ((h, P, P))."""
+    return {k: np.asarray(v, dtype=float) for k, v in readout(record, spec).items()}
 
 
 def verdict_numbers(results: Sequence, seeds: Sequence[int]) -> dict[str, str]:
     """{"ch9_verdict_<claim id>": verdict} of the recorded claims (`companion.book.claims.ClaimResult`),
     and ch9_n_seeds, the number of seeds every model is run with."""
     return {f"ch9_verdict_{r.id}": r.verdict for r in results} | {"ch9_n_seeds": str(len(seeds))}
+
+
+def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
+           train: bool = True) -> list[ClaimResult]:
+    """Every claim this chapter decides (S3-08 … S3-14), computed by the same functions in the same order
+    as the chapter's notebook (no figures): what `companion claim ID` prints. `seeds=None`: the
+    notebook's seeds (0, 1); `store` and `train` pass on to `load`."""
+    from companion.book.claims import record_all
+
+    seeds = [0, 1] if seeds is None else list(seeds)
+    s = setup(profile)
+    loaded = load(profile, seeds, jobs=jobs, store=store, train=train)
+    lm_runs, pk_runs = loaded["charlm"], loaded["passkey"]
+    lm = lm_lengths(lm_runs, s.lm_specs)
+    results = record_all(lm_claims(lm, s.L, s.lengths[-1]), details=lm_claim_details(lm, s.L, s.lengths[-1]))
+    structure = sink_structure(goat_profiles(lm_runs, s.lm_specs["sink"]))
+    results += record_all(sink_claims(structure), details=sink_claim_details(structure))
+    pk, grid = passkey_lengths(pk_runs, s.pk_specs, s.pk_task.digits)
+    train_len = s.pk_task.seq_len
+    results += record_all(passkey_claims(pk, grid, train_len), details=passkey_claim_details(pk, train_len))
+    return results

@@ -20,20 +20,74 @@ Profiles:
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
-
 
 from companion.config import ModelConfig, RunConfig, TaskConfig, TrainConfig
 from companion.experiments import Experiment, Grid, Request, register_experiment, register_grid
 from companion.experiments.copy_mixture import prior_model
 
-__all__ = ["METHODS", "CI_STEPS", "TRAIN_LEN", "CONTROL_READOUTS", "READINGS", "EXPERIMENTS", "extrapolation_configs"]
+__all__ = ["METHODS", "CI_STEPS", "TRAIN_LEN", "CONTROL_READOUTS", "FAR", "EVAL_TOKENS", "WINDOW", "DEPTH_BINS",
+           "SINK_TAIL", "SINK_POINTS", "HEAD_POINTS", "READINGS", "EXPERIMENTS", "reading_lengths", "readout_specs",
+           "method_readouts", "extrapolation_configs"]
 
 METHODS = ("goat", "goat-uniform", "rope", "alibi", "sinusoidal")
 CI_STEPS = {"charlm": 400, "passkey": 500}
 TRAIN_LEN = {("charlm", "ci"): 64, ("passkey", "ci"): 64, ("charlm", "paper"): 256, ("passkey", "paper"): 128}
 # Chapter 7 reads Figure 2c off the charlm runs too (a control where key 0 carries no task information).
 CONTROL_READOUTS = {"charlm": ("sink_curve",)}
+# What every run measures at its end (`companion.readouts`), which is all Chapter 9 reads: the lengths
+# L, 2L, … FAR·L; the first EVAL_TOKENS test characters at every length; the per-position loss
+# smoothed over WINDOW positions; retrieval in DEPTH_BINS bins of key depth; GOAT's key prior u(j)
+# (its rise over the last 1/SINK_TAIL of the window exact, the lines at SINK_POINTS keys); the last
+# layer's prior at FAR·L drawn at HEAD_POINTS × HEAD_POINTS positions (all heads, a few tens of KB).
+FAR = {"ci": 8, "paper": 8}
+EVAL_TOKENS = {"ci": 16384, "paper": 16384}
+WINDOW, DEPTH_BINS, SINK_TAIL = 16, 5, 8
+SINK_POINTS = {"ci": 128, "paper": 64}
+HEAD_POINTS = {"ci": 24, "paper": 16}
+
+
+def reading_lengths(train_len: int, far: int) -> list[int]:
+    """L · 2^k for k = 0 … log2(far)."""
+    return [train_len * 2**k for k in range(int(math.log2(far)) + 1)]
+
+
+def readout_specs(experiment: str, profile: str) -> dict[str, str]:
+    """What Chapter 9 reads from the runs of `experiment` at `profile`, by name → readout spec:
+    charlm: "lengths", "positions" (at FAR·L), "sink"; passkey: "lengths", "head"; a name with "-pi"
+    is the same reading with position interpolation (the rope runs only; `method_readouts`)."""
+    if experiment not in CI_STEPS:
+        raise ValueError(f"unknown experiment {experiment!r}; valid: {', '.join(CI_STEPS)}.")
+    L = TRAIN_LEN[experiment, profile]
+    lengths = reading_lengths(L, FAR[profile])
+    listed, far = ",".join(map(str, lengths)), lengths[-1]
+    if experiment == "charlm":
+        tokens = f"tokens={EVAL_TOKENS[profile]}"
+        specs = {"lengths": f"lm_lengths:{listed};{tokens}",
+                 "positions": f"lm_positions:{far};{tokens};window={WINDOW};points=512",
+                 "sink": f"sink_profile:{far};points={SINK_POINTS[profile]};tail={SINK_TAIL}"}
+        pi = ("lengths", "positions")
+    else:
+        specs = {"lengths": f"passkey_lengths:{listed};bins={DEPTH_BINS}",
+                 "head": f"head_prior:{far};points={HEAD_POINTS[profile]}"}
+        pi = ("lengths",)
+    return specs | {f"{k}-pi": f"{specs[k]};pi" for k in pi}
+
+
+def method_readouts(experiment: str, profile: str, method: str) -> tuple[str, ...]:
+    """The readouts a `method` run of `experiment` lists: every run its lengths (and, for charlm, its
+    per-position loss); RoPE both also with position interpolation; GOAT its key prior (charlm, both
+    starts) and the seeded GOAT its last layer's prior (passkey)."""
+    specs = readout_specs(experiment, profile)
+    names = ["lengths", "positions"] if experiment == "charlm" else ["lengths"]
+    if method == "rope":
+        names += [f"{n}-pi" for n in names]
+    if experiment == "charlm" and method in ("goat", "goat-uniform"):
+        names.append("sink")
+    if experiment == "passkey" and method == "goat":
+        names.append("head")
+    return tuple(specs[n] for n in names) + CONTROL_READOUTS.get(experiment, ())
 
 
 def extrapolation_configs(experiment: str, profile: str) -> dict[str, RunConfig]:
@@ -51,10 +105,11 @@ def extrapolation_configs(experiment: str, profile: str) -> dict[str, RunConfig]
             else TaskConfig.of("passkey", seq_len=length))
     train = TrainConfig(optimizer="adamw", lr=lr, weight_decay=0.01, betas=(0.9, 0.98), batch_size=32,
                         steps=steps, schedule="cosine", warmup=0.05, clip_norm=1.0, eval_every=steps // 8)
-    base = RunConfig(experiment, "goat", profile, 0, model, task, train, readouts=CONTROL_READOUTS.get(experiment, ()))
+    base = RunConfig(experiment, "goat", profile, 0, model, task, train)
     models = {m: prior_model(model, m.removesuffix("-uniform")) for m in METHODS}
     models["goat"] = replace(models["goat"], prior=replace(models["goat"].prior, goat_init="seeded"))
-    return {m: replace(base, method=m, model=models[m]) for m in METHODS}
+    return {m: replace(base, method=m, model=models[m], readouts=method_readouts(experiment, profile, m))
+            for m in METHODS}
 
 
 # Evaluation-time readings of the runs above (no runs of their own): what `companion list` shows.

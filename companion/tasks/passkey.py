@@ -17,13 +17,16 @@ length has its own fixed test set (seeded by `data_seed` and the length).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from companion.priors import interpolated
+from companion.readouts import option_int, parse_ints, register_readout, split_arg
 from companion.tasks import IGNORE, TaskSpec, epoch_batches, model_device, register_task
 
-__all__ = ["PasskeyTask", "sample_passkey", "LETTERS", "DIGIT0", "BOS", "PROMPT", "VOCAB"]
+__all__ = ["PasskeyTask", "sample_passkey", "passkey_lengths", "LETTERS", "DIGIT0", "BOS", "PROMPT", "VOCAB"]
 
 LETTERS, DIGIT0 = 26, 26          # ids 0–25: a–z; 26–35: digits 0–9
 BOS, PROMPT, VOCAB = 36, 37, 38   # begin-of-sequence, the "=" prompt, vocabulary size
@@ -119,3 +122,32 @@ class PasskeyTask:
 
     def probe_inputs(self) -> Tensor:
         return self.test_set(self.seq_len)[0][:16, :-1]
+
+
+@register_readout("passkey_lengths")
+def passkey_lengths(model: nn.Module, task, arg: str) -> dict:
+    """Retrieval at each length, read beyond the training length without further training (the
+    length's fixed test set, `PasskeyTask.accuracy_at`); arg "n1,n2,…[;bins=B][;pi]" (B default 5;
+    `pi`: position interpolation to the training length, RoPE).
+
+    Returns {"depth_edges": the B + 1 edges of equal bins of key depth over [0, max_depth],
+    "lengths": {str(n): {"span_acc", "strict_acc", "ce", "digits": correct key digits per depth bin,
+    "keys": test sequences per depth bin}}}: bin counts, so that runs pool into Figure 3c's grid."""
+    head, opts = split_arg(arg, "readout 'passkey_lengths'", ("bins", "pi"))
+    lengths, bins = parse_ints(head, "readout 'passkey_lengths' (lengths)"), option_int(opts, "bins", 5, "passkey_lengths")
+    if not isinstance(task, PasskeyTask):
+        raise ValueError(f"readout 'passkey_lengths' needs a passkey task, not {type(task).__name__}.")
+    edges = np.linspace(0, task.max_depth, bins + 1)
+    out = {}
+    for n in lengths:
+        if "pi" in opts:
+            with interpolated(model, task.seq_len):
+                r = task.accuracy_at(model, n)
+        else:
+            r = task.accuracy_at(model, n)
+        b = np.clip(np.searchsorted(edges, r["depth"].numpy(), side="right") - 1, 0, bins - 1)
+        digits = np.zeros(bins, dtype=np.int64)
+        np.add.at(digits, b, r["correct"].sum(1).numpy())
+        out[str(n)] = {"span_acc": r["span_acc"], "strict_acc": r["strict_acc"], "ce": r["ce"], "digits": digits,
+                       "keys": np.bincount(b, minlength=bins)}
+    return {"depth_edges": edges, "lengths": out}

@@ -31,15 +31,19 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from companion.masks import causal_local_pattern, parse_local
 from companion.paths import data_roots
+from companion.priors import interpolated
+from companion.readouts import option_int, parse_ints, register_readout, sample_positions, split_arg
 from companion.tasks import TaskSpec, model_device, register_task
 
-__all__ = ["CharCorpusTask", "load_documents", "tinystories_files", "read_stories", "EOT", "UNK", "SEPARATOR"]
+__all__ = ["CharCorpusTask", "load_documents", "tinystories_files", "read_stories", "EOT", "UNK", "SEPARATOR",
+           "lm_lengths", "lm_positions", "moving_mean"]
 
 EOT, UNK = 0, 1
 SEPARATOR = "<|endoftext|>"
@@ -228,3 +232,59 @@ class CharCorpusTask:
 
     def probe_inputs(self) -> Tensor:
         return self.windows(self.seq_len)[:16, :-1]
+
+
+def _char_task(task, name: str) -> CharCorpusTask:
+    if not isinstance(task, CharCorpusTask):
+        raise ValueError(f"readout {name!r} needs a char-lm task, not {type(task).__name__}.")
+    return task
+
+
+def _ce(model: nn.Module, task: CharCorpusTask, length: int, tokens: int | None, pi: bool) -> dict:
+    """`task.ce_at` on the first `tokens` test characters (as tokens // length windows; all when None),
+    with position interpolation to the training length when `pi` (`companion.priors.interpolated`)."""
+    limit = None if tokens is None else max(1, tokens // length)
+    if not pi:
+        return task.ce_at(model, length, limit=limit)
+    with interpolated(model, task.seq_len):
+        return task.ce_at(model, length, limit=limit)
+
+
+@register_readout("lm_lengths")
+def lm_lengths(model: nn.Module, task, arg: str) -> dict[str, dict[str, float]]:
+    """Test cross-entropy at each length, read beyond the training length without further training;
+    arg "n1,n2,…[;tokens=T][;pi]": with `tokens`, every length reads the same first T characters of the
+    test split (as T // n windows), else the whole split; `pi` reads with position interpolation to the
+    training length (RoPE). Returns {str(n): {"ce", "ppl", "bpc", "windows"}}."""
+    head, opts = split_arg(arg, "readout 'lm_lengths'", ("tokens", "pi"))
+    lengths, tokens = parse_ints(head, "readout 'lm_lengths' (lengths)"), option_int(opts, "tokens", None, "lm_lengths")
+    task = _char_task(task, "lm_lengths")
+    out = {}
+    for n in lengths:
+        r = _ce(model, task, n, tokens, "pi" in opts)
+        out[str(n)] = {k: r[k] for k in ("ce", "ppl", "bpc", "windows")}
+    return out
+
+
+def moving_mean(values, window: int) -> np.ndarray:
+    """Means of `window` consecutive values (len(values) − window + 1 of them), as numpy's convolution."""
+    return np.convolve(np.asarray(values, dtype=np.float64), np.ones(window) / window, mode="valid")
+
+
+@register_readout("lm_positions")
+def lm_positions(model: nn.Module, task, arg: str) -> dict[str, list]:
+    """Cross-entropy by position in test windows of n tokens, smoothed; arg "n[;tokens=T][;window=W]
+    [;points=P][;pi]" (W default 16, P default 512; tokens and pi as in `lm_lengths`).
+
+    Returns {"x": characters read, "ce": the moving mean over W positions of the per-position CE
+    (`CharCorpusTask.ce_at`), at x = its first position + W // 2}: every point of the curve when it
+    has at most P, else P evenly spaced ones (a few KB at any n)."""
+    head, opts = split_arg(arg, "readout 'lm_positions'", ("tokens", "window", "points", "pi"))
+    (n,) = parse_ints(head, "readout 'lm_positions' (length)")
+    tokens = option_int(opts, "tokens", None, "lm_positions")
+    window, points = option_int(opts, "window", 16, "lm_positions"), option_int(opts, "points", 512, "lm_positions")
+    if window > n:
+        raise ValueError(f"readout 'lm_positions': window {window} is longer than the length {n}.")
+    ce = moving_mean(_ce(model, _char_task(task, "lm_positions"), n, tokens, "pi" in opts)["per_position"].numpy(), window)
+    keep = sample_positions(len(ce), points)
+    return {"x": [k + window // 2 for k in keep], "ce": ce[keep]}
