@@ -37,9 +37,9 @@ from torch import Tensor, nn
 from companion.attention import check_qkv, check_scale
 from companion.positions import alibi_slopes
 from companion.priors import Prior, PriorContext
-from companion.readouts import register_readout
+from companion.readouts import option_int, parse_ints, register_readout, rounded, sample_positions, split_arg
 
-__all__ = ["GoatPrior", "goat_priors", "sink_profiles", "prior_readout"]
+__all__ = ["GoatPrior", "goat_priors", "sink_profiles", "prior_readout", "sink_profile", "head_prior"]
 
 INITS = ("uniform", "seeded")
 
@@ -311,3 +311,63 @@ def prior_readout(model: nn.Module, task, arg: str) -> dict[str, object]:
         raise ValueError(f"readout 'goat_prior' needs a GOAT prior in layer {layer}, not {type(prior).__name__}.")
     pos = torch.arange(model.n_positions, device=prior.alpha.device)
     return {"sink": prior.sink(pos), "kappa": prior.kappa(pos), "causal": bool(prior.causal)}
+
+
+def _goat_priors(model: torch.nn.Module, what: str) -> list:
+    priors = goat_priors(model)
+    if not priors:
+        raise ValueError(f"readout {what!r} reads GOAT priors, and the model has none; list it for GOAT runs only.")
+    return priors
+
+
+@register_readout("sink_profile")
+def sink_profile(model: torch.nn.Module, task, arg: str) -> dict[str, Any]:
+    """GOAT's key prior u_h(j) of every layer and head (`companion.goat.sink_profiles`, recency
+    included) for keys j = 0 … n − 1; arg "n;points=P;tail=T" (P default 128, T default 8).
+
+    Returns {"j": the keys drawn (`sample_positions(n, P)`, keys 0 and 1 always), "u": (layers, heads,
+    len(j)) at 6 significant digits (the figure's lines), and, exact in float64 from the whole profile,
+    "spike": (layers, heads) u(0) − u(1) (the first-token sink) and "rise": (layers, heads)
+    u(L − 1) − u(L − 1 − L // T) (the rise over the last 1/T of the training window, L the task's
+    `seq_len`)}."""
+    head, opts = split_arg(arg, "readout 'sink_profile'", ("points", "tail"))
+    (n,) = parse_ints(head, "readout 'sink_profile' (keys n)")
+    points, tail = option_int(opts, "points", 128, "sink_profile"), option_int(opts, "tail", 8, "sink_profile")
+    L = task.seq_len
+    if n < max(L, 2):
+        raise ValueError(f"readout 'sink_profile' reads keys up to n ≥ the training length {L}, got n = {n}.")
+    _goat_priors(model, "sink_profile")
+    u = sink_profiles(model, n)
+    keys = sample_positions(n, points, keep=(0, 1))
+    return {"j": keys, "u": rounded(u[:, :, keys], 6), "spike": u[:, :, 0] - u[:, :, 1],
+            "rise": u[:, :, L - 1] - u[:, :, L - 1 - L // tail]}
+
+
+@register_readout("head_prior")
+def head_prior(model: torch.nn.Module, task, arg: str) -> dict[str, Any]:
+    """The last GOAT prior of `model` (its last layer) at n positions, every head, as Figure 3b of the
+    GOAT paper draws it; arg "n;points=P" (P default 24).
+
+    Returns {"i": the positions drawn (`sample_positions(n, P)`, rows and columns alike), "centred":
+    the log-prior K with each row centred over its visible keys (h, P, P; None above the diagonal when
+    causal), "log_causal": log10 of the induced prior (row-softmax of K over the visible keys) + 1e-12
+    (h, P, P), both at those rows and columns and at 4 significant digits (a heatmap's resolution: the
+    whole n × n matrices would be megabytes), and "limit": max |centred| of each head over the whole
+    matrix, exact (the colour scale)}."""
+    import math
+
+    head, opts = split_arg(arg, "readout 'head_prior'", ("points",))
+    (n,) = parse_ints(head, "readout 'head_prior' (positions n)")
+    points = option_int(opts, "points", 24, "head_prior")
+    prior = _goat_priors(model, "head_prior")[-1]
+    k = prior.bias(n, n).double().cpu()
+    visible = torch.ones(n, n, dtype=torch.bool)
+    visible = visible.tril() if prior.causal else visible
+    masked = k.masked_fill(~visible, math.nan)
+    centred = masked - torch.nanmean(masked, dim=-1, keepdim=True)
+    causal = torch.softmax(k.masked_fill(~visible, -math.inf), dim=-1)
+    idx = torch.tensor(sample_positions(n, points))
+    pick = lambda t: t[:, idx][:, :, idx]  # noqa: E731
+    limit = centred.abs().nan_to_num(nan=-math.inf).flatten(1).max(1).values
+    return {"i": idx, "centred": rounded(pick(centred), 4), "log_causal": rounded(pick(torch.log10(causal + 1e-12)), 4),
+            "limit": limit}

@@ -204,8 +204,11 @@ def test_scoreboard_names_failed_preconditions_and_reasons(tmp_path):
     assert by["S2-06"]["reason_line"].startswith("Mean full-cube accuracy of the learnable mask over seeds (ci scale); "
                                                  "reproduced at ≥ 99 %")
     assert "kind=" not in by["S2-06"]["reason_line"]
-    # a profile that has not been run is a column-ready "not run at this scale"
-    assert set(by["S2-06"]["by_profile"]) == {"ci"} and doc["profiles"] == ["ci"]
+    # the paper column reads results/paper/ (empty here): "not run at this scale", with the run count
+    assert doc["profiles"] == ["ci", "paper"]
+    assert by["S2-06"]["by_profile"]["paper"] == {"ours": None, "verdict": "not run at this scale",
+                                                  "ours_text": "— (0 of 120 paper-profile runs)", "failed": []}
+    assert "Ours (paper)" in page and "— (0 of 120 paper-profile runs)" in page
     assert "(scoreboard-not-rebuilt)=\n## Reported, not rebuilt" in page and "TinyStories cannot be downloaded" in page
     assert "null `0.125`" in page  # S2-09's null, beside its rule
     # a chapter that measures an item reported as not rebuilt is an error

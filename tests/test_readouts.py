@@ -16,6 +16,7 @@ from companion.config import ModelConfig, TaskConfig
 from companion.experiments import get_experiment
 from companion.experiments.copy_mixture import prior_model
 from companion.experiments.extrapolation import METHODS, method_readouts, readout_specs
+from companion.experiments.extrapolation import CONTROL_READOUTS
 from companion.goat import sink_profiles
 from companion.model import Transformer
 from companion.priors import interpolated
@@ -70,9 +71,10 @@ def test_every_extrapolation_run_lists_registered_readouts_and_rope_reads_twice(
             specs = readout_specs(experiment, profile)
             for m in METHODS:
                 assert configs[m].readouts == method_readouts(experiment, profile, m)
-                check_readouts(configs[m].readouts)
-            assert set(configs["rope"].readouts) == {v for k, v in specs.items() if k in ("lengths", "lengths-pi",
-                                                                                          "positions", "positions-pi")}
+                check_readouts(configs[m].readouts, configs[m].task.name)
+            control = set(CONTROL_READOUTS.get(experiment, ()))  # Chapter 7's Figure 2c control reads charlm too
+            assert set(configs["rope"].readouts) == control | {v for k, v in specs.items() if k in (
+                "lengths", "lengths-pi", "positions", "positions-pi")}
     assert readout_specs("charlm", "ci")["lengths-pi"] == "lm_lengths:64,128,256,512;tokens=16384;pi"
     assert readout_specs("passkey", "paper")["head"] == "head_prior:1024;points=16"
     assert "sink_profile:512;points=128;tail=8" in method_readouts("charlm", "ci", "goat-uniform")

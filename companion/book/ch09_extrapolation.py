@@ -269,7 +269,7 @@ def position_curves(runs: Mapping[str, Sequence], specs: Mapping[str, str]) -> d
 
 def goat_profiles(runs: Mapping[str, Sequence], spec: str) -> dict[str, dict[int, dict]]:
     """{GOAT reading: {seed: its run's key prior u of every layer and head}} (readout `spec`,
-    `companion.readouts.sink_profile`: keys "j", "u" (layers, heads, keys) and the exact "spike" and
+    `companion.goat.sink_profile`: keys "j", "u" (layers, heads, keys) and the exact "spike" and
     "rise" (layers, heads), as arrays)."""
     return {m: {rec.seed: {k: np.asarray(v, dtype=float) for k, v in readout(rec, spec).items()} for rec in runs[m]}
             for m in GOAT_READINGS}
@@ -443,7 +443,7 @@ def passkey_numbers(pk: pd.DataFrame, grid: pd.DataFrame, train_len: int, digits
 
 def head_prior(record, spec: str) -> dict[str, np.ndarray]:
     """The last layer's GOAT prior of `record`'s run at the farthest length, per head, as the run
-    measured it (readout `spec`, `companion.readouts.head_prior`): "i" the positions drawn (rows and
+    measured it (readout `spec`, `companion.goat.head_prior`): "i" the positions drawn (rows and
     columns; the whole n × n matrices would make the record megabytes), "centred" the row-centred
     log-prior at them ((h, P, P), NaN above the diagonal), "limit" its largest magnitude over the whole
     matrix ((h,)) and "log_causal" log10 of the causal prior + 1e-12 ((h, P, P))."""
