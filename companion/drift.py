@@ -11,7 +11,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["DriftTracker", "qk_forms", "mask_biases", "attention_maps"]
+__all__ = ["DriftTracker", "qk_forms", "mask_biases", "attention_maps", "keeps_maps"]
+
+
+def keeps_maps(model_cfg) -> bool:
+    """Whether a run keeps its mean attention maps in its record: encoders and ViTs (Chapters 3, 5
+    and 6 read their maps); a decoder's chapters read attention through readouts, and its n × n maps
+    at the paper profile's lengths would make a record megabytes."""
+    return model_cfg.arch != "decoder"
 
 
 def qk_forms(model: nn.Module) -> dict[int, Tensor]:
@@ -61,14 +68,16 @@ class DriftTracker:
     Args:
         probe: fixed inputs (e.g. `task.probe_inputs()`); None skips the attention drift.
         every: record only at steps divisible by `every` (0: at every call, i.e. every evaluation).
+        maps: keep the mean attention maps of step 0 and the last record (False: "maps" stays {}; the
+            attention drift is still measured). A run keeps them for encoders only (`keeps_maps`).
 
     `result()` → {"steps": [t…], "mask": {l: [[D per head] per step]}, "qk": {…}, "attention": {…},
     "maps": {"init": [(i, j) per layer], "final": […]}} with layers as string keys: plain JSON. The
     maps are the probe-averaged, head-averaged attention weights at step 0 and at the last record.
     """
 
-    def __init__(self, probe: Tensor | None = None, *, every: int = 0):
-        self.probe, self.every = probe, every
+    def __init__(self, probe: Tensor | None = None, *, every: int = 0, maps: bool = True):
+        self.probe, self.every, self.keep_maps = probe, every, maps
         self._init: dict | None = None
         self.steps: list[int] = []
         self.mask: dict[str, list[list[float]]] = {}
@@ -101,7 +110,7 @@ class DriftTracker:
         for l, p in now["attention"].items():
             d = (p - self._init["attention"][l]).flatten(2).norm(dim=2).mean(dim=0)  # (h,)
             self.attention.setdefault(str(l), []).append(d.tolist())
-        if now["attention"]:
+        if now["attention"] and self.keep_maps:
             self.maps = {"init": _mean_maps(self._init["attention"]), "final": _mean_maps(now["attention"])}
 
     def result(self) -> dict:

@@ -153,7 +153,7 @@ def run(cfg: RunConfig, *, progress: bool = False, return_model: bool = False):
 
 
 def _run(cfg: RunConfig, progress: bool, return_model: bool):
-    from companion.drift import DriftTracker
+    from companion.drift import DriftTracker, keeps_maps
     from companion.tasks import make_task
     from companion.train import train
 
@@ -163,7 +163,7 @@ def _run(cfg: RunConfig, progress: bool, return_model: bool):
     start = time.perf_counter()
     task = make_task(cfg.task)
     model = _build(cfg, task)
-    tracker = DriftTracker(task.probe_inputs())
+    tracker = DriftTracker(task.probe_inputs(), maps=keeps_maps(cfg.model))
     hist = train(model, task, cfg.train, generator=stream(cfg.seed, "order"), callbacks=[tracker],
                  progress=progress)
     record = _record(cfg, hist, tracker, time.perf_counter() - start, 1, _readouts(cfg, model, task))
@@ -254,7 +254,7 @@ def run_group(cfgs, *, progress: bool = False, return_models: bool = False) -> l
 
 
 def _run_group(cfgs, progress: bool, return_models: bool) -> list:
-    from companion.drift import DriftTracker
+    from companion.drift import DriftTracker, keeps_maps
     from companion.tasks import make_task
     from companion.train import train_stacked
 
@@ -264,7 +264,7 @@ def _run_group(cfgs, progress: bool, return_models: bool) -> list:
     start = time.perf_counter()
     task = make_task(cfgs[0].task)
     models = [_build(c, task) for c in cfgs]
-    trackers = [DriftTracker(task.probe_inputs()) for _ in cfgs]
+    trackers = [DriftTracker(task.probe_inputs(), maps=keeps_maps(c.model)) for c in cfgs]
     hists = train_stacked(models, task, cfgs[0].train, generators=[stream(c.seed, "order") for c in cfgs],
                           callbacks=[[t] for t in trackers], progress=progress)
     readouts = [_readouts(c, m, task) for c, m in zip(cfgs, models)]

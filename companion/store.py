@@ -204,7 +204,8 @@ class RunStore:
         if state is not None:
             cpu = {k: v.detach().cpu() for k, v in state.items()}
             self._atomic_write(self.weights_path(record.run_id), lambda fh: torch.save(cpu, fh))
-        text = json.dumps(record.to_dict(), indent=1, sort_keys=True, allow_nan=True)
+        # compact: a record is read by programs, and half the bytes of an indented one (records are committed)
+        text = json.dumps(record.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=True)
         final = self.path(record.run_id)
         self._atomic_write(final, lambda fh: fh.write(text.encode("utf-8")))
         return final

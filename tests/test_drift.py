@@ -62,3 +62,17 @@ def test_drift_formulas_by_hand():
     assert r["mask"]["0"][1][0] == pytest.approx(float(expected), rel=1e-5)
     assert r["mask"]["1"][1] == [0.0]
     assert r["qk"]["1"][1] == pytest.approx([1.0, 1.0], rel=1e-5) and r["qk"]["0"][1] == [0.0, 0.0]
+
+
+def test_a_decoder_run_keeps_no_attention_maps_an_encoder_run_does():
+    from companion.drift import keeps_maps
+    from companion.experiments import get_experiment
+    from companion.runs import run
+
+    tiny = ["train.steps=2", "train.eval_every=1"]
+    enc = run(get_experiment("smoke").config("ci", "mask", 0, tiny))
+    assert keeps_maps(enc.config.model) and len(enc.drift["maps"]["init"]) == enc.config.model.n_layers
+    cfg = get_experiment("copymix").config("ci", "rope", 0, tiny + ["model.n_layers=1", "readouts="])
+    dec = run(cfg)
+    assert not keeps_maps(cfg.model) and dec.drift["maps"] == {}
+    assert dec.drift["attention"] and len(dec.drift["steps"]) == 3  # the drift itself is still measured

@@ -135,9 +135,9 @@ def _stored(tmp_path):
     (lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), "not readable JSON"),
     (lambda p: p.write_text("{ this is not json"), "not readable JSON"),
     (lambda p: p.write_text("[]"), "not a JSON object"),
-    (lambda p: p.write_text(p.read_text().replace(f'"schema_version": {runs.SCHEMA_VERSION}', '"schema_version": 99')),
+    (lambda p: p.write_text(p.read_text().replace(f'"schema_version":{runs.SCHEMA_VERSION}', '"schema_version":99')),
      "schema_version 99"),
-    (lambda p: p.write_text(p.read_text().replace('"lr": 0.003', '"lr": 0.004')), "hash"),
+    (lambda p: p.write_text(p.read_text().replace('"lr":0.003', '"lr":0.004')), "hash"),
     (lambda p: p.write_text(json.dumps({k: v for k, v in json.loads(p.read_text()).items() if k != "metrics"})),
      "missing keys"),
 ])
