@@ -554,3 +554,15 @@ def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypa
     calls.clear()
     ch.claims()
     assert calls == [("gotu", list(ch.SEEDS), {"store": None, "jobs": None, "train": True})]
+
+
+def test_paper_headline_reads_whatever_paper_records_exist(loaded):
+    records, frame = loaded
+    assert ch.paper_headline([]) is None
+    # a first GPU window: default and mask on 2Parity, only the default on Majority
+    partial = [r for r in records["2parity"] if r.config.method in ("default", "mask")] + \
+              [r for r in records["maj3"] if r.config.method == "default"]
+    got = ch.paper_headline(partial)
+    want = ch.headline(frame[frame.task == "2parity"], methods=("mask",))
+    assert got.equals(want) and list(got.index) == [(ch.task_title("2parity"), ch.label("mask"))]
+    assert ch.paper_headline([r for r in records["maj3"] if r.config.method == "default"]) is None

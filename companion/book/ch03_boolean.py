@@ -41,7 +41,7 @@ __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference
            "table_numbers",
            "paired_against", "headline", "headline_numbers", "accuracy_curves", "figure5_panels", "map_summary",
            "persistence", "figure5_claims", "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks",
-           "function_space", "space_numbers", "structured_gain_fitted", "retention", "figure5_preconditions",
+           "function_space", "space_numbers", "frame_of", "paper_headline", "structured_gain_fitted", "retention", "figure5_preconditions",
            "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers",
            "DOSSIER_OPEN", "dossier_patterns", "SEEDS", "claims"]
 
@@ -180,11 +180,30 @@ def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=N
     as in `ensure_grid`) and their frame: one row per run with a `task` column and each split's
     accuracy also in percent ("cube.acc (%)")."""
     records = ensure_grid("gotu", profile, seeds, store=store, jobs=jobs, train=train)
-    frame = pd.concat([records_frame(recs).assign(task=fn) for fn, recs in records.items()], ignore_index=True)
+    return records, frame_of(records)
+
+
+def frame_of(records: dict[str, Sequence]) -> pd.DataFrame:
+    """One row per run of {task: [Record]}, with a `task` column and each split's accuracy also in
+    percent ("cube.acc (%)")."""
+    frame = pd.concat([records_frame(recs).assign(task=fn) for fn, recs in records.items() if recs], ignore_index=True)
     frame = frame[["task", *frame.columns.drop("task")]]
     for split in ("cube", "unseen", "seen"):
         frame[f"{split}.acc (%)"] = 100 * frame[f"{split}.acc"]
-    return records, frame
+    return frame
+
+
+def paper_headline(records: Sequence) -> pd.DataFrame | None:
+    """`headline` (mask minus default, paired by seed) from whichever paper-profile records exist (a
+    GPU window makes default and mask on 2Parity, Cyclic3 and Majority first), on the tasks that have
+    both; None when none has. The chapter shows it beside its own before the whole grid is there."""
+    by_task: dict[str, list] = {}
+    for rec in records:
+        by_task.setdefault(rec.config.experiment.removeprefix("gotu-"), []).append(rec)
+    both = {fn: recs for fn, recs in by_task.items() if {"default", "mask"} <= {r.config.method for r in recs}}
+    if not both:
+        return None
+    return headline(frame_of(both), methods=("mask",))
 
 
 def table(frame: pd.DataFrame, metrics: Sequence[str], *, methods: Sequence[str] = METHODS,
