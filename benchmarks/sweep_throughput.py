@@ -12,6 +12,8 @@ with N worker processes, once with every run alone (`max_members=1`) and once gr
 chapter's sweep sees on N cores, worker start-up included.
 
     python benchmarks/sweep_throughput.py                       # CPU: GOTU ci, default + mask, 5 seeds
+    python benchmarks/sweep_throughput.py --experiments arith-add,copymix --methods all --seeds 3 \
+        --tag decoders-cpu                                      # several experiments in one run
     python benchmarks/sweep_throughput.py --device cuda --profile paper --seeds 5 \\
         --overrides train.epochs=2                              # GPU: the paper model, shortened
 """
@@ -97,8 +99,12 @@ def bench_pool(experiment: str, profile: str, methods: list[str], seeds: list[in
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--experiment", default="gotu-2parity")
+    ap.add_argument("--experiments", default=None,
+                    help="comma-separated experiments measured one after another in this run (overrides "
+                         "--experiment); each may take its own overrides as name+key=value+key=value")
     ap.add_argument("--profile", default="ci")
-    ap.add_argument("--methods", default="default,mask")
+    ap.add_argument("--methods", default="default,mask",
+                    help="comma-separated methods, 'all' (each experiment's), or experiment:method pairs")
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0 … N−1 per method")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--overrides", nargs="*", default=[], help="key=value, e.g. train.epochs=2")
@@ -106,12 +112,15 @@ def main() -> None:
     ap.add_argument("--pool", type=int, default=0, help="also time the local executor with N workers (CPU)")
     ap.add_argument("--pool-only", action="store_true", help="time only the local executor (--pool N)")
     ap.add_argument("--tag", default=None)
+    ap.add_argument("--notes", default="", help="free text stored in the JSON (e.g. the machine's load)")
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/sweep_throughput-<tag>.json)")
     args = ap.parse_args()
     tag = args.tag or ("cpu" if args.device == "cpu" else torch.cuda.get_device_name(0).replace(" ", "-").lower())
     overrides = list(args.overrides) + ([f"device={args.device}"] if args.device != "cpu" else [])
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     seeds = list(range(args.seeds))
+    if args.experiments:
+        return _several(args, tag, overrides, seeds)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     result = {
         "benchmark": "sweep_throughput", "schema": 1, "tag": tag,
         "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -146,6 +155,64 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")
+
+
+def _header(args, tag: str) -> dict:
+    return {
+        "benchmark": "sweep_throughput", "schema": 1, "tag": tag,
+        "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
+        "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(0),
+        "torch": torch.__version__, "threads_per_run": THREADS, "load_avg_at_start": os.getloadavg(),
+        "notes": args.notes,
+    }
+
+
+def _methods_of(spec: str, experiment: str, profile: str) -> list[str]:
+    names = [m.strip() for m in spec.split(",") if m.strip()]
+    if names == ["all"]:
+        return get_experiment(experiment).methods(profile)
+    if any(":" in m for m in names):
+        return [m.split(":", 1)[1] for m in names if m.split(":", 1)[0] == experiment]
+    return names
+
+
+def _several(args, tag: str, overrides: list[str], seeds: list[int]) -> None:
+    """Several experiments in one run (`--experiments`), both arms of each method side by side; the
+    JSON is rewritten after every method, so a run cut short keeps what it measured."""
+    out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"sweep_throughput-{tag}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result = _header(args, tag)
+    result["settings"] = {"experiments": args.experiments, "profile": args.profile, "methods": args.methods,
+                          "seeds": seeds, "overrides": overrides, "repeats": args.repeats}
+    result["experiments"] = {}
+    solo_total = batched_total = 0.0
+    for item in [e.strip() for e in args.experiments.split(",") if e.strip()]:
+        name, *own = item.split("+")
+        ov = overrides + own
+        methods = _methods_of(args.methods, name, args.profile)
+        exp = get_experiment(name)
+        short = ["train.steps=2", "train.epochs=0", "train.eval_every=0", "train.schedule=constant"]
+        warm = [exp.config(args.profile, methods[0], s, ov + short) for s in (0, 1)]
+        run_group(warm)
+        run(warm[0])  # the one-off imports and the task's data, before any timing
+        entry = result["experiments"][name] = {"overrides": ov, "methods": {}}
+        for method in methods:
+            r = bench_method(name, args.profile, method, seeds, ov, args.repeats)
+            entry["methods"][method] = r
+            solo_total += statistics.median(r["solo_s"])
+            batched_total += statistics.median(r["batched_s"])
+            print(f"{name:10s} {method:14s} one by one {r['runs_per_hour_solo']:8.0f} runs/h   batched ({len(seeds)}) "
+                  f"{r['runs_per_hour_batched']:8.0f} runs/h   ratio {r['ratio']:.2f}   identical {r['identical']}",
+                  flush=True)
+            s_ = sum(statistics.median(x["solo_s"]) for x in entry["methods"].values())
+            b_ = sum(statistics.median(x["batched_s"]) for x in entry["methods"].values())
+            entry["ratio_all_methods"] = s_ / b_
+            result["ratio_all_experiments"] = solo_total / batched_total
+            result["load_avg_at_end"] = os.getloadavg()
+            out.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"{name}: ratio over its methods {entry['ratio_all_methods']:.2f}", flush=True)
+    print(f"all: ratio {result['ratio_all_experiments']:.2f}; wrote {out}", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,11 +5,16 @@ generator=stream(seed, "init"))` each) and returns one `Transformer` whose every
 member axis M, under the same parameter names:
 
 - each `nn.Linear` becomes a `StackedLinear`: weight (M, out, in), input (M·B, …, in) viewed as
-  (M, B·…, in) and multiplied with one `torch.baddbmm`;
+  (M, B·…, in) and multiplied with one `torch.baddbmm`, the weight's gradient taken as gᵀ·x, the
+  orientation of a linear layer alone (`_BatchedLinear`);
 - each `nn.LayerNorm` a `StackedLayerNorm` (one fused layer norm per member); each `nn.Embedding`
   a `StackedEmbedding` (member m reads rows m·V … m·V + V − 1 of one (M·V, d) table);
 - every other parameter or buffer (cls, pos_emb, a mask prior's logits) gets the member axis and is
-  given to each member's own samples by `companion.priors.members_over_batch`.
+  given to each member's own samples by `companion.priors.members_over_batch`; a GOAT prior's
+  parameters get it too, and the prior builds each member's SDPA lanes from that member's slices on
+  that member's samples (`companion.goat.GoatPrior.sdpa`);
+- a buffer that is not saved with the model (ALiBi's slopes, a constant of the config) is equal in
+  every member and stays one, shared; RoPE and sinusoidal positions hold nothing and act per sample.
 
 The members are folded into the batch dimension, member-major (M·B samples, member m owning samples
 m·B … m·B + B − 1), so the model's one forward serves both: attention is still one SDPA call on
@@ -17,8 +22,8 @@ m·B … m·B + B − 1), so the model's one forward serves both: attention is s
 its own member's parameters only, and the loss is the sum of the members' own losses, so member m's
 gradient is the gradient it would get alone, up to float reassociation. Each piece is written so that
 it sums in the order of a model alone where that was measurable (CPU, one thread, torch 2.14): a
-fused layer norm per member, a single-output map as w·xᵀ, a prior or a position table expanded per
-member to its samples' full shape. There a member's forward, gradient and whole run equal its run
+fused layer norm per member, a single-output map as w·xᵀ, a weight gradient as gᵀ·x, a prior or a
+position table expanded per member to its samples' full shape, GOAT's lanes built per member. There a member's forward, gradient and whole run equal its run
 alone to the last bit, whatever the group (tests/test_batched.py); other kernels (a GPU, another BLAS)
 may round otherwise, which each record's `execution` notes. Adam and AdamW are elementwise, so one
 optimiser over the stacked tensors is M optimisers; gradient clipping is per member
@@ -39,9 +44,38 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = ["StackedLinear", "StackedLayerNorm", "StackedEmbedding", "stack", "unstack_into",
-           "clip_grad_norm_members_", "batchable", "why_not_batchable", "MAX_MEMBERS"]
+           "clip_grad_norm_members_", "batchable", "why_not_batchable", "MAX_MEMBERS", "STACKED_ARCHS",
+           "STACKED_POSITIONS", "STACKED_PRIORS"]
 
 MAX_MEMBERS = 8  # the default cap on a group's size (executors split larger groups)
+# What stacks, each kind checked member by member against its run alone (tests/test_batched.py).
+STACKED_ARCHS = ("encoder", "decoder", "vit")
+STACKED_POSITIONS = ("learned", "none", "sinusoidal", "rope")
+STACKED_PRIORS = ("none", "mask", "alibi", "goat")
+
+
+class _BatchedLinear(torch.autograd.Function):
+    """y = x·Wᵀ (+ b) per member, x (M, R, in), W (M, out, in), b (M, out) or None, with the weight's
+    gradient taken as gᵀ·x (M, out, in), the orientation of a linear layer alone (`F.linear`'s
+    backward computes grad_outᵀ·x). Autograd of `bmm(x, Wᵀ)` takes xᵀ·g (M, in, out) instead, which
+    the CPU kernel sums in another order for some shapes (in = 4: a ViT's patch embedding; out = 10:
+    a ten-class head), so those members drifted from their runs alone in the last bit. The input's
+    gradient g·W and the bias's Σ_rows g are what autograd of `baddbmm` computes."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        wt = weight.transpose(1, 2)
+        return torch.bmm(x, wt) if bias is None else torch.baddbmm(bias.unsqueeze(1), x, wt)
+
+    @staticmethod
+    def backward(ctx, g: Tensor):
+        x, weight = ctx.saved_tensors
+        gx = torch.bmm(g, weight) if ctx.needs_input_grad[0] else None
+        gw = torch.bmm(g.transpose(1, 2), x) if ctx.needs_input_grad[1] else None
+        gb = g.sum(1) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return gx, gw, gb
 
 
 class StackedLinear(nn.Module):
@@ -62,8 +96,7 @@ class StackedLinear(nn.Module):
             out = torch.bmm(self.weight, xm.transpose(1, 2)).transpose(1, 2)
             out = out if self.bias is None else out + self.bias.unsqueeze(1)
         else:
-            wt = self.weight.transpose(1, 2)
-            out = torch.bmm(xm, wt) if self.bias is None else torch.baddbmm(self.bias.unsqueeze(1), xm, wt)
+            out = _BatchedLinear.apply(xm, self.weight, self.bias)
         return out.reshape(*lead, self.out_features)
 
     def extra_repr(self) -> str:
@@ -164,8 +197,11 @@ def stack(models: Sequence[nn.Module]) -> nn.Module:
             if b is None:
                 continue
             if bname in mod._non_persistent_buffers_set:
-                raise ValueError(f"buffer {prefix + bname} is not saved with the model and cannot be stacked; "
-                                 "run this config alone.")
+                # a constant of the config (ALiBi's slopes): not saved, not trained, one for every member
+                if not all(torch.equal(m.get_buffer(prefix + bname), b) for m in models):
+                    raise ValueError(f"buffer {prefix + bname} is not saved with the model and differs between "
+                                     "the members, so it cannot be stacked; run this config alone.")
+                continue
             mod._buffers[bname] = torch.stack([m.get_buffer(prefix + bname) for m in models])
     out.members = len(models)
     return out
@@ -198,17 +234,21 @@ def clip_grad_norm_members_(params: Sequence[Tensor], max_norm: float, members: 
 def why_not_batchable(cfg) -> str | None:
     """Why the runs of `cfg` (a RunConfig) cannot train seed-stacked, or None if they can.
 
-    Covered: encoder models with learned or no positions, CLS or mean pooling, no prior or a mask
-    prior (learnable, fixed or zero; shared or per head; first or all layers), with or without
-    QK-norm, any query-key init (inits happen per member when each is built alone), any backend.
+    Covered: every architecture (encoder, causal decoder, ViT), every position kind (learned, none,
+    sinusoidal, RoPE: the last two have no parameters and act on each sample alone), CLS or mean
+    pooling, every prior (none; a mask, learnable, fixed or zero, shared or per head; ALiBi, whose
+    fixed slopes all members share; GOAT, whose lanes each member builds from its own parameters on
+    its own samples, `companion.goat.GoatPrior.sdpa`), first or all layers, with or without QK-norm,
+    any query-key init (inits happen per member when each is built alone), any backend. A kind added
+    to the registries later is refused until tests/test_batched.py covers it.
     """
     m = cfg.model
-    if m.arch != "encoder":
-        return f"arch {m.arch!r} (only the encoder stacks)"
-    if m.positions not in ("learned", "none"):
-        return f"positions {m.positions!r} (only learned or none stack)"
-    if m.prior.kind not in ("none", "mask"):
-        return f"prior {m.prior.kind!r} (only no prior or a mask stacks)"
+    if m.arch not in STACKED_ARCHS:
+        return f"arch {m.arch!r} (stacked: {', '.join(STACKED_ARCHS)})"
+    if m.positions not in STACKED_POSITIONS:
+        return f"positions {m.positions!r} (stacked: {', '.join(STACKED_POSITIONS)})"
+    if m.prior.kind not in STACKED_PRIORS:
+        return f"prior {m.prior.kind!r} (stacked: {', '.join(STACKED_PRIORS)})"
     return None
 
 

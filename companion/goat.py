@@ -131,13 +131,35 @@ class GoatPrior(Prior):
         self.recency.copy_(alibi_slopes(self.n_heads) if self.init == "seeded" else torch.zeros(self.n_heads))
         return self
 
-    # ------------------------------------------------------------------ the prior as functions
+    # ------------------------------------------------------------------ seed-stacked members
 
-    def kappa(self, delta: Tensor) -> Tensor:
+    @property
+    def members(self) -> int:
+        """0 for a prior alone; M when seed-stacked (`companion.batched`), every parameter then
+        carrying a leading member axis."""
+        return self.alpha.shape[0] if self.alpha.dim() == 3 else 0
+
+    def _params(self) -> dict[str, Tensor]:
+        """The prior's own parameters by name (a prior alone)."""
+        return dict(self.named_parameters(recurse=False))
+
+    def _member_params(self) -> list[dict[str, Tensor]]:
+        """Per member of a stacked prior, its parameters by name (slices of the stacked ones by
+        `unbind`, whose backward only places each member's gradient: nothing is summed across members)."""
+        names, tensors = zip(*self._params().items())
+        return [dict(zip(names, parts)) for parts in zip(*(t.unbind(0) for t in tensors))]
+
+    # ------------------------------------------------------------------ the prior as functions
+    # Each takes the parameters `p` to use (default: the prior's own); a stacked prior calls them once
+    # per member with that member's slices, so each member computes exactly what it computes alone.
+
+    def kappa(self, delta: Tensor, p: dict[str, Tensor] | None = None) -> Tensor:
         """Relative log-prior κ_h(Δ) for offsets Δ = i − j of any shape S; returns (h, *S)."""
+        p = self._params() if p is None else p
+        alpha, beta = p["alpha"], p["beta"]
         phase = delta.to(torch.float64)[..., None] * _geometric(self.rank, self.base, delta.device)
-        cos, sin = phase.cos().to(self.alpha.dtype), phase.sin().to(self.alpha.dtype)  # (*S, R)
-        return (cos @ self.alpha.T + sin @ self.beta.T).movedim(-1, 0)
+        cos, sin = phase.cos().to(alpha.dtype), phase.sin().to(alpha.dtype)  # (*S, R)
+        return (cos @ alpha.T + sin @ beta.T).movedim(-1, 0)
 
     def features(self, positions: Tensor) -> Tensor:
         """Absolute features φ(j) of the sink MLP, (n, 2M + 2), float64."""
@@ -146,26 +168,33 @@ class GoatPrior(Prior):
         t = float(self.train_len)
         return torch.cat([phase.cos(), phase.sin(), p / t, torch.log1p(p) / math.log1p(t)], dim=-1)
 
-    def sink(self, positions: Tensor) -> Tensor:
+    def sink(self, positions: Tensor, p: dict[str, Tensor] | None = None) -> Tensor:
         """Key-only log-prior u_h(j) at key positions (n,) (non-negative integers); returns (h, n)."""
-        x = self.features(positions).to(self.sink_w1.dtype)
-        shared = F.silu(x @ self.sink_w1.T + self.sink_b1) @ self.sink_w2 + self.sink_b2  # (n,)
+        p = self._params() if p is None else p
+        x = self.features(positions).to(p["sink_w1"].dtype)
+        shared = F.silu(x @ p["sink_w1"].T + p["sink_b1"]) @ p["sink_w2"] + p["sink_b2"]  # (n,)
         first = (positions == 0).to(shared.dtype)
-        u = self.sink_gain[:, None] * shared + self.sink_bump[:, None] * first
+        u = p["sink_gain"][:, None] * shared + p["sink_bump"][:, None] * first
         if self.causal:
-            u = u + self.recency[:, None] * positions.to(shared.dtype)
+            u = u + p["recency"][:, None] * positions.to(shared.dtype)
         return u
 
-    def relative(self, i: int, j: int | None = None) -> Tensor:
+    def relative(self, i: int, j: int | None = None, p: dict[str, Tensor] | None = None) -> Tensor:
         """Toeplitz part κ_h(i − j), (h, i, j), queries 0..i−1 and keys 0..j−1."""
         j = i if j is None else j
         dev = self.alpha.device
-        return self.kappa(torch.arange(i, device=dev)[:, None] - torch.arange(j, device=dev)[None])
+        return self.kappa(torch.arange(i, device=dev)[:, None] - torch.arange(j, device=dev)[None], p)
 
     def forward(self, i: int, j: int | None = None) -> Tensor:
-        """Materialised log-prior K = κ_h(i − j) + u_h(j), (h, i, j); the causal mask is not in it."""
+        """Materialised log-prior K = κ_h(i − j) + u_h(j), (h, i, j); the causal mask is not in it.
+        A stacked prior (`members` = M) gives (M, h, i, j), one per member."""
         j = i if j is None else j
-        return self.relative(i, j) + self.sink(torch.arange(j, device=self.alpha.device))[:, None, :]
+        if self.members:
+            return torch.stack([self._bias(i, j, p) for p in self._member_params()])
+        return self._bias(i, j, None)
+
+    def _bias(self, i: int, j: int, p: dict[str, Tensor] | None) -> Tensor:
+        return self.relative(i, j, p) + self.sink(torch.arange(j, device=self.alpha.device), p)[:, None, :]
 
     def bias(self, i: int, j: int | None = None) -> Tensor:
         """The protocol's additive log-prior K, (h, i, j) (as `forward`)."""
@@ -213,7 +242,7 @@ class GoatPrior(Prior):
             raise ValueError("positions must be >= 0 (the sink features use log(1 + j)); count from 0.")
 
     def lanes(self, q: Tensor, k: Tensor, positions: Tensor | None = None, *,
-              scale: float | None = None) -> tuple[Tensor, Tensor]:
+              scale: float | None = None, p: dict[str, Tensor] | None = None) -> tuple[Tensor, Tensor]:
         """Fold the prior into queries and keys: returns (q', k'), each (b, h, n, d_head), with
 
             (q'·k') · scale = q_c·k_c/√d_c + κ_h(i − j) + u_h(j)
@@ -228,18 +257,20 @@ class GoatPrior(Prior):
             q, k: (b, h, n, d_head), content in channels :d_c (the rest is ignored), or (b, h, n, d_c).
             positions: token positions (n,), default 0..n−1 (shift them for a continued sequence).
             scale: the scale SDPA will apply; None = its default 1/√d_head.
+            p: the parameters to use (default: the prior's own; a stacked prior passes one member's).
         """
         self._check(q, k, positions)
+        p = self._params() if p is None else p
         b, h, n, _ = q.shape
         dc = self.content_dim
         pos = torch.arange(n, device=q.device) if positions is None else positions.to(q.device)
         inv = math.sqrt(self.d_head) if scale is None else 1.0 / check_scale(scale)  # undo SDPA's scale on the lanes
         phase = pos.to(torch.float64)[:, None] * _geometric(self.rank, self.base, q.device)
         cos, sin = phase.cos().to(q.dtype), phase.sin().to(q.dtype)  # (n, R)
-        a, bt = self.alpha.to(q.dtype)[:, None, :], self.beta.to(q.dtype)[:, None, :]  # (h, 1, R)
+        a, bt = p["alpha"].to(q.dtype)[:, None, :], p["beta"].to(q.dtype)[:, None, :]  # (h, 1, R)
         q_rel = torch.cat([a * cos + bt * sin, a * sin - bt * cos], dim=-1)  # (h, n, 2R)
         k_rel = torch.cat([cos, sin], dim=-1)  # (n, 2R)
-        u = self.sink(pos).to(k.dtype)  # (h, n)
+        u = self.sink(pos, p).to(k.dtype)  # (h, n)
         q2 = torch.cat([q[..., :dc] * (inv / math.sqrt(dc)), (q_rel * inv).expand(b, -1, -1, -1),
                         q.new_full((b, h, n, 1), inv)], dim=-1)
         k2 = torch.cat([k[..., :dc], k_rel.expand(b, h, -1, -1), u[None, :, :, None].expand(b, -1, -1, 1)], dim=-1)
@@ -256,7 +287,14 @@ class GoatPrior(Prior):
         if check:
             self._check(q, k, positions)
             check_qkv(*self.content(q, k), v)
-        q2, k2 = self.lanes(q, k, positions)
+        if self.members:
+            # seed-stacked (member-major batch): each member's lanes from its own parameters on its own
+            # samples, exactly as alone, then one SDPA call over every member's samples
+            parts = [self.lanes(qm, km, positions, p=p) for qm, km, p in
+                     zip(q.chunk(self.members), k.chunk(self.members), self._member_params())]
+            q2, k2 = torch.cat([a for a, _ in parts]), torch.cat([b for _, b in parts])
+        else:
+            q2, k2 = self.lanes(q, k, positions)
         if check:
             self._check_lanes(q2, k2)
         return F.scaled_dot_product_attention(q2, k2, v, is_causal=self.causal)

@@ -69,7 +69,7 @@ def test_a_window_writes_records_only_and_the_next_one_continues(tmp_path, tiny_
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json"] * 6 + [".jsonl", ".md"]  # no weights
     store = RunStore(tmp_path)
     records = [store.load(p.stem) for p in tmp_path.glob("*.json")]
-    # seeds 0-1 trained together where the model stacks (GOAT does not yet), each on this machine
+    # seeds 0-1 trained together where the model stacks (every chapter model does), each on this machine
     assert all(r.execution["members"] == (2 if batchable(r.config) else 1) for r in records)
     assert {r.execution["machine"] for r in records} == {machine_name("cpu")}
     second = run_paper("08", root=tmp_path, device="cpu", log=lines.append, estimate=_no_estimate)
@@ -83,7 +83,7 @@ def test_a_group_that_would_not_fit_is_not_started(tmp_path, tiny_paper):
     summary = run_paper("08", root=tmp_path, device="cpu", minutes=1.0, log=lambda _: None,
                         estimate=lambda group: {"seconds": 1e6}, clock=lambda: 0.0)
     assert summary["ran"] == [] and summary["remaining"] == 6
-    assert summary["stopped"] == "copymix/goat seeds 0: estimated 1000000 s, 40 s left"  # 60 s less the margin
+    assert summary["stopped"] == "copymix/goat seeds 0,1: estimated 1000000 s, 40 s left"  # 60 s less the margin
     assert not list(tmp_path.glob("*.json"))
 
 
