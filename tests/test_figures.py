@@ -72,7 +72,7 @@ import torch  # noqa: E402
 
 from companion.book import plots  # noqa: E402
 from companion.book.figures import ch01 as f01, ch02 as f02, ch03 as f03, ch04 as f04, ch05 as f05  # noqa: E402
-from companion.book.figures import ch06 as f06, ch10 as f10  # noqa: E402
+from companion.book.figures import ch06 as f06, ch07 as f07, ch08 as f08, ch09 as f09, ch10 as f10  # noqa: E402
 
 
 def _rng():
@@ -173,6 +173,51 @@ def _ch06():
     return [f06.contrast(runs, baselines, contrasts), f06.drift(drift, titles), f06.qk_drift(qk, titles)]
 
 
+def _ch07():
+    rng = _rng()
+
+    def curve(scale):
+        return pd.DataFrame([{"run": r, "bin": b, "omega": scale * 1.3 ** b, "p0": float(rng.uniform(0, 0.5))}
+                             for r in range(3) for b in range(8)]).set_index(["run", "bin"])
+
+    methods = ("goat", "rope", "alibi")
+    return [f07.sink({m: curve(0.4) for m in methods}, {m: curve(1.1) for m in methods})]
+
+
+def _ch08():
+    from companion.book.transport import prior_views
+
+    rng = _rng()
+    gaps = _curves(("goat", "rope", "alibi"), steps=(0, 100, 200, 400))
+    gaps["value"] = gaps["value"] / 400 + 0.002
+    views = prior_views(rng.normal(size=(4, 32)), rng.normal(size=(4, 32)))
+    panels = {**views, "limit": np.nanmax(np.abs(views["centred"]), axis=(1, 2))}
+    return [f08.gap(gaps, ("goat", "rope", "alibi")), f08.figure1(panels, lag=3)]
+
+
+def _ch09():
+    from companion.book import ch09_extrapolation as ch
+
+    rng = _rng()
+    lengths, train_len = [64, 128, 256, 512], 64
+    lm = pd.DataFrame([{"reading": r, "seed": s, "length": n, "ppl": float(rng.uniform(3, 40)), "span_acc": float(rng.uniform())}
+                       for r in ch.READINGS for s in range(3) for n in lengths])
+    positions = {r: (np.arange(8, 512), rng.uniform(1.2, 2.4, 504)) for r in ch.READINGS}
+    profiles = {m: {s: {"j": np.arange(0, 512, 8.0), "u": rng.normal(size=(4, 8, 64))} for s in range(2)}
+                for m in ch.GOAT_READINGS}
+    bins = [f"{a:.2f}–{a + 0.2:.2f}" for a in np.arange(0, 1, 0.2)]
+    grid = pd.DataFrame(rng.uniform(size=(len(ch.READINGS) * 4, 5)), columns=bins,
+                        index=pd.MultiIndex.from_product([ch.READINGS, lengths], names=["reading", "length"]))
+    i = np.linspace(0, 2047, 24).round()
+    centred = rng.normal(size=(8, 24, 24))
+    head = {"i": i, "centred": centred, "limit": np.abs(centred).max(axis=(1, 2)),
+            "log_causal": -rng.uniform(0, 6, (8, 24, 24))}
+    return [f09.ppl_length(ch.length_curves(lm, "ppl"), lengths, train_len, ch.READINGS),
+            f09.position_ce(positions, train_len), f09.key_prior(ch.key_prior_lines(profiles), train_len),
+            f09.passkey(ch.length_curves(lm, "span_acc"), lengths, train_len, ch.READINGS),
+            f09.depth({r: ch.depth_panel(grid, r) for r in ch.DEPTH_SHOWN}), f09.head_prior(head)]
+
+
 def _ch10():
     lengths = [256, 512, 1024, 2048, 4096]
     variants = ("sdpa", "goat-lanes", "mask-sdpa", "eager-bias", "flex")
@@ -183,7 +228,8 @@ def _ch10():
     return [f10.time(curves, lengths), f10.memory(mem, mem.loc["mask-sdpa"].to_numpy(), lengths)]
 
 
-CHAPTER_FIGURES = {"ch01": _ch01, "ch02": _ch02, "ch03": _ch03, "ch04": _ch04, "ch05": _ch05, "ch06": _ch06, "ch10": _ch10}
+CHAPTER_FIGURES = {"ch01": _ch01, "ch02": _ch02, "ch03": _ch03, "ch04": _ch04, "ch05": _ch05, "ch06": _ch06,
+                   "ch07": _ch07, "ch08": _ch08, "ch09": _ch09, "ch10": _ch10}
 
 
 @pytest.mark.parametrize("chapter", list(CHAPTER_FIGURES))
@@ -227,12 +273,42 @@ def test_log_ticks_label_at_least_two_ticks_on_a_short_range():
     plt.close(fig)
 
 
+@pytest.mark.parametrize("lo, hi", [(2.0, 7.0), (1.1, 1.9), (0.31, 0.48), (3.2, 4.6), (1e-3, 1e2)])
+def test_log_ticks_label_at_least_two_ticks_between_the_1_2_5_steps(lo, hi):
+    """A view with no two of 1, 2, 5 × 10^k in it (1.1–1.9, 3.2–4.6) is labelled at every integer step."""
+    plots.use_style()
+    fig, ax = plots.panels(height=3)
+    ax.plot([lo, hi], [lo, hi])
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi))
+    plots.log_ticks(ax)
+    assert plots.layout_problems(fig) == []
+    fig.canvas.draw()
+    shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text() and lo <= t.get_position()[0] <= hi]
+    assert len(shown) >= 2
+    plt.close(fig)
+
+
+def test_annotated_heat_map_text_contrasts_with_its_cell_whichever_end_is_dark():
+    """White text on dark cells and black on light ones, for a map dark at the top (Blues) and one dark
+    at the bottom (viridis); an empty cell reads "—", not "nan"."""
+    plots.use_style()
+    fig, (a, b) = plots.panels(1, 2, height=2.5)
+    values = [[0.0, 1.0, np.nan]]
+    plots.heatmap(a, values, cmap="Blues", vmin=0, vmax=1, annotate="{:.1f}", colorbar=False)
+    plots.heatmap(b, values, cmap="viridis", vmin=0, vmax=1, annotate="{:.1f}", colorbar=False)
+    colours = {ax: [(t.get_text(), matplotlib.colors.to_hex(t.get_color())) for t in ax.texts] for ax in (a, b)}
+    assert colours[a] == [("0.0", "#000000"), ("1.0", "#ffffff"), ("—", "#000000")]
+    assert colours[b] == [("0.0", "#ffffff"), ("1.0", "#000000"), ("—", "#000000")]
+    plt.close(fig)
+
+
 # ---------------------------------------------------------------- cross-references the build checks
 # Chapters whose prose names its own figures only through {numref} (the build numbers them and fails
 # on a wrong name) and names a table or figure by number only when it is the source's ("the paper's
-# Table 1"). The other chapters join this list as their prose is converted.
+# Table 1"). Every chapter source is listed.
 CROSS_REFERENCED = ["01_masks_and_positions", "02_prior_in_the_mask", "03_boolean_extrapolation", "04_arithmetic",
-                    "06_what_the_referees_asked"]
+                    "05_images_and_language", "06_what_the_referees_asked", "07_transport", "08_copy_mixture",
+                    "09_extrapolation", "10_cost"]
 SOURCE_NAME = re.compile(r"(paper's|its|source's|dossier's)\b[^.]{0,25}$")
 
 

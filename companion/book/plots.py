@@ -47,19 +47,19 @@ def use_style() -> None:
 
 def heatmap(ax, values, *, xlabels=None, ylabels=None, cmap="Blues", vmin=None, vmax=None,
             annotate: str | None = None, title: str = "", xlabel: str = "", ylabel: str = "", colorbar=True):
-    """Matrix as an image, rows top to bottom; `annotate` is a format like "{:.2f}" for cell text."""
+    """Matrix as an image, rows top to bottom; `annotate` is a format like "{:.2f}" for cell text ("—" in
+    a cell with no value)."""
     values = np.asarray(values, dtype=float)
     im = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     if xlabels is not None:
         ax.set_xticks(range(len(xlabels)), xlabels)
     if ylabels is not None:
         ax.set_yticks(range(len(ylabels)), ylabels)
-    if annotate:
-        hi = np.nanmax(values) if vmax is None else vmax
-        lo = np.nanmin(values) if vmin is None else vmin
+    if annotate:  # white text on dark cells, black on light ones, whichever end of the colour map is dark
         for (r, c), v in np.ndenumerate(values):
-            dark = (v - lo) > 0.6 * (hi - lo) if hi > lo else False
-            ax.text(c, r, annotate.format(v), ha="center", va="center", fontsize=MIN_PT, color="white" if dark else "black")
+            red, green, blue, _ = im.cmap(im.norm(v)) if np.isfinite(v) else (1, 1, 1, 1)
+            dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5
+            ax.text(c, r, annotate.format(v) if np.isfinite(v) else "—", ha="center", va="center", fontsize=MIN_PT, color="white" if dark else "black")
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     if colorbar:
         ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
@@ -192,9 +192,17 @@ def log_ticks(ax, axis: str = "both") -> None:
         lo, hi = sorted(getattr(ax, f"get_{name}lim")())
         decades = np.floor(np.log10(hi)) - np.ceil(np.log10(lo)) + 1
         subs = (1.0,) if decades >= 2 else (1.0, 2.0, 5.0)
-        part.set_major_locator(LogLocator(base=10, subs=subs, numticks=8))
+        if decades < 2 and _log_count(lo, hi, subs) < 2:  # a short view between 1-2-5 steps: every integer step
+            subs = tuple(float(k) for k in range(1, 10))
+        part.set_major_locator(LogLocator(base=10, subs=subs, numticks=12 if len(subs) > 3 else 8))
         part.set_major_formatter(FuncFormatter(_plain))
         part.set_minor_formatter(NullFormatter())
+
+
+def _log_count(lo: float, hi: float, subs) -> int:
+    """How many ticks sub × 10^k (k whole) lie in [lo, hi]."""
+    ks = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    return sum(1 for k in ks for s in subs if lo <= s * 10.0 ** k <= hi)
 
 
 def _is_colorbar(ax) -> bool:
