@@ -19,7 +19,7 @@ import numpy as np
 
 from companion.book.labels import colour, label
 
-__all__ = ["use_style", "heatmap", "grouped_bars", "mean_interval", "PALETTE", "COLUMN_IN", "MIN_PT", "panels",
+__all__ = ["use_style", "heatmap", "map_grid", "grouped_bars", "mean_interval", "PALETTE", "COLUMN_IN", "MIN_PT", "panels",
            "mosaic", "picture", "legend_below", "legend_right", "shared_colorbar", "log_ticks", "layout_problems"]
 
 # The cycle for things that are not methods (placements, layers, lengths…).
@@ -168,6 +168,21 @@ def shared_colorbar(fig, image, axes, *, label: str = "", ticks=None, ticklabels
     if ticks is not None:
         bar.set_ticks(ticks, labels=ticklabels)
     return bar
+
+
+def map_grid(panels_: Sequence[tuple[str, object]], *, columns: int, vmax: float, panel_height: float,
+             extra_height: float = 0.5):
+    """Attention maps as a grid of (title, map) panels, `columns` per row, titled "method\nwhen" (a
+    title "method: when" is split at the colon), on one 0…`vmax` scale with one shared colour bar."""
+    rows = -(-len(panels_) // columns)
+    fig, axes = panels(rows, columns, height=panel_height * rows + extra_height, squeeze=False)
+    for ax, (title, values) in zip(axes.flat, panels_):
+        image = heatmap(ax, values, vmin=0, vmax=vmax, colorbar=False)
+        method, _, where = title.partition(": ")
+        ax.set_title(f"{method}\n{where}" if where else title)
+        ax.set_xticks([]); ax.set_yticks([])
+    shared_colorbar(fig, image, axes, label="attention weight")
+    return fig
 
 
 def _plain(value: float, _pos=None) -> str:

@@ -51,14 +51,5 @@ def curves(curves: Mapping[str, pd.DataFrame], interpolator: Mapping[str, float]
 
 
 def maps(panels: Sequence[tuple[str, object]], *, columns: int = 4, vmax: float = 0.6):
-    """Attention maps as a grid of panels (one row per method, `columns` per row, the panels'
-    titles as given), on one 0…`vmax` scale with one colour bar."""
-    rows = -(-len(panels) // columns)
-    fig, axes = plots.panels(rows, columns, height=1.75 * rows + 0.5, squeeze=False)
-    for ax, (title, values) in zip(axes.flat, panels):
-        image = plots.heatmap(ax, values, vmin=0, vmax=vmax, colorbar=False)
-        method, _, where = title.partition(": ")
-        ax.set_title(f"{method}\n{where}" if where else title)
-        ax.set_xticks([]); ax.set_yticks([])
-    plots.shared_colorbar(fig, image, axes, label="attention weight")
-    return fig
+    """Attention maps, one row per method, `columns` per row, on one 0…`vmax` scale (`plots.map_grid`)."""
+    return plots.map_grid(panels, columns=columns, vmax=vmax, panel_height=1.75, extra_height=0.5)

@@ -62,16 +62,8 @@ def curves(data: pd.DataFrame, dataset: str, methods: Sequence[str], y: str = "t
 
 
 def maps(panels: Sequence[tuple[str, object]], *, columns: int = 3, vmax: float = 0.5):
-    """Attention maps, `columns` panels per method row, on one 0…`vmax` scale with one colour bar."""
-    rows = -(-len(panels) // columns)
-    fig, axes = plots.panels(rows, columns, height=2.1 * rows + 0.4, squeeze=False)
-    for ax, (title, values) in zip(axes.flat, panels):
-        image = plots.heatmap(ax, values, vmin=0, vmax=vmax, colorbar=False)
-        method, _, where = title.partition(": ")
-        ax.set_title(f"{method}\n{where}" if where else title)
-        ax.set_xticks([]); ax.set_yticks([])
-    plots.shared_colorbar(fig, image, axes, label="attention weight")
-    return fig
+    """Attention maps, `columns` panels per method row, on one 0…`vmax` scale (`plots.map_grid`)."""
+    return plots.map_grid(panels, columns=columns, vmax=vmax, panel_height=2.1, extra_height=0.4)
 
 
 def band(pattern: np.ndarray, length: int, window: int):
