@@ -207,8 +207,8 @@ def test_scoreboard_names_failed_preconditions_and_reasons(tmp_path):
     # the paper column reads results/paper/ (empty here): "not run at this scale", with the run count
     assert doc["profiles"] == ["ci", "paper"]
     assert by["S2-06"]["by_profile"]["paper"] == {"ours": None, "verdict": "not run at this scale",
-                                                  "ours_text": "— (0 of 120 paper-profile runs)", "failed": []}
-    assert "Ours (paper)" in page and "— (0 of 120 paper-profile runs)" in page
+                                                  "ours_text": "— (0 of 120 runs)", "failed": []}
+    assert "Ours (paper)" in page and "— (0 of 120 runs)" in page
     assert "(scoreboard-not-rebuilt)=\n## Reported, not rebuilt" in page and "TinyStories cannot be downloaded" in page
     assert "null `0.125`" in page  # S2-09's null, beside its rule
     # a chapter that measures an item reported as not rebuilt is an error
@@ -305,3 +305,40 @@ def test_a_chapter_counts_as_current_only_when_executed_in_this_checkout(tmp_pat
     assert _is_current(tmp_path, name, "ci", digest)
     assert not _is_current(tmp_path, name, "ci", "0" * 64)  # inputs changed
     assert not _is_current(tmp_path, name, "paper", digest)
+
+
+def test_one_sweep_trains_what_the_chapters_read_longest_groups_first(tmp_path, monkeypatch):
+    from companion.book import runner
+    from companion.experiments import Request
+    from companion.experiments.chapters import CHAPTERS, Block
+    from companion.store import RunStore
+    import companion.executors as executors
+
+    monkeypatch.setitem(CHAPTERS, "98", ("98_smoke", (Block((0, 1), request=Request("smoke", ("default",))),)))
+    monkeypatch.setitem(CHAPTERS, "99", ("99_copy", (Block((0,), request=Request("copymix", ("rope",))),)))
+    seen = []
+
+    def record_order(self, cfgs, store, progress=False):
+        seen.extend(c.experiment for c in cfgs)
+        return []
+    monkeypatch.setattr(executors.LocalExecutor, "execute", record_order)
+    with pytest.raises(RuntimeError, match="no record written"):  # nothing was stored by the stand-in
+        runner.train_runs(["98_smoke", "99_copy"], "ci", jobs=1, store=tmp_path / "fake")
+    assert seen == ["copymix", "smoke", "smoke"]  # the long run first, the two seeds of smoke together
+    monkeypatch.undo()
+
+    monkeypatch.setitem(CHAPTERS, "98", ("98_smoke", (Block((0, 1), request=Request("smoke", ("default",))),)))
+    store = RunStore(tmp_path / "runs")
+    assert runner.train_runs(["98_smoke"], "ci", jobs=1, store=store) == 2
+    assert len(list(store.root.glob("*.json"))) == 2
+    assert runner.train_runs(["98_smoke"], "ci", jobs=1, store=store) == 0  # stored: nothing trains again
+    assert runner.train_runs(["01_masks_and_positions"], "ci", store=store) == 0  # a chapter that trains nothing
+
+
+def test_relative_cost_orders_the_book_s_experiments_roughly():
+    from companion.book.runner import relative_cost
+    from companion.experiments import get_experiment
+
+    cost = {e: relative_cost(get_experiment(e).config("ci", m, 0))
+            for e, m in (("copymix", "rope"), ("charlm", "rope"), ("gotu-2parity", "default"))}
+    assert cost["copymix"] > cost["charlm"] > cost["gotu-2parity"]

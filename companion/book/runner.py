@@ -7,6 +7,13 @@ source, the profile, the package code, the claims ledger and the committed resul
 kept in the executed copy's metadata and in a local stamp under `_build/`). A fresh clone therefore
 executes every chapter once; a second run with nothing changed skips them all. Afterwards the
 scoreboard is regenerated.
+
+Before executing, `train_runs` makes every run the chapters to execute will read and the store lacks
+(`companion.experiments.chapters.chapter_runs`) in one sweep: one pool of workers for the whole book,
+so each worker's start-up (spawning, importing torch) is paid once rather than once per chapter, and
+the groups go longest first, so that no core idles at the end of each chapter while the other
+finishes a long group. The chapters then find their runs stored; what they train themselves is only
+what this list misses (a test keeps the two equal).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -24,7 +32,8 @@ import yaml
 from companion.paths import repo_root
 from companion.identity import code_version
 
-__all__ = ["toc_chapters", "input_hash", "strip_volatile", "run_chapters", "source_outputs"]
+__all__ = ["toc_chapters", "input_hash", "strip_volatile", "run_chapters", "source_outputs", "train_runs",
+           "relative_cost"]
 
 PROFILES = ("ci", "paper")
 CHAPTER_DIR = Path("book") / "chapters"
@@ -160,8 +169,44 @@ def _is_current(root: Path, name: str, profile: str, digest: str) -> bool:
         return False
 
 
-def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: bool = False, root: Path | None = None) -> int:
-    """Execute chapters (all in toc order by default); returns an exit code."""
+def relative_cost(cfg) -> float:
+    """A rough relative training cost of one run, only to order a sweep longest first: updates ×
+    batch × width² × layers × tokens per sample (the task's `seq_len`, `n_bits` + 1, else 64).
+    An error in it costs idle time at the end of the sweep, never a different result."""
+    params = dict(cfg.task.params)
+    tokens = params.get("seq_len") or (params["n_bits"] + 1 if "n_bits" in params else 64)
+    steps = cfg.train.steps or cfg.train.epochs * 100
+    return float(steps * cfg.train.batch_size * cfg.model.d_model ** 2 * cfg.model.n_layers * tokens)
+
+
+def train_runs(names: list[str], profile: str, *, jobs: int | None = None, store=None, progress: bool = False) -> int:
+    """Make, in one sweep, every run the chapters `names` read at `profile` that the store lacks
+    (see the module docstring); returns how many runs were trained. Raises RuntimeError naming the
+    runs that failed (the others are stored)."""
+    from companion.experiments.chapters import CHAPTERS, chapter_runs
+    from companion.store import RunStore
+    from companion.sweep import run_missing
+
+    keys = [k for k, (notebook, _) in CHAPTERS.items() if notebook in names]
+    cfgs: list = []
+    for key in keys:
+        cfgs += [c for c in chapter_runs(key, profile) if c not in cfgs]
+    if not cfgs:
+        return 0
+    cost: dict = {}
+    for c in cfgs:  # a group's cost: its runs' costs, summed over the seeds that train together
+        group = replace(c, seed=0)
+        cost[group] = cost.get(group, 0.0) + relative_cost(c)
+    ordered = sorted(cfgs, key=lambda c: -cost[replace(c, seed=0)])  # stable: seeds keep their order
+    store = store if isinstance(store, RunStore) else RunStore(store)
+    _, ran = run_missing(ordered, store, "local", progress, {"jobs": jobs})
+    return ran
+
+
+def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: bool = False, root: Path | None = None,
+                 runs_only: bool = False) -> int:
+    """Execute chapters (all in toc order by default), after training the runs they read in one
+    sweep (`train_runs`); with `runs_only`, train and execute nothing. Returns an exit code."""
     from companion.book import scoreboard
 
     if profile not in PROFILES:
@@ -178,13 +223,24 @@ def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: 
     if missing:
         print(f"no source notebook for {missing} in {SOURCE_DIR}/", file=sys.stderr)
         return 2
-    kernel = _kernel_name()
     total = time.perf_counter()
+    todo = [n for n in sorted(names, key=order.index)
+            if runs_only or force or not _is_current(root, n, profile, input_hash(root, n, profile))]
+    if todo:
+        try:
+            ran = train_runs(todo, profile, progress=sys.stderr.isatty())
+        except RuntimeError as err:
+            print(f"training the chapters' runs failed: {err}", file=sys.stderr)
+            return 1
+        print(f"runs the chapters read at profile {profile!r}: {ran} trained in {time.perf_counter() - total:.1f} s")
+    if runs_only:
+        return 0
+    kernel = _kernel_name()
     status = 0
     print(f"chapters at profile {profile!r} (kernel {kernel}):")
     for name in sorted(names, key=order.index):
         digest = input_hash(root, name, profile)
-        if not force and _is_current(root, name, profile, digest):
+        if name not in todo:
             print(f"  {name:<40} up to date")
             continue
         try:
@@ -219,6 +275,8 @@ def add_commands(sub) -> None:
     p.add_argument("names", nargs="*", metavar="NAME", help="chapters to run (default: all, in _toc.yml order)")
     p.add_argument("--profile", default="ci", help=f"one of {PROFILES} (default: ci)")
     p.add_argument("--force", action="store_true", help="execute even if the executed copy is current")
-    p.set_defaults(func=lambda a: run_chapters(a.names, profile=a.profile, force=a.force))
+    p.add_argument("--runs-only", action="store_true",
+                   help="only train (in one sweep) the runs the chapters read and the store lacks; execute nothing")
+    p.set_defaults(func=lambda a: run_chapters(a.names, profile=a.profile, force=a.force, runs_only=a.runs_only))
     c = sub.add_parser("check-sources", help="fail if a chapter source carries outputs")
     c.set_defaults(func=_check_sources)

@@ -172,7 +172,7 @@ def _ours_at(assessed: dict, cid: str, units: dict, profile: str, claim, coverag
     if profile != "paper" or assessed["ours"] is not None or not claim.rebuilt:
         return text
     cov = coverage.get(Path(claim.chapter or "").name)
-    return f"— ({cov.words()})" if cov is not None else "— (not executed at this profile)"
+    return f"— ({cov.found} of {cov.total} runs)" if cov is not None else "— (not executed at this profile)"
 
 
 def _group(cid: str, sources: list[dict]) -> str:
@@ -218,6 +218,12 @@ def _counts_line(counts: dict[str, int]) -> str:
 def _page(rows: list[dict], counts: Counter, dash: dict, headlines: list[str], profiles: list[str]) -> str:
     by_id = {r["id"]: r for r in rows}
     lines = [
+        # the claim tables need the page's width: no "Contents" sidebar here (the "At a glance" table
+        # links to every group instead)
+        "---",
+        "html_theme.sidebar_secondary.remove: true",
+        "---",
+        "",
         "(scoreboard)=",
         "# Reproduction scoreboard",
         "",
