@@ -41,6 +41,8 @@ def test_every_source_follows_the_convention(path):
     ("results = record_all(ch.claims(x))\nglue_all(ch.numbers(x))", ["nbval-ignore-output"], {"remove-cell"}),
     ("results += record_all(a, details=b)", [], {"remove-cell"}),
     ("{r.id: r.verdict for r in results}", [], {"remove-cell"}),
+    ("glue_all(ch.verdict_numbers(results, seeds))\n{r.id: r.verdict for r in results}", [], {"remove-cell"}),
+    ("ch.table(x)\n{r.id: r.verdict for r in results}", [], set()),
     ("verdict_table(results)", [], {"remove-input"}),
     ("results = record_all(m)\nglue_all(n)\nch.table(x)", [], {"remove-input"}),
     ("import numpy as np\nfrom companion.book import plots\ncheck_parameters(profile)\nplots.use_style()", [], {"remove-input"}),

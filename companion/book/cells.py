@@ -61,8 +61,9 @@ def classify(source: str, tags: list[str]) -> set[str]:
     calls = [_statement_calls(s) for s in body]
     if all(c in _BOOKKEEPING_CALLS for c in calls):
         return {"remove-cell"}
-    if len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.DictComp):
-        return {"remove-cell"}  # the {id: verdict} summary that nbval checks
+    if isinstance(body[-1], ast.Expr) and isinstance(body[-1].value, ast.DictComp) and \
+            all(c in _BOOKKEEPING_CALLS for c in calls[:-1]):
+        return {"remove-cell"}  # the {id: verdict} summary that nbval checks (after any glue)
     if len(body) == 1 and calls[0] == "verdict_table":
         return {"remove-input"}
     if len(body) > 1 and all(c in _BOOKKEEPING_CALLS for c in calls[:-1]) and isinstance(body[-1], ast.Expr):

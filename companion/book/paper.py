@@ -24,7 +24,8 @@ from pathlib import Path
 
 from companion.paths import repo_root
 
-__all__ = ["PAPER_DIR", "Coverage", "paper_store", "coverage", "available", "provenance", "status_text", "paper_claims",
+__all__ = ["PAPER_DIR", "Coverage", "paper_store", "coverage", "available", "provenance", "status_text", "status_markdown",
+           "paper_claims",
            "paper_table", "chapter_module", "measures"]
 
 PAPER_DIR = Path("results") / "paper"
@@ -86,6 +87,13 @@ def status_text(chapter: str, root: Path | None = None) -> str:
         return f"All {cov.total} paper-profile runs are in {where} ({made}); the verdicts at that scale are below."
     return (f"Not run at this scale yet: {cov.words()} are in {where}{f' ({made})' if made else ''}. "
             f"`companion paper {cov.chapter}` makes the missing ones on a GPU, a window at a time.")
+
+
+def status_markdown(chapter: str, root: Path | None = None):
+    """`status_text` as Markdown, for `{glue:md}` (its code spans render as code, in plain weight)."""
+    from IPython.display import Markdown
+
+    return Markdown(status_text(chapter, root))
 
 
 def provenance(records) -> str:
