@@ -60,6 +60,18 @@ def test_goal_table_says_met_or_not():
     assert t["met"].tolist() == [True, False]
 
 
+def test_goal_and_step_tables_as_the_page_shows_them():
+    df = cr.frame(_result([_rec("sdpa", 4096), _rec("goat-lanes", 4096, ratio=1.05), _rec("mask-sdpa", 4096, ratio=4.0)]))
+    t = cr.goals_display(cr.goal_table(df, 4096, {"goat-lanes": ("paired_ratio", 1.15), "mask-sdpa": ("paired_ratio", 2.0)}))
+    assert t.to_dict("index") == {
+        "GOAT lanes (SDPA)": {"measure": "time vs plain SDPA", "L": "4,096", "ours": "1.05 ×", "goal": "≤ 1.15 ×", "met": "yes"},
+        "learnable mask (SDPA)": {"measure": "time vs plain SDPA", "L": "4,096", "ours": "4.00 ×", "goal": "≤ 2 ×", "met": "no"}}
+    steps = cr.steps_display(cr.step_frame(cr.load_steps("step-memory-cpu")))
+    assert list(steps.columns) == ["peak memory (MiB)", "memory vs RoPE", "step time (s)", "time vs RoPE", "parameters"]
+    assert steps.loc["RoPE", "memory vs RoPE"] == "1.000" and steps.loc["RoPE", "parameters"].replace(",", "").isdigit()
+    assert "," in steps.loc["GOAT", "parameters"]
+
+
 def test_the_committed_results_load():
     results = cr.committed()
     assert "attention-cpu-vm-2core" in results
@@ -194,6 +206,8 @@ def test_gpu_tables_show_ratios_statuses_and_goals():
     assert t.loc[("float32", "goat-lanes"), 4096] == "1.49"
     assert t.loc[("bfloat16", "goat-lanes"), 4096] == "fails the float64 gate"
     assert t.loc[("bfloat16", "flex"), 4096] == "does not run"
+    shown = cr.gpu_goals_display(cr.gpu_goal_table(gf))
+    assert shown.index[0] == "GOAT lanes (SDPA)" and shown["L"].iloc[0] == "4,096"
     goals = cr.gpu_goal_table(gf).set_index(["variant", "L", "precision"])
     assert goals.loc[("goat-lanes", 4096, "float32"), "met"] == "no"      # 1.49 > 1.15
     assert goals.loc[("mask-attend", 4096, "float32"), "met"] == "yes"    # 1.81 ≤ 2

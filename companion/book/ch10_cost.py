@@ -26,7 +26,7 @@ from companion.paths import repo_root
 __all__ = ["RESULTS", "CPU_RESULT", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "load",
            "committed", "gpu_results", "frame", "wide", "settings_table", "variant_curves", "length_axes",
            "ratio_table", "flex_backward_note", "quadratic_reference", "growth_exponent", "growth_table",
-           "roofline", "floor_shares", "goal_table", "goals_table", "gpu_mask_ratios", "gpu_mask_ratio", "GPU_GOALS", "gpu_frame",
+           "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_mask_ratios", "gpu_mask_ratio", "GPU_GOALS", "gpu_frame",
            "gpu_ratio_table", "gpu_goal_table", "gpu_provenance", "gpu_prose_numbers", "load_steps", "step_frame",
            "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers", "claims"]
 
@@ -213,6 +213,43 @@ def goals_table(df: pd.DataFrame) -> pd.DataFrame:
     """The time goals, then the memory goals, at GOAL_L on the CPU, each against its claim's threshold."""
     goals = goal_table(df, GOAL_L, _limits(TIME_GOALS)).assign(device="CPU")
     return pd.concat([goals, goal_table(df, GOAL_L, _limits(MEMORY_GOALS)).assign(device="CPU")])
+
+
+_MEASURES = {"paired_ratio": "time vs plain SDPA", "memory_ratio": "peak memory vs plain SDPA"}
+
+
+def goals_display(goals: pd.DataFrame) -> pd.DataFrame:
+    """`goals_table` as the page shows it: labelled variants and measures, L as an integer, ratios
+    with their unit, the goal as a bound and "yes"/"no" (all on the CPU, forward + backward)."""
+    rows = [{"variant": label(v), "measure": _MEASURES.get(r["measure"], r["measure"]), "L": f"{int(r['at L']):,}",
+             "ours": "—" if r["ours"] != r["ours"] else f"{r['ours']:.2f} ×", "goal": f"≤ {r['goal ≤']:g} ×",
+             "met": {True: "yes", False: "no"}.get(r["met"], "—")} for v, r in goals.iterrows()]
+    return pd.DataFrame(rows).set_index("variant")
+
+
+def steps_display(steps: pd.DataFrame) -> pd.DataFrame:
+    """`step_frame` as the page shows it: labelled methods, named units, parameters as integers."""
+    def fmt(v, spec):
+        return "—" if v is None or v != v else format(v, spec)
+
+    out = pd.DataFrame({
+        "peak memory (MiB)": steps["peak MiB"].map(lambda v: fmt(v, ".1f")),
+        "memory vs RoPE": steps["memory vs RoPE"].map(lambda v: fmt(v, ".3f")),
+        "step time (s)": steps["step s"].map(lambda v: fmt(v, ".3f")),
+        "time vs RoPE": steps["time vs RoPE"].map(lambda v: fmt(v, ".3f")),
+        "parameters": steps["parameters"].map(lambda v: fmt(int(v), ",") if v == v and v is not None else "—"),
+    }, index=steps.index)
+    if "reason" in steps:
+        out["why not measured"] = steps["reason"].fillna("")
+    out.index = [label(m) for m in steps.index]
+    out.index.name = "method"
+    return out
+
+
+def gpu_goals_display(goals: pd.DataFrame) -> pd.DataFrame:
+    """`gpu_goal_table` as the page shows it: labelled variants as the index, L with a separator."""
+    out = goals.assign(variant=goals["variant"].map(label), L=goals["L"].map(lambda v: f"{int(v):,}"))
+    return out.set_index("variant")
 
 
 def gpu_mask_ratios(gpu: dict[str, dict]) -> dict[str, float]:
