@@ -257,3 +257,14 @@ def test_missing_image_and_text_runs_are_counted_together(monkeypatch):
     with pytest.raises(MissingRuns) as err:
         ch.load("ci", [0, 1], [0, 1, 2], train=False)
     assert (err.value.found, err.value.total) == (2, 5)
+
+
+def test_paired_vs_default_reads_as_a_table_for_people():
+    import pandas as pd
+
+    frame = pd.DataFrame({"dataset": ["digits"] * 4, "method": ["default", "default", "mask", "mask"],
+                          "seed": [0, 1, 0, 1], "test.acc (%)": [90.0, 91.0, 93.0, 92.5]})
+    t = ch.paired_vs_default(frame)
+    assert list(t.columns) == ["image set", "minus default (points) [95 % interval]", "p (paired t-test)", "seeds"]
+    assert t.index.tolist() == ["Mask (learnable)"] and t.iloc[0]["seeds"] == 2
+    assert t.iloc[0]["minus default (points) [95 % interval]"].startswith("2.25 [")  # mean of +3.0 and +1.5

@@ -134,10 +134,13 @@ def test_tables():
     frame = _frame()
     final = ch.final_table(frame)
     assert list(final.index) == ["GOAT", "RoPE"]
-    assert final.loc["GOAT", "test.ce"] == "1.850 ± 0.010" and final.loc["RoPE", "test.gap"] == "0.024 ± 0.005"
+    assert list(final.columns) == ["test cross-entropy (nats)", "above Bayes-optimal (nats)", "next-token accuracy"]
+    assert final.loc["GOAT", "test cross-entropy (nats)"] == "1.850 ± 0.010"
+    assert final.loc["RoPE", "above Bayes-optimal (nats)"] == "0.024 ± 0.005"
     assert ch.run_summary(frame) == "6 runs; mean wall time per run 54.5 s"
     budget = ch.budget_table(ch.goat_config("ci"), [0, 1, 2])["ci"]
-    assert budget["steps"] == 1500 and budget["GOAT lanes (of d_head)"] == 13 and budget["heads"] == 4
+    assert budget["updates"] == 1500 and budget["GOAT lanes (of the head width)"] == 13 and budget["heads"] == 4
+    assert budget["model width"] == 64 and budget["head width"] == 24 and budget["learning rate"] == 0.003
     assert budget["seeds"] == 3 and budget["layers"] == 1
 
 

@@ -85,7 +85,8 @@ def test_setup_reads_both_experiments_at_their_own_lengths():
     assert s.L == 64 and s.lengths == [64, 128, 256, 512] and s.pk_lengths == [64, 128, 256, 512]
     assert ch.reading_lengths(128, 8) == [128, 256, 512, 1024] and ch.reading_lengths(5, 1) == [5]
     b = ch.budget(s, SEEDS)["ci"]
-    assert (b["layers"], b["heads"], b["steps (char LM)"], b["steps (passkey)"], b["seeds"]) == (2, 4, 400, 500, 2)
+    assert (b["layers"], b["heads"], b["updates (char LM)"], b["updates (passkey)"], b["seeds"]) == (2, 4, 400, 500, 2)
+    assert (b["model width"], b["head width"], b["batch size"]) == (64, 24, 32)
     numbers = ch.setup_numbers(s)
     assert numbers["ch9_L"] == "64" and numbers["ch9_far_len"] == "512" and numbers["ch9_eval_tokens"] == "16,384"
     assert numbers["ch9_digits"] == "5" and numbers["ch9_steps_lm"] == "400" and numbers["ch9_steps_pk"] == "500"

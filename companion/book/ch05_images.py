@@ -161,7 +161,8 @@ def paired_vs_default(frame: pd.DataFrame, metric: str = "test.acc (%)") -> pd.D
         t = paired_table(sub, "method", "seed", metric, "default", digits=2)
         t.insert(0, "dataset", task_title(ds))
         parts.append(t)
-    out = pd.concat(parts)
+    out = pd.concat(parts).rename(columns={"dataset": "image set", f"{metric} − default": "minus default (points) [95 % interval]",
+                                           "p": "p (paired t-test)", "n": "seeds"})
     out.index = out.index.map(label)
     return out
 

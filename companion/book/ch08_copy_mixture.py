@@ -50,10 +50,11 @@ def goat_config(profile: str) -> RunConfig:
 def budget_table(cfg: RunConfig, seeds: Sequence[int]) -> pd.DataFrame:
     """The model and training budget of `cfg` (one column, named after the profile)."""
     model, train = cfg.model, cfg.train
-    budget = {"layers": model.n_layers, "d_model": model.d_model, "heads": model.n_heads, "d_head": model.head_dim,
-              "GOAT frequencies R": model.prior.goat_rank, "GOAT lanes (of d_head)": 2 * model.prior.goat_rank + 1,
-              "optimiser": train.optimizer, "lr": train.lr, "schedule": train.schedule, "batch": train.batch_size,
-              "steps": train.steps, "seeds": len(seeds)}
+    budget = {"layers": model.n_layers, "model width": model.d_model, "heads": model.n_heads,
+              "head width": model.head_dim, "GOAT frequencies R": model.prior.goat_rank,
+              "GOAT lanes (of the head width)": 2 * model.prior.goat_rank + 1, "optimiser": train.optimizer,
+              "learning rate": train.lr, "schedule": train.schedule, "batch size": train.batch_size,
+              "updates": train.steps, "seeds": len(seeds)}
     return pd.Series(budget, name=cfg.profile).to_frame()
 
 
@@ -82,7 +83,12 @@ def gap_curves(runs: Mapping[str, Sequence]) -> pd.DataFrame:
 def final_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Final test cross-entropy, gap to Bayes and accuracy per method: "mean ± std" over seeds."""
     final = frame.assign(method=frame["method"].map(label)).groupby("method", sort=False)
-    return final[["test.ce", "test.gap", "test.acc"]].agg(lambda v: f"{v.mean():.3f} ± {v.std():.3f}")
+    out = final[["test.ce", "test.gap", "test.acc"]].agg(lambda v: f"{v.mean():.3f} ± {v.std():.3f}")
+    return out.rename(columns=FINAL_COLUMNS)
+
+
+FINAL_COLUMNS = {"test.ce": "test cross-entropy (nats)", "test.gap": "above Bayes-optimal (nats)",
+                 "test.acc": "next-token accuracy"}
 
 
 # ---------------------------------------------------------------- Figure 1 and the heads

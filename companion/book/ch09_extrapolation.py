@@ -112,10 +112,10 @@ def setup(profile: str) -> Setup:
 def budget(s: Setup, seeds: Sequence[int]) -> pd.DataFrame:
     """The shared model and training budget, one column named after the profile."""
     c = s.lm_configs["goat"]
-    values = {"layers": c.model.n_layers, "d_model": c.model.d_model, "heads": c.model.n_heads,
-              "d_head": c.model.head_dim, "GOAT frequencies R": c.model.prior.goat_rank,
-              "optimiser": c.train.optimizer, "lr": c.train.lr, "batch": c.train.batch_size,
-              "steps (char LM)": c.train.steps, "steps (passkey)": s.pk_configs["goat"].train.steps,
+    values = {"layers": c.model.n_layers, "model width": c.model.d_model, "heads": c.model.n_heads,
+              "head width": c.model.head_dim, "GOAT frequencies R": c.model.prior.goat_rank,
+              "optimiser": c.train.optimizer, "learning rate": c.train.lr, "batch size": c.train.batch_size,
+              "updates (char LM)": c.train.steps, "updates (passkey)": s.pk_configs["goat"].train.steps,
               "training length L": s.L, "seeds": len(seeds)}
     return pd.Series(values, name=s.profile).to_frame()
 
