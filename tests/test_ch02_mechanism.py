@@ -147,3 +147,14 @@ def test_content_sweep_open_entries_are_capped_and_closed_ones_follow_the_conten
 def test_a_tiny_gradient_is_a_full_adam_step():
     assert adam_first_step(4.5e-5) == pytest.approx(1e-3 * 4.5e-5 / (4.5e-5 + 1e-8), rel=1e-12)
     assert adam_first_step(1.0, lr=0.01) == pytest.approx(0.01 / (1 + 1e-8), rel=1e-12)
+
+
+def test_sweep_table_pairs_each_derivative_with_its_bound():
+    from companion.book import ch02_mechanism as ch
+
+    sweep = ch.norm_sweep([0.5, 2.0], n=4, d=8, draws=3, m=0.0, generator=torch.Generator().manual_seed(0))
+    t = ch.sweep_table(sweep)
+    assert t.index.name == "query and key norm c" and t.index.tolist() == [0.5, 2.0]
+    assert list(t.columns) == ["largest |∂p/∂m|", "bound on |∂p/∂m|", "largest ‖∂p/∂q‖", "bound on ‖∂p/∂q‖",
+                               "largest ‖∂p/∂k‖", "bound on ‖∂p/∂k‖"]
+    assert (t["largest |∂p/∂m|"] <= t["bound on |∂p/∂m|"]).all()  # Corollary 1 holds row by row

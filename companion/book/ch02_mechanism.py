@@ -35,7 +35,7 @@ from torch import Tensor
 
 __all__ = [
     "mask_probs", "dp_dm", "dp_dq", "dp_dk", "autograd_jacobian", "central_difference",
-    "norm_sweep", "contrast_sweep", "log_sigmoid_values", "theorem1_gaps", "qk_gaps", "ROUNDING", "within_rounding",
+    "norm_sweep", "SWEEP_COLUMNS", "sweep_table", "contrast_sweep", "log_sigmoid_values", "theorem1_gaps", "qk_gaps", "ROUNDING", "within_rounding",
     "corollary1_worst_ratio", "key_growth", "peak_scale", "growth_share", "saturation", "grad_at", "content_sweep",
     "adam_first_step", "claim_measures", "prose_numbers", "claims", "DRAWS",
 ]
@@ -114,6 +114,19 @@ def norm_sweep(scales: list[float], *, n: int, d: int, draws: int, m: float, gen
             "bound_key": c / (4 * math.sqrt(d)),
         })
     return {k: [r[k] for r in rows] for k in rows[0]}
+
+
+SWEEP_COLUMNS = {"mask": "largest |∂p/∂m|", "query": "largest ‖∂p/∂q‖", "key": "largest ‖∂p/∂k‖",
+                 "bound_mask": "bound on |∂p/∂m|", "bound_query": "bound on ‖∂p/∂q‖", "bound_key": "bound on ‖∂p/∂k‖"}
+
+
+def sweep_table(sweep: dict, digits: int = 4):
+    """`norm_sweep` as the page shows it: one row per norm c, each derivative beside its bound."""
+    import pandas as pd
+
+    table = pd.DataFrame(sweep).set_index("scale").round(digits)
+    table.index.name = "query and key norm c"
+    return table[["mask", "bound_mask", "query", "bound_query", "key", "bound_key"]].rename(columns=SWEEP_COLUMNS)
 
 
 def contrast_sweep(contrasts: list[float], *, a: Tensor, open_: Tensor) -> dict:
