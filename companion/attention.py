@@ -9,7 +9,9 @@ reference path (explicit scores, returns the weights) and a fused path through
 Notable choices:
 - a float `bias` is added to the scores; a boolean `bias` marks *allowed* keys (True = visible),
   the convention of SDPA's boolean `attn_mask`;
-- `causal=True` lets query i read keys j ≤ i (top-left aligned, as SDPA's `is_causal`);
+- `causal=True` lets query i read keys j ≤ i (top-left aligned, as SDPA's `is_causal`); with
+  `q_start` = s the queries are the positions s … s + i − 1 of the sequence the keys span (the last
+  rows of a self-attention, say), and query i reads keys j ≤ s + i;
 - every input is checked before any arithmetic (`check=True`, the default): a row with no visible key
   has no distribution to normalise, so it is an error that names the rows instead of a silent NaN
   (see "Bad input" below);
@@ -194,17 +196,17 @@ def _check_bias(bias: Tensor, b: int, h: int, i: int, j: int) -> None:
 
 
 def visible_keys(
-    bias: Tensor | None, i: int, j: int, *, causal: bool = False, device=None
+    bias: Tensor | None, i: int, j: int, *, causal: bool = False, device=None, q_start: int = 0
 ) -> Tensor:
     """Boolean map of visible keys, shape broadcastable to (b, h, i, j).
 
-    A key is visible when the causal rule allows it (j ≤ i if `causal`) and the bias does not
-    block it (a False boolean entry or a -inf float entry).
+    A key is visible when the causal rule allows it (key ≤ q_start + query if `causal`) and the bias
+    does not block it (a False boolean entry or a -inf float entry).
     """
     dev = bias.device if bias is not None else device
     allowed = torch.ones(i, j, dtype=torch.bool, device=dev)
     if causal:
-        allowed = torch.ones(i, j, dtype=torch.bool, device=dev).tril()
+        allowed = torch.ones(i, j, dtype=torch.bool, device=dev).tril(q_start)
     if bias is not None:
         allowed = allowed & (bias if bias.dtype == torch.bool else ~torch.isneginf(bias))
     return allowed
@@ -234,8 +236,8 @@ def _float_bias(bias: Tensor | None, dtype: torch.dtype) -> Tensor | None:
     return torch.where(bias, zero, torch.full_like(zero, -math.inf))
 
 
-def _with_causal(bias: Tensor | None, i: int, j: int, dtype, device) -> Tensor:
-    tril = torch.ones(i, j, dtype=torch.bool, device=device).tril()
+def _with_causal(bias: Tensor | None, i: int, j: int, dtype, device, q_start: int = 0) -> Tensor:
+    tril = torch.ones(i, j, dtype=torch.bool, device=device).tril(q_start)
     if bias is None:
         return tril
     if bias.dtype == torch.bool:
@@ -243,10 +245,10 @@ def _with_causal(bias: Tensor | None, i: int, j: int, dtype, device) -> Tensor:
     return bias.masked_fill(~tril, -math.inf)
 
 
-def _eager(q, k, v, bias, causal, scale):
+def _eager(q, k, v, bias, causal, scale, q_start=0):
     scores = (q @ k.transpose(-2, -1)) * scale  # (b, h, i, j)
     if causal:
-        bias = _with_causal(bias, q.shape[-2], k.shape[-2], q.dtype, q.device)
+        bias = _with_causal(bias, q.shape[-2], k.shape[-2], q.dtype, q.device, q_start)
     fb = _float_bias(bias, scores.dtype)
     if fb is not None:
         scores = scores + fb
@@ -265,20 +267,21 @@ def sdpa_backends(device_type: str, bias: Tensor | None) -> list[SDPBackend] | N
     return None
 
 
-def _sdpa(q, k, v, bias, causal, scale):
+def _sdpa(q, k, v, bias, causal, scale, q_start=0):
     allowed = sdpa_backends(q.device.type, bias)
     if allowed is not None:
         with sdpa_kernel(allowed):
-            return _sdpa_call(q, k, v, bias, causal, scale)
-    return _sdpa_call(q, k, v, bias, causal, scale)
+            return _sdpa_call(q, k, v, bias, causal, scale, q_start)
+    return _sdpa_call(q, k, v, bias, causal, scale, q_start)
 
 
-def _sdpa_call(q, k, v, bias, causal, scale):
-    if bias is None:
+def _sdpa_call(q, k, v, bias, causal, scale, q_start=0):
+    if bias is None and (not causal or q_start == 0):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
     if causal:
-        # SDPA refuses attn_mask together with is_causal: fold the causal rule into the mask.
-        bias = _with_causal(bias, q.shape[-2], k.shape[-2], q.dtype, q.device)
+        # SDPA refuses attn_mask together with is_causal, and its is_causal is top-left aligned: fold
+        # the causal rule (key ≤ q_start + query) into the mask.
+        bias = _with_causal(bias, q.shape[-2], k.shape[-2], q.dtype, q.device, q_start)
     if bias.dtype != torch.bool:
         bias = bias.to(q.dtype)
     # Give the mask all four axes: torch 2.14 sends a 3-D mask to the MATH kernel on CPU, while the
@@ -298,6 +301,7 @@ def attend(
     backend: Backend = "auto",
     return_weights: bool = False,
     check: bool = True,
+    q_start: int = 0,
 ):
     """Attention with an additive prior.
 
@@ -316,6 +320,10 @@ def attend(
         return_weights: also return the (b, h, i, j) attention weights (eager path).
         check: validate q, k, v (shapes, dtypes, finite values, at least one key), the bias (no NaN,
             no +inf) and empty rows; off in the training path (module docstring, "Bad input").
+        q_start: the position of the first query among the keys: the queries are positions
+            q_start … q_start + i − 1, so the causal rule lets query i read keys j ≤ q_start + i
+            (default 0: top-left aligned). Only the causal rule reads it; a bias is already the
+            queries' rows.
 
     Returns:
         out (b, h, i, e), or (out, weights) if `return_weights`.
@@ -327,13 +335,16 @@ def attend(
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}.")
+    if isinstance(q_start, bool) or not isinstance(q_start, int) or q_start < 0:
+        raise ValueError(f"q_start={q_start!r} is the position of the first query among the keys; pass an "
+                         "integer >= 0 (0 when queries and keys start together).")
     if check:
         check_qkv(q, k, v)
         b, h, i, _ = q.shape
         j = k.shape[-2]
         if bias is not None:
             _check_bias(bias, b, h, i, j)
-            _check_rows(visible_keys(bias, i, j, causal=causal))
+            _check_rows(visible_keys(bias, i, j, causal=causal, q_start=q_start))
     scale = _default_scale(q.shape[-1]) if scale is None else check_scale(scale)
     if return_weights:
         if backend == "sdpa":
@@ -341,7 +352,7 @@ def attend(
                 "the fused SDPA kernel does not return attention weights; use backend='eager' "
                 "or 'auto' with return_weights=True."
             )
-        return _eager(q, k, v, bias, causal, scale)
+        return _eager(q, k, v, bias, causal, scale, q_start)
     if backend == "eager":
-        return _eager(q, k, v, bias, causal, scale)[0]
-    return _sdpa(q, k, v, bias, causal, scale)
+        return _eager(q, k, v, bias, causal, scale, q_start)[0]
+    return _sdpa(q, k, v, bias, causal, scale, q_start)

@@ -210,19 +210,20 @@ class GoatPrior(Prior):
                              f"causal={causal}; build it with the attention's causality.")
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, backend: str = "auto",
-               return_weights: bool = False, check: bool = False):
+               return_weights: bool = False, check: bool = False, q_start: int = 0):
         """GOAT attention: the lanes through one unmasked SDPA call; the eager backend, or a request for
         the weights, uses the content channels with the materialised K instead (the two agree).
-        `check` validates as `companion.attention.attend` does (on both paths)."""
+        `check` validates as `companion.attention.attend` does (on both paths); with `q_start` the
+        queries are positions q_start … q_start + i − 1 of the keys'."""
         self.check_attention(causal=causal)
         if return_weights or backend == "eager":
             return super().attend(q, k, v, causal=causal, backend="eager", return_weights=return_weights,
-                                  check=check)
-        return self.sdpa(q, k, v, check=check)
+                                  check=check, q_start=q_start)
+        return self.sdpa(q, k, v, check=check, q_start=q_start)
 
     # ------------------------------------------------------------------ the prior as SDPA lanes
 
-    def _check(self, q: Tensor, k: Tensor, positions: Tensor | None) -> None:
+    def _check(self, q: Tensor, k: Tensor, positions: Tensor | None, q_start: int = 0) -> None:
         for name, t in (("q", q), ("k", k)):
             if t.dim() != 4 or t.shape[1] != self.n_heads or t.shape[-1] not in (self.d_head, self.content_dim):
                 raise ValueError(
@@ -230,19 +231,25 @@ class GoatPrior(Prior):
                     f"{self.d_head}) (the last {self.n_lanes} channels are replaced) or content-only width "
                     f"{self.content_dim}. Reshape to (b, h, n, d) or build the prior for this head dim."
                 )
-        if q.shape != k.shape:
+        if q.shape[:2] != k.shape[:2] or q.shape[-1] != k.shape[-1]:
             raise ValueError(
-                f"q {tuple(q.shape)} and k {tuple(k.shape)} differ; GOAT lanes are for self-attention with "
-                "equally long, equally wide queries and keys."
+                f"q {tuple(q.shape)} and k {tuple(k.shape)} differ in batch, heads or width; GOAT lanes are for "
+                "self-attention with equally wide queries and keys."
             )
-        n = q.shape[-2]
+        if q_start < 0 or q_start + q.shape[-2] > k.shape[-2]:
+            raise ValueError(
+                f"q has {q.shape[-2]} positions from q_start={q_start} but k has {k.shape[-2]}: the queries "
+                "must be among the keys' positions (equally long q and k, or q_start + queries <= keys)."
+            )
+        n = k.shape[-2]
         if positions is not None and (positions.dim() != 1 or positions.shape[0] != n):
             raise ValueError(f"positions has shape {tuple(positions.shape)}; pass one per token, shape ({n},).")
         if positions is not None and bool((positions < 0).any()):
             raise ValueError("positions must be >= 0 (the sink features use log(1 + j)); count from 0.")
 
     def lanes(self, q: Tensor, k: Tensor, positions: Tensor | None = None, *,
-              scale: float | None = None, p: dict[str, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+              scale: float | None = None, p: dict[str, Tensor] | None = None,
+              q_start: int = 0) -> tuple[Tensor, Tensor]:
         """Fold the prior into queries and keys: returns (q', k'), each (b, h, n, d_head), with
 
             (q'·k') · scale = q_c·k_c/√d_c + κ_h(i − j) + u_h(j)
@@ -258,45 +265,54 @@ class GoatPrior(Prior):
             positions: token positions (n,), default 0..n−1 (shift them for a continued sequence).
             scale: the scale SDPA will apply; None = its default 1/√d_head.
             p: the parameters to use (default: the prior's own; a stacked prior passes one member's).
+            q_start: the queries are the keys' positions q_start … q_start + i − 1 (i ≤ n; default:
+                all of them), e.g. the rows a last layer computes.
         """
-        self._check(q, k, positions)
+        self._check(q, k, positions, q_start)
         p = self._params() if p is None else p
-        b, h, n, _ = q.shape
+        b, h, i, _ = q.shape
+        n = k.shape[-2]
         dc = self.content_dim
         pos = torch.arange(n, device=q.device) if positions is None else positions.to(q.device)
         inv = math.sqrt(self.d_head) if scale is None else 1.0 / check_scale(scale)  # undo SDPA's scale on the lanes
         phase = pos.to(torch.float64)[:, None] * _geometric(self.rank, self.base, q.device)
         cos, sin = phase.cos().to(q.dtype), phase.sin().to(q.dtype)  # (n, R)
+        cq, sq = cos[q_start:q_start + i], sin[q_start:q_start + i]  # the queries' rows, (i, R)
         a, bt = p["alpha"].to(q.dtype)[:, None, :], p["beta"].to(q.dtype)[:, None, :]  # (h, 1, R)
-        q_rel = torch.cat([a * cos + bt * sin, a * sin - bt * cos], dim=-1)  # (h, n, 2R)
+        q_rel = torch.cat([a * cq + bt * sq, a * sq - bt * cq], dim=-1)  # (h, i, 2R)
         k_rel = torch.cat([cos, sin], dim=-1)  # (n, 2R)
         u = self.sink(pos, p).to(k.dtype)  # (h, n)
         q2 = torch.cat([q[..., :dc] * (inv / math.sqrt(dc)), (q_rel * inv).expand(b, -1, -1, -1),
-                        q.new_full((b, h, n, 1), inv)], dim=-1)
+                        q.new_full((b, h, i, 1), inv)], dim=-1)
         k2 = torch.cat([k[..., :dc], k_rel.expand(b, h, -1, -1), u[None, :, :, None].expand(b, -1, -1, 1)], dim=-1)
         return q2, k2
 
     def sdpa(self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor | None = None, *,
-             check: bool = True) -> Tensor:
-        """GOAT attention through one unmasked SDPA call: out (b, h, n, e); q, k as in `lanes`.
+             check: bool = True, q_start: int = 0) -> Tensor:
+        """GOAT attention through one unmasked SDPA call: out (b, h, i, e); q, k as in `lanes`.
 
         `check` (as `companion.attention.attend`'s): the content channels of q and k and all of v must
         be finite and of one dtype, and so must the prior's lanes (a diverged prior is named); without
-        it a NaN query row comes out as NaN or 0 (the attention module's "Bad input").
+        it a NaN query row comes out as NaN or 0 (the attention module's "Bad input"). With `q_start` > 0
+        (queries that are the last rows of the keys' positions) a causal prior passes its rule as a
+        boolean mask, since SDPA's `is_causal` aligns queries and keys at the top left.
         """
         if check:
-            self._check(q, k, positions)
+            self._check(q, k, positions, q_start)
             check_qkv(*self.content(q, k), v)
         if self.members:
             # seed-stacked (member-major batch): each member's lanes from its own parameters on its own
             # samples, exactly as alone, then one SDPA call over every member's samples
-            parts = [self.lanes(qm, km, positions, p=p) for qm, km, p in
+            parts = [self.lanes(qm, km, positions, p=p, q_start=q_start) for qm, km, p in
                      zip(q.chunk(self.members), k.chunk(self.members), self._member_params())]
             q2, k2 = torch.cat([a for a, _ in parts]), torch.cat([b for _, b in parts])
         else:
-            q2, k2 = self.lanes(q, k, positions)
+            q2, k2 = self.lanes(q, k, positions, q_start=q_start)
         if check:
             self._check_lanes(q2, k2)
+        if self.causal and q_start:
+            rule = torch.ones(q2.shape[-2], k2.shape[-2], dtype=torch.bool, device=q2.device).tril(q_start)
+            return F.scaled_dot_product_attention(q2, k2, v, attn_mask=rule[None, None])
         return F.scaled_dot_product_attention(q2, k2, v, is_causal=self.causal)
 
     def _check_lanes(self, q2: Tensor, k2: Tensor) -> None:

@@ -79,24 +79,30 @@ class Attention(nn.Module):
         b, n, _ = t.shape
         return t.view(b, n, self.n_heads, self.d_head).transpose(1, 2)  # (b, h, n, d)
 
-    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """x (b, n, d_model) → q, k, v (b, h, n, d_head): projected, QK-normed and rotated, as attended."""
-        q, k, v = self._heads(self.q_proj(x)), self._heads(self.k_proj(x)), self._heads(self.v_proj(x))
+    def project(self, x: Tensor, rows: slice | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """x (b, n, d_model) → q, k, v (b, h, n, d_head): projected, QK-normed and rotated, as attended.
+        With `rows` (a slice of positions, step 1) only those queries: q is (b, h, rows, d_head)."""
+        start = 0 if rows is None else rows.start
+        xq = x if rows is None else x[:, rows]
+        q, k, v = self._heads(self.q_proj(xq)), self._heads(self.k_proj(x)), self._heads(self.v_proj(x))
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
-            q, k = self.rope.rotate(q, k)
+            q, k = self.rope.rotate(q, k) if rows is None else self.rope.rotate(q, k, q_start=start)
         return q, k, v
 
-    def forward(self, x: Tensor, return_weights: bool = False):
-        """x (b, n, d_model) → (b, n, d_model), plus weights (b, h, n, n) if `return_weights`."""
-        q, k, v = self.project(x)
+    def forward(self, x: Tensor, return_weights: bool = False, rows: slice | None = None):
+        """x (b, n, d_model) → (b, n, d_model), plus weights (b, h, n, n) if `return_weights`. With
+        `rows` (a slice of positions, step 1) only those positions attend, reading every key:
+        (b, rows, d_model), equal to those rows of the whole output."""
+        q, k, v = self.project(x, rows)
         # Shapes are right by construction and every prior's bias is finite, so attend's input checks
         # are skipped in the training path; requesting weights (analysis) runs them.
+        extra = {} if rows is None else {"q_start": rows.start}
         res = self.scores_prior.attend(q, k, v, causal=self.causal, backend=self.backend,
-                                       return_weights=return_weights, check=return_weights)
+                                       return_weights=return_weights, check=return_weights, **extra)
         out, weights = res if return_weights else (res, None)
-        out = self.out_proj(out.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1))  # (b, n, h·d) → d
+        out = self.out_proj(out.transpose(1, 2).reshape(x.shape[0], q.shape[-2], -1))  # (b, n, h·d) → d
         return (out, weights) if return_weights else out
 
 
@@ -122,11 +128,16 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.d_model)
         self.ff = FeedForward(cfg.d_model, cfg.d_ff)
 
-    def forward(self, x: Tensor, return_weights: bool = False):
+    def forward(self, x: Tensor, return_weights: bool = False, rows: slice | None = None):
+        """x (b, n, d) → (b, n, d); with `rows` (a slice of positions, step 1) only those positions'
+        outputs, (b, rows, d), every position still serving as a key."""
         if return_weights:
             a, w = self.attn(self.ln1(x), return_weights=True)
             x = x + a
             return x + self.ff(self.ln2(x)), w
+        if rows is not None:
+            x = x[:, rows] + self.attn(self.ln1(x), rows=rows)
+            return x + self.ff(self.ln2(x))
         x = x + self.attn(self.ln1(x))
         return x + self.ff(self.ln2(x))
 
@@ -205,6 +216,25 @@ class Transformer(nn.Module):
             return h + members_over_batch(self.pos_emb[..., :n, :], b, self.members)
         return self.positions.embed(h) if self.positions is not None else h
 
+    def output_rows(self, n: int, outputs: slice | None = None) -> slice | None:
+        """The positions (of n, CLS included) the last block must compute: (0, 1) for a model that
+        pools its CLS token, a decoder's `outputs` (normalised; None = all), None (all) otherwise.
+        A ValueError names a slice that is not a run of positions, or `outputs` for a model that pools."""
+        if self.cfg.arch != "decoder":
+            if outputs is not None:
+                raise ValueError(f"outputs={outputs!r} selects a decoder's positions; an {self.cfg.arch} pools "
+                                 "its positions into one output, so leave outputs=None.")
+            return slice(0, 1) if self.has_cls else None
+        if outputs is None:
+            return None
+        if not isinstance(outputs, slice):
+            raise ValueError(f"outputs={outputs!r} must be a slice of positions, e.g. slice(-5, None) for the last five.")
+        start, stop, step = outputs.indices(n)
+        if step != 1 or start >= stop:
+            raise ValueError(f"outputs={outputs!r} selects no run of positions out of {n}; pass a slice with "
+                             "step 1 holding at least one position.")
+        return slice(start, stop)
+
     def readout(self, h: Tensor) -> Tensor:
         """Final LN, pooling (encoder/vit) and head."""
         h = self.ln_f(h)
@@ -212,13 +242,27 @@ class Transformer(nn.Module):
             h = h[:, 0] if self.has_cls else h.mean(dim=1)
         return self.head(h)
 
-    def forward(self, x: Tensor, return_attention: bool = False):
-        """Output, or (output, [weights (b, h, n, n) per layer]) if `return_attention`."""
+    def forward(self, x: Tensor, return_attention: bool = False, *, outputs: slice | None = None):
+        """Output, or (output, [weights (b, h, n, n) per layer]) if `return_attention`.
+
+        The last block computes only the positions the output reads (`output_rows`): the CLS token
+        of an encoder or ViT that pools it, or a decoder's `outputs` (a slice of positions, step 1:
+        logits (b, len, vocab) for those positions only, equal to those rows of the whole output; a
+        causal decoder does not read the tokens after the last of them). Every other position is
+        still computed in the earlier blocks, where later layers read it as a key.
+        """
+        rows = self.output_rows(x.shape[1] if self.cfg.arch == "decoder" else self.n_positions, outputs)
+        if rows is not None and self.cfg.arch == "decoder" and rows.stop < x.shape[1]:
+            x = x[:, :rows.stop]  # causal: the positions up to the last output are all it reads
         h = self.embed(x)
         if not return_attention:
-            for block in self.blocks:
+            for block in self.blocks[:-1]:
                 h = block(h)
+            h = self.blocks[-1](h, rows=rows)
             return self.readout(h)
+        if outputs is not None:
+            raise ValueError("return_attention gives every position's attention; ask for all outputs "
+                             "(outputs=None) with it.")
         maps = []
         for block in self.blocks:
             h, w = block(h, return_weights=True)

@@ -187,9 +187,24 @@ class RotaryEmbedding(Prior):
         kw = dict(base=self.base, interleaved=self.interleaved)
         return apply_rotary(q, positions, **kw), apply_rotary(k, positions, **kw)
 
-    def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
-        """The protocol's rotation: `forward(q, k)` at positions 0..n−1."""
-        return self(q, k)
+    def rotate(self, q: Tensor, k: Tensor, q_start: int = 0) -> tuple[Tensor, Tensor]:
+        """The protocol's rotation: `forward(q, k)` at positions 0..n−1; with `q_start` (or fewer
+        queries than keys) the keys are at 0..n−1 and the queries at q_start … q_start + i − 1 of them
+        (interpolated, when on, over the keys' n)."""
+        if q_start == 0 and q.shape[-2] == k.shape[-2]:
+            return self(q, k)
+        n, i = k.shape[-2], q.shape[-2]
+        if q_start < 0 or q_start + i > n:
+            raise ValueError(f"queries at positions {q_start} … {q_start + i - 1} are not among the keys' "
+                             f"0 … {n - 1}; pass q_start with q_start + queries <= keys.")
+        if self.interpolate and n > self.interpolate:
+            positions = torch.arange(n, dtype=torch.float64, device=k.device) * ((self.interpolate - 1) / (n - 1))
+        else:
+            positions = torch.arange(n, device=k.device)
+        kw = dict(base=self.base, interleaved=self.interleaved)
+        _check_rotary_input(q, "q", self.dim)
+        _check_rotary_input(k, "k", self.dim)
+        return apply_rotary(q, positions[q_start:q_start + i], **kw), apply_rotary(k, positions, **kw)
 
     def extra_repr(self) -> str:
         pi = f", interpolate={self.interpolate}" if self.interpolate else ""

@@ -11,6 +11,10 @@ attend; it never tests a prior's type. A prior overrides the hooks it changes:
                       `content(q, k)`; GOAT folds itself into one SDPA call as extra lanes
     check_attention(causal)   refuse attention the prior cannot serve
 
+`rotate` and `attend` take `q_start`: the queries may be a run of the keys' positions, q_start …
+q_start + i − 1 (a last layer that computes only the rows its readout reads, `companion.model`);
+a prior then gives those queries exactly what it gives them in the whole sequence.
+
 The registries name every prior a config can ask for: `PRIORS` (`PriorConfig.kind`, one per layer,
 acting on the scores) and `POSITIONS` (`ModelConfig.positions`). Each entry is "module:Class"; the
 class builds itself with `from_config(cfg, ctx)`. Adding a prior is one new file with one class and
@@ -89,8 +93,9 @@ class Prior(nn.Module):
         """The token stream (b, n, d) with the prior's absolute positions added (default: unchanged)."""
         return h
 
-    def rotate(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
-        """(q, k), each (b, h, n, d), rotated by position (default: unchanged)."""
+    def rotate(self, q: Tensor, k: Tensor, q_start: int = 0) -> tuple[Tensor, Tensor]:
+        """(q, k), each (b, h, n, d), rotated by position (default: unchanged); with `q_start` the
+        queries are the positions q_start … q_start + i − 1 of the keys' n."""
         return q, k
 
     def bias(self, i: int, j: int | None = None) -> Tensor | None:
@@ -106,14 +111,18 @@ class Prior(nn.Module):
         """Raise ValueError if the prior cannot serve attention of this causality (default: it can)."""
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, backend: str = "auto",
-               return_weights: bool = False, check: bool = False):
-        """Attention of q, k, v (b, h, n, d) under the prior: `attend(content(q, k), v, bias=bias(n, n))`."""
+               return_weights: bool = False, check: bool = False, q_start: int = 0):
+        """Attention of q, k, v (b, h, n, d) under the prior: `attend(content(q, k), v, bias=bias(n, n))`.
+        With `q_start` the i queries are positions q_start … q_start + i − 1 and get those rows of the
+        bias (and of the causal rule)."""
         qc, kc = self.content(q, k)
-        bias = self.bias(q.shape[-2], k.shape[-2])
+        bias = self.bias(q_start + q.shape[-2], k.shape[-2])
+        if bias is not None and q_start:
+            bias = bias[..., q_start:, :]
         if bias is not None and bias.dim() == 4:  # (M, h or 1, i, j): a stacked prior, one per member
             bias = members_over_batch(bias, q.shape[0], bias.shape[0], (q.shape[1], *bias.shape[2:]))
         return attend(qc, kc, v, bias=bias, causal=causal, backend=backend,
-                      return_weights=return_weights, check=check)
+                      return_weights=return_weights, check=check, q_start=q_start)
 
 
 NO_PRIOR = Prior()

@@ -141,6 +141,14 @@ def test_stacked_forward_gives_each_member_its_output_alone(case, overrides):
         assert out[16 * m:16 * (m + 1)] == pytest.approx(alone, rel=1e-6, abs=1e-7)
         if BITWISE:
             assert torch.equal(out[16 * m:16 * (m + 1)], alone)
+    if stacked.cfg.arch == "decoder":  # the last positions only (a task's `outputs`), member by member
+        rows = slice(-3, None)
+        out = stacked(torch.cat(xs), outputs=rows).detach()
+        for m, (model, x) in enumerate(zip(models, xs)):
+            alone = model(x, outputs=rows).detach()
+            assert out[16 * m:16 * (m + 1)] == pytest.approx(alone, rel=1e-6, abs=1e-7)
+            if BITWISE:
+                assert torch.equal(out[16 * m:16 * (m + 1)], alone)
     goat = [b.attn.prior for b in stacked.blocks if type(b.attn.prior).__name__ == "GoatPrior"]
     assert bool(goat) == ("goat" in case)
     for prior in goat:  # a stacked GOAT prior's bias is each member's own, on the member axis

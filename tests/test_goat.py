@@ -172,7 +172,7 @@ def test_bad_inputs_name_the_fix():
         prior.lanes(q[..., :12], k[..., :12])
     with pytest.raises(ValueError, match="3 heads"):
         prior.lanes(q[:, :2], k[:, :2])
-    with pytest.raises(ValueError, match="equally long"):
+    with pytest.raises(ValueError, match="must be among the keys' positions"):
         prior.lanes(q, k[:, :, :-1])
     with pytest.raises(ValueError, match="one per token"):
         prior.lanes(q, k, positions=torch.arange(N + 1))
