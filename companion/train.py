@@ -21,7 +21,7 @@ from tqdm import tqdm  # the console bar: chapters run quietly, so no notebook w
 from companion.config import TrainConfig
 from companion.tasks import Task, model_device
 
-__all__ = ["History", "train", "train_stacked", "param_groups", "total_steps", "lr_factor", "evaluate"]
+__all__ = ["History", "train", "train_stacked", "param_groups", "total_steps", "lr_factor", "lr_curve", "evaluate"]
 
 Callback = Callable[[int, nn.Module, dict], None]
 
@@ -95,6 +95,19 @@ def _schedule(opt: torch.optim.Optimizer, cfg: TrainConfig, total: int):
     return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(cfg, s, total))
 
 
+def lr_curve(cfg: TrainConfig, total: int) -> list[float]:
+    """The learning rate of each of `total` updates under `cfg` (what `History.lr` holds), rebuilt by
+    stepping the run's optimizer and schedule on one parameter: records do not store it."""
+    p = nn.Parameter(torch.zeros(1))
+    opt = (torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam)([p], lr=cfg.lr, betas=cfg.betas)
+    sched, out = _schedule(opt, cfg, total), []
+    for _ in range(total):
+        out.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return out
+
+
 def _optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
     return cls(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
@@ -126,7 +139,9 @@ def train(model: nn.Module, task: Task, cfg: TrainConfig, *, generator: torch.Ge
     """Train `model` on `task`; the only randomness is the batch order drawn from `generator`.
 
     Each update: loss = task.loss(model(x), y); backward; clip ‖∇‖₂ ≤ clip_norm (if > 0); optimizer
-    step; schedule step. At step 0, every `eval_every` steps and at the end: metrics =
+    step; schedule step. A task whose loss reads only some positions (`Task.outputs`, a slice) gets
+    the model's outputs at those positions and their targets, `task.loss(model(x, outputs=s), y[:, s])`:
+    the same loss, since every other target is ignored. At step 0, every `eval_every` steps and at the end: metrics =
     `task.evaluate(model)` (eval mode, no grad) and each callback(step, model, metrics).
 
     Args:
@@ -197,6 +212,7 @@ def _train(net: nn.Module, models: list[nn.Module], task: Task, cfg: TrainConfig
     net.train()
     checkpoint(0)
     batches = [_batches(task, cfg.batch_size, g) for g in generators]
+    outputs = getattr(task, "outputs", None)  # a decoder task's loss positions (`Task.outputs`)
     for step in tqdm(range(1, total + 1), disable=not progress, desc="train", leave=False):
         parts = [next(b) for b in batches]
         if members:
@@ -205,8 +221,10 @@ def _train(net: nn.Module, models: list[nn.Module], task: Task, cfg: TrainConfig
             x, y = torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
         else:
             x, y = parts[0]
+        if outputs is not None:
+            y = y[:, outputs]  # the targets of the positions the loss reads (the rest are ignored)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        out = net(x)
+        out = net(x) if outputs is None else net(x, outputs=outputs)
         if members:
             loss = torch.stack([task.loss(o, t) for o, t in zip(out.chunk(members), y.chunk(members))])
             objective = loss.sum()  # d objective / d loss_m = 1: each member gets its own gradient

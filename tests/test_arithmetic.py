@@ -104,7 +104,7 @@ class _Oracle(nn.Module):
         self.task, self.table = task, {tuple(s[:7].tolist()): s for s in seqs}
         self.wrong = {tuple(s[:7].tolist()) for s in seqs[wrong]}
 
-    def forward(self, x):
+    def forward(self, x, outputs=None):
         out = torch.full((*x.shape, len(VOCAB)), -1.0)
         for r, row in enumerate(x):
             key = tuple(row[:7].tolist())
@@ -112,7 +112,7 @@ class _Oracle(nn.Module):
             if key in self.wrong:
                 full[8] = (full[8] + 1) % 10
             out[r, torch.arange(x.shape[1]), full[1:x.shape[1] + 1]] = 1.0
-        return out
+        return out if outputs is None else out[:, outputs]
 
 
 def test_greedy_scoring_counts_exact_matches():
@@ -132,14 +132,52 @@ class _Successor(nn.Module):
         super().__init__()
         self.w = nn.Parameter(torch.zeros(()))
 
-    def forward(self, x):
-        return torch.nn.functional.one_hot((x + 1) % 10, len(VOCAB)).float()
+    def forward(self, x, outputs=None):
+        out = torch.nn.functional.one_hot((x + 1) % 10, len(VOCAB)).float()
+        return out if outputs is None else out[:, outputs]
 
 
 def test_greedy_decoding_reads_its_own_previous_digits():
     task = ArithmeticTask(fraction=0.0001, n_test=3)
     answers = task.generate(_Successor(), task.sequences["test"])
     assert answers.tolist() == [[(EQUALS + 1) % 10 + k for k in range(4)]] * 3
+
+
+class _Causal(nn.Module):
+    """A causal model that is right on some answer digits and not others: its prediction after
+    position p reads the tokens 0 … p only: the correct next token unless a hash of that prefix is
+    a multiple of 5 and the next token an answer digit, then (truth + 1) mod 10. Greedy
+    decoding feeds its own digits back, so where it errs the prefixes part from the teacher's."""
+
+    def __init__(self, task: ArithmeticTask, seqs: torch.Tensor):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(()))
+        self.start, self.table = task.answer_start, {tuple(s[:7].tolist()): s for s in seqs}
+
+    def forward(self, x, outputs=None):
+        out = torch.zeros((*x.shape, len(VOCAB)))
+        for r, row in enumerate(x):
+            truth = self.table[tuple(row[:7].tolist())]
+            for p in range(x.shape[1]):
+                nxt = int(truth[p + 1])
+                if p + 1 >= self.start and hash(tuple(row[: p + 1].tolist())) % 5 == 0 and nxt < 10:
+                    nxt = (nxt + 1) % 10
+                out[r, p, nxt] = 1.0
+        return out if outputs is None else out[:, outputs]
+
+
+@pytest.mark.parametrize("op", ["add", "mul"])
+def test_teacher_forced_exact_match_is_greedy_exact_match(op):
+    """seq_acc is scored by teacher forcing; it must be what greedy decoding gets, sequence by sequence."""
+    task = ArithmeticTask(op=op, fraction=0.0001, n_test=60)
+    seqs = task.sequences["test"]
+    model = _Causal(task, seqs)
+    greedy = (task.generate(model, seqs) == seqs[:, task.answer_start:task.answer_start + task.answer_width]).all(1)
+    logits, y = task.teacher_forced(model, seqs)
+    forced = (logits[:, :task.answer_width].argmax(-1) == y[:, :task.answer_width]).all(1)
+    assert 0.1 < greedy.float().mean() < 0.9  # a mix, so the comparison can fail
+    assert torch.equal(forced, greedy)
+    assert task._split_metrics(model, seqs)["seq_acc"] == pytest.approx(float(greedy.float().mean()))
 
 
 def test_bad_parameters_name_the_fix():

@@ -61,6 +61,10 @@ class Task(Protocol):
     - `mask_pattern(variant, *, cls)`: bool (n, n) open pattern over the model's token positions, True =
       open; with `cls` the CLS token is position 0 and n = seq_len + 1. Unknown variants raise ValueError.
     - `probe_inputs()`: a fixed small batch of inputs (drift of attention maps is measured on it).
+    - optional `outputs`: for a language-model task whose loss reads some positions only (every
+      other target is `IGNORE`), the slice of those positions, e.g. `slice(-5, None)`; the loop then
+      asks the model for those positions only (`Transformer.forward(x, outputs=...)`, whose last
+      block computes nothing else) and passes `loss` the matching targets. Absent or None: all.
     """
 
     spec: TaskSpec

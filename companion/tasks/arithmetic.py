@@ -16,8 +16,13 @@ The answer c has n+1 digits for addition and 2n for multiplication, zero-padded.
 writes every number least-significant digit first (McLeish et al. 2024), so each answer digit comes
 after the digits it depends on; `reverse=False` writes them most-significant first. The model reads
 the sequence without its last token and is trained with next-token cross-entropy on the answer
-digits and EOS only (targets elsewhere are `IGNORE`). The metric is exact match of all answer digits
-under greedy decoding ("seq_acc"), with the per-digit accuracy under teacher forcing beside it.
+digits and EOS only (targets elsewhere are `IGNORE`), so the model computes its last layer at those
+positions only (`outputs`). The metric is exact match of all answer digits under greedy decoding
+("seq_acc"), with the per-digit accuracy under teacher forcing beside it. Greedy decoding needs no
+decoding loop to be scored: a causal model's prediction at a position depends only on the tokens
+before it, so a greedy decoder that is right at every digit so far sees exactly the teacher's
+inputs, and its answer is right exactly when every teacher-forced answer digit is (`generate` still
+decodes, for display and for the test of this equivalence).
 """
 
 from __future__ import annotations
@@ -105,6 +110,8 @@ class ArithmeticTask:
         self.seq_len = self.answer_start + self.answer_width  # tokens the model reads (EOS dropped)
         self.n_train, self.eval_points = n_train, eval_points
         self.spec = TaskSpec(inputs="tokens", output="lm", vocab_size=len(VOCAB), seq_len=self.seq_len)
+        # the positions the loss reads: the one before each answer digit, and the last (→ EOS)
+        self.outputs = slice(self.answer_start - 1, None)
 
     # --- data -------------------------------------------------------------------------------
     def inputs_targets(self, seqs: Tensor) -> tuple[Tensor, Tensor]:
@@ -131,24 +138,31 @@ class ArithmeticTask:
             x = seqs[i:i + batch, : self.seq_len].clone().to(dev)
             x[:, lo:] = 0
             for p in range(lo, hi):
-                x[:, p] = model(x[:, :p])[:, p - 1].argmax(-1)
+                x[:, p] = model(x[:, :p], outputs=slice(p - 1, p))[:, 0].argmax(-1)
             out.append(x[:, lo:hi].cpu())
         return torch.cat(out)
 
     @torch.no_grad()
-    def _split_metrics(self, model: nn.Module, seqs: Tensor) -> dict[str, float]:
+    def teacher_forced(self, model: nn.Module, seqs: Tensor, batch: int = 1024) -> tuple[Tensor, Tensor]:
+        """Logits at the loss positions (`outputs`: N, answer_width + 1, vocab) and their targets."""
         dev = model_device(model)
         x, y = self.inputs_targets(seqs)
-        logits = torch.cat([model(x[i:i + 1024].to(dev)).float().cpu() for i in range(0, len(x), 1024)])
-        lo, hi = self.answer_start - 1, self.answer_start - 1 + self.answer_width
-        digit_ok = (logits[:, lo:hi].argmax(-1) == y[:, lo:hi]).float()  # (N, width), in written order
-        answers = self.generate(model, seqs)
-        truth = seqs[:, self.answer_start: self.answer_start + self.answer_width]
-        by_significance = digit_ok.mean(0) if self.reverse else digit_ok.mean(0).flip(0)
+        logits = torch.cat([model(x[i:i + batch].to(dev), outputs=self.outputs).float().cpu()
+                            for i in range(0, len(x), batch)])
+        return logits, y[:, self.outputs]
+
+    @torch.no_grad()
+    def _split_metrics(self, model: nn.Module, seqs: Tensor) -> dict[str, float]:
+        logits, y = self.teacher_forced(model, seqs)
+        w = self.answer_width
+        digit_ok = logits[:, :w].argmax(-1) == y[:, :w]  # (N, width), in written order
+        # greedy decoding is right exactly where every teacher-forced digit is (module docstring)
+        exact = digit_ok.all(dim=1)
+        by_significance = digit_ok.float().mean(0) if self.reverse else digit_ok.float().mean(0).flip(0)
         return {
             "loss": float(self.loss(logits, y)),
-            "digit_acc": float(digit_ok.mean()),
-            "seq_acc": float((answers == truth).all(dim=1).float().mean()),
+            "digit_acc": float(digit_ok.float().mean()),
+            "seq_acc": float(exact.float().mean()),
             **{f"digit{s}_acc": float(v) for s, v in enumerate(by_significance)},
         }
 
