@@ -113,3 +113,28 @@ def test_mask_patterns_per_task():
         pattern_for("stripes", [], 4, cls=True)
     with pytest.raises(ValueError, match="distinct"):
         pattern_for("pair:1-1", [], 4, cls=True)
+
+
+def test_readouts_reuse_the_final_predictions_only_while_the_model_is_unchanged():
+    from companion.config import ModelConfig
+    from companion.model import build_model
+    from companion.train import evaluate as evaluate_model
+    from companion.tasks.boolean import mdi_readout
+
+    task = BooleanTask("2parity", n_bits=6)
+    model = build_model(ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=16), task,
+                        generator=torch.Generator().manual_seed(0)).eval()
+    calls = []
+    predict = task.predict
+    task.predict = lambda m, x, **kw: calls.append(len(x)) or predict(m, x, **kw)
+    evaluate_model(model, task, final=True)
+    assert calls == [len(task.splits["seen"][0]), len(task.splits["unseen"][0])]
+    reused = mdi_readout(model, task, "")
+    assert len(calls) == 2  # read back, not predicted again
+    with torch.no_grad():
+        model.head.bias.add_(1.0)  # an optimiser step, a copy_ or load_state_dict write in place alike
+    moved = mdi_readout(model, task, "")
+    assert len(calls) == 3 and moved["mean_pred"] == pytest.approx(reused["mean_pred"] + 1.0, abs=1e-5)
+    task.predict = predict
+    fresh = mdi_readout(model, BooleanTask("2parity", n_bits=6), "")  # a task that never evaluated it
+    assert fresh == pytest.approx(moved)
