@@ -139,15 +139,16 @@ def parse_ints(arg: str, what: str) -> list[int]:
 
 @register_readout("log_mask")
 def log_mask(model: torch.nn.Module, task, arg: str) -> dict[str, Any]:
-    """The trained learnable masks as log σ(M), averaged over heads, in float64: {parameter name: (n, n)
-    nested list}; empty for a model without one (no argument). Head-averaged because the masks start
-    equal across heads and every chapter measure of their drift is a mean over heads (and a record
-    stays kilobytes at the `paper` profile's twelve layers)."""
+    """The trained learnable masks as log σ(M), averaged over heads, computed in float64 and kept to 7
+    significant digits (a float32 mask's own precision): {parameter name: (n, n) nested list}; empty
+    for a model without one (no argument). Head-averaged because the masks start equal across heads
+    and every chapter measure of their drift is a mean over heads (and a record stays kilobytes at
+    the `paper` profile's twelve layers)."""
     import torch.nn.functional as F
 
     if arg:
         raise ValueError(f"readout 'log_mask' takes no argument, got {arg!r}.")
-    return {name: F.logsigmoid(p.detach().double()).mean(0)
+    return {name: rounded(F.logsigmoid(p.detach().double()).mean(0), 7)
             for name, p in model.state_dict().items() if name.endswith("prior.logits")}
 
 

@@ -27,14 +27,20 @@ from companion.paths import repo_root
 __all__ = ["SCHEMA_VERSION", "READABLE_SCHEMAS", "RECORD_KEYS", "THREADS", "Record", "run", "run_group",
            "check_group", "stream", "git_commit", "execution_note"]
 
-SCHEMA_VERSION = 4  # 2: records say how many threads trained them; 3: and how they were executed; 4: readouts
+SCHEMA_VERSION = 5  # 2: records say how many threads trained them; 3: and how they were executed; 4: readouts;
+# 5: compact curves (no learning-rate curve, losses and drift at float32's precision)
 RECORD_KEYS = ("schema_version", "run_id", "code_version", "config", "seed", "device", "threads",
                "torch_version", "git_commit", "wall_time", "metrics", "curves", "drift", "finished_at",
                "execution", "readouts")
 # Older schemas that still load, with the keys they lack: every schema-2 record was trained alone, and
 # no record before schema 4 measured a readout.
 READABLE_SCHEMAS = {2: {"execution": {"mode": "solo", "members": 1}, "readouts": {}}, 3: {"readouts": {}},
-                    SCHEMA_VERSION: {}}
+                    4: {}, SCHEMA_VERSION: {}}
+# Significant digits a record keeps of the per-update training loss (a float32 carries about 7) and of
+# the drift measures (read as ratios and differences far above 1e-6). Records stay kilobytes at the
+# `paper` profile's thousands of updates and twelve layers; the learning rate of every update is not
+# stored at all, since `companion.train.lr_curve(cfg.train, total)` rebuilds it from the config.
+LOSS_DIGITS, DRIFT_DIGITS = 7, 6
 
 # Torch intra-op threads of every run, on every executor. A float32 sum split over another number of
 # threads rounds differently, and a few dozen steps later two runs of one config part (smoke, seed 0:
@@ -72,8 +78,9 @@ class Record:
 
     Attributes:
         metrics: {split: {metric: value}} at the last evaluation.
-        curves: `History.to_dict()`: steps, eval curves, per-step train loss and lr, wall time.
-        drift: `DriftTracker.result()`.
+        curves: `History.to_dict()` without the learning rate (`compact_curves`): steps, eval curves,
+            the train loss of every update (to `LOSS_DIGITS` significant digits), wall time.
+        drift: `DriftTracker.result()`, its measures to `DRIFT_DIGITS` significant digits.
         execution: how and where the run was executed, {"mode": "solo" | "batched", "members": M,
             "machine": …}: alone, or as one of M seed-stacked members (`run_group`), and the
             accelerator or processor it ran on; never part of the run's identity.
@@ -182,10 +189,30 @@ def _readouts(cfg: RunConfig, model, task) -> dict[str, Any]:
     return measure_readouts(cfg.readouts, model, task, cfg.task.name)
 
 
+def compact_curves(hist) -> dict[str, Any]:
+    """A `History` as a record stores it: no learning-rate curve (the config rebuilds it,
+    `companion.train.lr_curve`), the per-update losses to `LOSS_DIGITS` significant digits."""
+    from companion.readouts import rounded
+
+    curves = hist.to_dict()
+    curves.pop("lr", None)
+    curves["train_loss"] = rounded(curves["train_loss"], LOSS_DIGITS)
+    return curves
+
+
+def compact_drift(drift: dict[str, Any]) -> dict[str, Any]:
+    """`DriftTracker.result()` with its per-step measures to `DRIFT_DIGITS` significant digits (the
+    maps are already rounded by the tracker)."""
+    from companion.readouts import rounded
+
+    return {k: ({layer: rounded(v, DRIFT_DIGITS) for layer, v in values.items()}
+                if k in ("mask", "qk", "attention") else values) for k, values in drift.items()}
+
+
 def _record(cfg: RunConfig, hist, tracker, wall_time: float, members: int, readouts: dict[str, Any]) -> Record:
     return Record(
-        run_id=run_id(cfg), config=cfg, metrics=hist.final(), curves=hist.to_dict(),
-        drift=tracker.result(), wall_time=wall_time,
+        run_id=run_id(cfg), config=cfg, metrics=hist.final(), curves=compact_curves(hist),
+        drift=compact_drift(tracker.result()), wall_time=wall_time,
         code_version=code_version(cfg.task.name),
         device=cfg.device, threads=torch.get_num_threads(), git_commit=git_commit(),
         finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

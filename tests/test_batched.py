@@ -81,7 +81,7 @@ def test_members_trained_together_equal_the_runs_alone(case):
                                                                       ra.metrics, ra.drift, ra.readouts)
         assert rb.run_id == ra.run_id == run_id(rb.config)  # the id never says how a run was executed
         assert (ra.execution, rb.execution) == ({"mode": "solo", "members": 1, "machine": MACHINE}, {"mode": "batched", "members": 3, "machine": MACHINE})
-        assert rb.curves["steps"] == ra.curves["steps"] and rb.curves["lr"] == ra.curves["lr"]
+        assert rb.curves["steps"] == ra.curves["steps"] and "lr" not in rb.curves  # the config rebuilds it
         _close(rb.curves["train_loss"], ra.curves["train_loss"])
         for split, metrics in ra.curves["eval"].items():
             for name, values in metrics.items():

@@ -244,3 +244,23 @@ def test_an_unknown_readout_fails_before_training():
     cfg = dataclasses.replace(get_experiment("smoke").config("ci", "mask", 0), readouts=("nonsense",))
     with pytest.raises(ValueError, match="unknown readout 'nonsense'"):
         run(cfg)
+
+
+def test_a_record_keeps_no_learning_rate_curve_and_losses_at_float32_precision():
+    import json
+    import math
+
+    from companion.runs import LOSS_DIGITS, compact_curves, compact_drift
+    from companion.train import History
+
+    g = torch.Generator().manual_seed(0)
+    loss = (torch.rand(10_000, generator=g, dtype=torch.float64) * 3).tolist()  # a paper-length run
+    hist = History(steps=[0, 10_000], eval={"test": {"mse": [1.0, 0.5]}}, train_loss=loss,
+                   lr=[1e-3] * 10_000, wall_time=1.0)
+    curves = compact_curves(hist)
+    assert "lr" not in curves and curves["steps"] == hist.steps and curves["eval"] == hist.eval
+    worst = max(abs(a - b) / abs(b) for a, b in zip(curves["train_loss"], loss) if b)
+    assert worst <= 0.5 * 10 ** (1 - LOSS_DIGITS) and worst > 0  # rounded, to float32's precision
+    assert len(json.dumps(curves, separators=(",", ":"))) < 10_000 * 11  # against ~20 characters a loss before
+    drift = compact_drift({"steps": [0], "mask": {}, "qk": {"0": [[math.pi, 1 / 3]]}, "attention": {}, "maps": {}})
+    assert drift["qk"]["0"] == [[3.14159, 0.333333]]

@@ -10,7 +10,7 @@ from companion.config import TrainConfig
 from companion.experiments import get_experiment
 from companion.model import build_model
 from companion.tasks import make_task
-from companion.train import History, lr_factor, param_groups, total_steps, train
+from companion.train import History, lr_curve, lr_factor, param_groups, total_steps, train
 
 
 CFG = get_experiment("smoke").configs("ci")["mask"]
@@ -67,6 +67,17 @@ def test_schedules():
     assert h.lr[peak] == pytest.approx(1e-2) and peak == 4 and h.lr[0] == pytest.approx(1e-2 / 25)
     _, h = fit(TrainConfig(lr=1e-2, steps=20, batch_size=16, schedule="cosine"))
     assert h.lr[0] == 1e-2 and h.lr[-1] < 1e-4 + 1e-2 * (1 - math.cos(math.pi / 20))
+
+
+@pytest.mark.parametrize("cfg", [
+    TrainConfig(lr=1e-2, steps=20, batch_size=16, schedule="onecycle", warmup=0.25, optimizer="adamw"),
+    TrainConfig(lr=3e-3, steps=20, batch_size=16, schedule="cosine", warmup=0.1),
+    TrainConfig(lr=1e-3, steps=20, batch_size=16),
+])
+def test_lr_curve_rebuilds_the_learning_rate_of_every_update(cfg):
+    """Records keep no learning-rate curve; `lr_curve` must give exactly what the run used."""
+    _, h = fit(cfg)
+    assert lr_curve(cfg, 20) == h.lr and len(set(h.lr)) > (1 if cfg.schedule != "constant" else 0)
 
 
 def test_weight_decay_skips_priors_biases_norms_by_name():
