@@ -247,13 +247,13 @@ class Transformer(nn.Module):
 
         The last block computes only the positions the output reads (`output_rows`): the CLS token
         of an encoder or ViT that pools it, or a decoder's `outputs` (a slice of positions, step 1:
-        logits (b, len, vocab) for those positions only, equal to those rows of the whole output; a
-        causal decoder does not read the tokens after the last of them). Every other position is
-        still computed in the earlier blocks, where later layers read it as a key.
+        logits (b, len, vocab) for those positions only, equal to those rows of the whole output).
+        Every other position is still computed in the earlier blocks, where later layers read it as
+        a key. The input is never shortened to the last output, although a causal decoder reads no
+        token after it: a prior may depend on the input's length (RoPE's position interpolation
+        scales every angle by it), so a shorter input would be another computation.
         """
         rows = self.output_rows(x.shape[1] if self.cfg.arch == "decoder" else self.n_positions, outputs)
-        if rows is not None and self.cfg.arch == "decoder" and rows.stop < x.shape[1]:
-            x = x[:, :rows.stop]  # causal: the positions up to the last output are all it reads
         h = self.embed(x)
         if not return_attention:
             for block in self.blocks[:-1]:

@@ -100,8 +100,11 @@ def test_rope_with_position_interpolation_gives_the_last_rows_their_interpolated
     model = _model(DECODERS["rope"], LM, 12)
     x = torch.randint(0, 11, (2, 20), generator=torch.Generator().manual_seed(3))
     with interpolated(model, 12):
-        whole, part = _every_row(model, x), model(x, outputs=slice(-4, None))
+        whole = _every_row(model, x)
+        part, middle = model(x, outputs=slice(-4, None)), model(x, outputs=slice(5, 10))
     assert (part - whole[:, -4:]).abs().max() < TOL
+    # rows that end before the input does: the angles are still those of all 20 positions
+    assert (middle - whole[:, 5:10]).abs().max() < TOL
     assert (model(x, outputs=slice(-4, None)) - part).abs().max() > 1e-3  # interpolation changed them
 
 
