@@ -23,6 +23,12 @@ Notable choices (research notes `goat-and-kernels.md` A3–A5; [ref] = the autho
 - the sink MLP is held as plain parameters (no nn.Linear), so model-wide Linear initialisers do
   not overwrite its zero output layer.
 - q/k channels d_c.. of the projection are discarded (they get no gradient), as in [ref].
+- a causal prior in bfloat16 or float16 builds its lanes and calls SDPA in float32 (`LANES_DTYPE`):
+  the sink lane carries u(j) ∋ s·j, which grows with the position, and a 16-bit float rounds it by
+  up to 2⁻⁹·|u(j)| (bf16), an error of the order of a logit at s·j ≈ 500. Against the float64 reference
+  (`benchmarks/attention.py --dtype bfloat16 --variants goat-lanes,goat-sdpa --gate-len 4096`, read by
+  Chapter 10), bf16 lanes fail the gate from L = 256 on with the ALiBi-seeded slopes, and this path
+  passes it up to 4096. A non-causal prior has no recency term and keeps the inputs' dtype.
 """
 
 from __future__ import annotations
@@ -39,9 +45,12 @@ from companion.positions import alibi_slopes
 from companion.priors import Prior, PriorContext
 from companion.readouts import option_int, parse_ints, register_readout, rounded, sample_positions, split_arg
 
-__all__ = ["GoatPrior", "goat_priors", "sink_profiles", "prior_readout", "sink_profile", "head_prior"]
+__all__ = ["LANES_DTYPE", "LOW_PRECISION", "GoatPrior", "goat_priors", "sink_profiles", "prior_readout", "sink_profile", "head_prior"]
 
 INITS = ("uniform", "seeded")
+# Causal GOAT in these dtypes computes its lanes and attention in LANES_DTYPE (module docstring).
+LOW_PRECISION = (torch.bfloat16, torch.float16)
+LANES_DTYPE = torch.float32
 
 
 def _geometric(count: int, base: float, device=None) -> Tensor:
@@ -295,19 +304,30 @@ class GoatPrior(Prior):
         be finite and of one dtype, and so must the prior's lanes (a diverged prior is named); without
         it a NaN query row comes out as NaN or 0 (the attention module's "Bad input"). With `q_start` > 0
         (queries that are the last rows of the keys' positions) a causal prior passes its rule as a
-        boolean mask, since SDPA's `is_causal` aligns queries and keys at the top left.
+        boolean mask, since SDPA's `is_causal` aligns queries and keys at the top left. A causal prior
+        given bfloat16 or float16 inputs works in `LANES_DTYPE` and returns the inputs' dtype (a 16-bit
+        sink lane cannot hold s·j; module docstring); `lanes` itself keeps the dtype it is given.
         """
         if check:
             self._check(q, k, positions, q_start)
             check_qkv(*self.content(q, k), v)
+        dtype = q.dtype
+        if self.causal and dtype in LOW_PRECISION:
+            wide = LANES_DTYPE  # inputs and parameters (the sink's MLP and slope) in float32
+            return self._sdpa(q.to(wide), k.to(wide), v.to(wide), positions, check, q_start, wide).to(dtype)
+        return self._sdpa(q, k, v, positions, check, q_start)
+
+    def _sdpa(self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor | None, check: bool, q_start: int,
+              wide: torch.dtype | None = None) -> Tensor:
+        convert = (lambda p: p) if wide is None else (lambda p: {n: t.to(wide) for n, t in p.items()})  # noqa: E731
         if self.members:
             # seed-stacked (member-major batch): each member's lanes from its own parameters on its own
             # samples, exactly as alone, then one SDPA call over every member's samples
-            parts = [self.lanes(qm, km, positions, p=p, q_start=q_start) for qm, km, p in
+            parts = [self.lanes(qm, km, positions, p=convert(p), q_start=q_start) for qm, km, p in
                      zip(q.chunk(self.members), k.chunk(self.members), self._member_params())]
             q2, k2 = torch.cat([a for a, _ in parts]), torch.cat([b for _, b in parts])
         else:
-            q2, k2 = self.lanes(q, k, positions, q_start=q_start)
+            q2, k2 = self.lanes(q, k, positions, p=convert(self._params()), q_start=q_start)
         if check:
             self._check_lanes(q2, k2)
         if self.causal and q_start:

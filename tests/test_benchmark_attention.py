@@ -4,6 +4,7 @@ gate catches a wrong bias and a prior that receives no gradient; the CLI parses,
 end to end."""
 
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from companion import cost as bench
 
 CLI = Path(__file__).resolve().parent.parent / "benchmarks" / "attention.py"
 L, SHAPE = 32, dict(B=2, H=4, D=32)
-PRIOR_PARAMS = {"goat-lanes", "eager-goat", "mask-sdpa", "eager-bias", "mask-sdpa-math", "mask-attend"}
+PRIOR_PARAMS = {"goat-lanes", "goat-sdpa", "eager-goat", "mask-sdpa", "eager-bias", "mask-sdpa-math", "mask-attend"}
 
 
 def _gate(variant, mode, **kw):
@@ -133,7 +134,8 @@ def test_cli_help(tmp_path):
     p = subprocess.run([sys.executable, str(CLI), "--help"], capture_output=True, text=True, cwd=tmp_path,
                        timeout=120)
     assert p.returncode == 0, p.stderr
-    assert "--quick" in p.stdout and "--variants" in p.stdout and "mask-attend" in p.stdout
+    text = re.sub(r"-\s+", "-", " ".join(p.stdout.split()))  # argparse may wrap a name at its hyphen
+    assert "--quick" in text and "--variants" in text and "mask-attend" in text and "goat-sdpa" in text
 
 
 def test_cli_rejects_an_unknown_variant(tmp_path):
@@ -163,3 +165,12 @@ def test_memory_probe_runs_in_a_fresh_process_from_any_directory(tmp_path, monke
                                compile_flex=False, threads=1, mem_limit_bytes=None, timeout=120)
     assert m["status"] == "ok", m
     assert m["isolation"] == "subprocess" and m["peak_bytes"] >= 0 and len(m["steady_peaks_bytes"]) == 2
+
+
+def test_goat_in_bfloat16_fails_the_gate_with_16_bit_lanes_and_passes_on_the_package_path():
+    """What Chapter 10's bfloat16 table reads: the same prior and inputs, the lanes built in bfloat16
+    (goat-lanes) against `GoatPrior.sdpa`, which keeps a causal prior's lanes in float32."""
+    naive, package = (bench.gate(v, 256, mode="fwd+bwd", dtype=torch.bfloat16, compile_flex=False, **SHAPE)
+                      for v in ("goat-lanes", "goat-sdpa"))
+    assert not naive["passed"] and naive["worst"] > naive["tol"]
+    assert package["passed"] and package["worst"] < package["tol"] / 4, package["reason"]

@@ -223,3 +223,55 @@ def test_goat_lanes_refuse_a_bad_scale():
     for scale in (0.0, -1.0, math.nan, math.inf):
         with pytest.raises(ValueError, match="must be finite and > 0"):
             prior.lanes(q, k, scale=scale)
+
+
+def _low_precision_case(n: int, causal: bool, dtype):
+    """A prior with ALiBi-seeded recency slopes (u(j) ∋ s·j), inputs of `dtype`, and the float64
+    reference on the same rounded inputs and parameters: (prior, q, k, v, reference output)."""
+    g = torch.Generator().manual_seed(3)
+    prior = GoatPrior(8, 32, train_len=n, rank=4, causal=causal, init="seeded", generator=g)
+    with torch.no_grad():  # every parameter off its init but the slopes (kept at ALiBi's), as benchmarks do
+        for name, t in prior.named_parameters():
+            if name != "recency":
+                t.add_(0.3 * torch.randn(t.shape, generator=g))
+    prior = prior.to(dtype)
+    q, k, v = (torch.randn(1, 8, n, 32, generator=g).to(dtype) for _ in range(3))
+    p64 = GoatPrior(8, 32, train_len=n, rank=4, causal=causal).double()
+    p64.load_state_dict({name: t.double() for name, t in prior.state_dict().items()})
+    dc = prior.content_dim
+    ref = attend(q[..., :dc].double(), k[..., :dc].double(), v.double(), bias=p64(n, n), causal=causal,
+                 backend="eager")
+    return prior, q, k, v, ref
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_causal_goat_in_16_bit_works_in_float32_where_16_bit_lanes_fail(dtype):
+    """The sink lane holds u(j) ∋ s·j: in bfloat16 it is rounded by ~2⁻⁹·|u(j)|, which at n = 1024 moves
+    the output by more than the 16-bit gate's tolerance (6e-2 of the output's scale). `sdpa` then
+    works in float32 and lands within it, returning the inputs' dtype; gradients reach the prior."""
+    n, tol = 1024, 6e-2
+    prior, q, k, v, ref = _low_precision_case(n, True, dtype)
+    q2, k2 = prior.lanes(q, k)  # the lanes in the inputs' own 16-bit dtype: what the fix avoids
+    naive = F.scaled_dot_product_attention(q2, k2, v, is_causal=True)
+    scale = max(1.0, float(ref.abs().max()))
+    if dtype == torch.bfloat16:  # 8 mantissa bits: the output alone fails the gate (float16's 11 bits
+        assert float((naive.double() - ref).abs().max()) > tol * scale  # fail it later, in the gradients)
+    q.requires_grad_(True)
+    out = prior.sdpa(q, k, v)
+    assert out.dtype == dtype
+    assert float((out.double() - ref).abs().max()) <= tol * scale
+    out.float().square().sum().backward()
+    assert q.grad is not None and q.grad.dtype == dtype
+    assert all(p.grad is not None and p.grad.dtype == dtype and bool(torch.isfinite(p.grad).all())
+               for p in prior.parameters())
+
+
+def test_non_causal_goat_in_bfloat16_keeps_its_dtype():
+    """Without the recency term u(j) stays bounded, so a non-causal prior runs in the inputs' dtype:
+    `sdpa` is exactly its 16-bit lanes through SDPA, and within the gate's tolerance."""
+    prior, q, k, v, ref = _low_precision_case(256, False, torch.bfloat16)
+    out = prior.sdpa(q, k, v)
+    q2, k2 = prior.lanes(q, k)
+    assert q2.dtype == torch.bfloat16
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q2, k2, v), rtol=0, atol=0)
+    assert float((out.double() - ref).abs().max()) <= 6e-2 * max(1.0, float(ref.abs().max()))

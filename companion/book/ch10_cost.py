@@ -23,7 +23,7 @@ from companion.book.labels import VARIANTS, label
 from companion.cost.roofline import attention_bytes, attention_flops, bound_s
 from companion.paths import repo_root
 
-__all__ = ["RESULTS", "CPU_RESULT", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "load",
+__all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "bf16_goat_table", "bf16_goat_numbers", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "load",
            "committed", "gpu_results", "frame", "wide", "settings_table", "variant_curves", "length_axes",
            "ratio_table", "flex_backward_note", "quadratic_reference", "growth_exponent", "growth_table",
            "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_mask_ratios", "gpu_mask_ratio", "GPU_GOALS", "gpu_frame",
@@ -32,6 +32,7 @@ __all__ = ["RESULTS", "CPU_RESULT", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GO
 
 RESULTS = Path("benchmarks") / "results"
 CPU_RESULT = "attention-cpu-vm-2core"  # the committed CPU sweep the chapter reads
+BF16_RESULT = "attention-cpu-vm-2core-bf16"  # GOAT's lanes in bfloat16 on the same CPU (gate and time)
 MODES = ("fwd", "fwd+bwd")
 GOAL_L = 4096  # the length at which the goals are judged, forward + backward
 LIVE_VARIANTS = "sdpa,goat-lanes,mask-sdpa,mask-attend,eager-bias"
@@ -402,6 +403,65 @@ def gpu_prose_numbers(gpu: dict[str, dict], steps: pd.DataFrame | None = None) -
     if steps is not None:
         out["ch10_gpu_step_goat"] = f"{steps.loc['goat', 'memory vs RoPE']:.2f}"
         out["ch10_gpu_step_alibi"] = f"{steps.loc['alibi', 'memory vs RoPE']:.2f}"
+    return out
+
+
+def _gate_cell(row) -> str:
+    gate = row.get("gate") or {}
+    if not gate:
+        return "—"
+    verdict = "passes" if gate.get("passed") else "fails"
+    return f"{verdict}: {float(gate['worst']):.3f} (tolerance {float(gate['tol']):g})"
+
+
+def bf16_goat_table(result: dict) -> pd.DataFrame:
+    """GOAT in bfloat16, forward + backward, by length: the float64 gate of the lanes built in
+    bfloat16 (`goat-lanes`) and of the package's path (`goat-sdpa`, lanes and call in float32), each
+    as its worst error relative to the reference's scale beside the tolerance, and the package path's time over bfloat16 SDPA (same run)."""
+    rows = {}
+    for r in result["results"]:
+        if r["mode"] != "fwd+bwd" or r["variant"] not in ("goat-lanes", "goat-sdpa"):
+            continue
+        row = rows.setdefault(r["L"], {})
+        row[f"{VARIANTS[r['variant']]}: float64 gate"] = _gate_cell(r)
+        if r["variant"] == "goat-sdpa":
+            ratio = (r.get("ratio_vs_sdpa") or {}).get("paired_median")
+            row["companion path: time vs bfloat16 SDPA"] = f"{ratio:.2f} ×" if ratio is not None else r["status"]
+    out = pd.DataFrame.from_dict(rows, orient="index").sort_index()
+    out.index.name = "L"
+    return out
+
+
+def bf16_goat_numbers(result: dict, gpu: dict[str, dict], L: int = GOAL_L) -> dict[str, str]:
+    """Glued numbers of the bfloat16 GOAT section: the shortest length at which bfloat16 lanes fail the
+    gate, the longest the package path passes it at, the worst errors of both, its time over
+    bfloat16 SDPA on this CPU at L, and, from the committed GPU runs, float32 GOAT lanes over bfloat16
+    SDPA at L (two runs: a ratio across runs, not within one; "—" without them)."""
+    rows = [r for r in result["results"] if r["mode"] == "fwd+bwd" and r.get("gate")]
+    fails = sorted(r["L"] for r in rows if r["variant"] == "goat-lanes" and not r["gate"]["passed"])
+    package = [r for r in rows if r["variant"] == "goat-sdpa"]
+    passing = sorted(r["L"] for r in package if r["gate"]["passed"])
+    at = next((r for r in package if r["L"] == L), None)
+    ratio = (at or {}).get("ratio_vs_sdpa", {}).get("paired_median") if at else None
+    out = {"ch10_bf16_fails_from": f"{fails[0]:,}" if fails else "—",
+           "ch10_bf16_passes_to": f"{passing[-1]:,}" if passing else "—",
+           "ch10_bf16_pkg_all_pass": "every" if package and len(passing) == len(package) else "not every",
+           "ch10_bf16_pkg_worst": f"{max(float(r['gate']['worst']) for r in package):.3f}" if package else "—",
+           "ch10_bf16_lanes_worst": f"{max(float(r['gate']['worst']) for r in rows if r['variant'] == 'goat-lanes'):.2f}"
+           if fails else "—",
+           "ch10_bf16_pkg_time": f"{ratio:.2f}" if ratio is not None else "—"}
+
+    def median_s(variant: str, dtype: str) -> float | None:
+        for r in gpu.values():
+            if r["settings"]["dtype"] != dtype:
+                continue
+            for row in r["results"]:
+                if (row["variant"], row["L"], row["mode"], row["status"]) == (variant, L, "fwd+bwd", "ok"):
+                    return float(row["time_s"]["median"])
+        return None
+
+    f32, b16 = median_s("goat-lanes", "float32"), median_s("sdpa", "bfloat16")
+    out["ch10_gpu_goat_f32_over_bf16"] = f"{f32 / b16:.1f}" if f32 and b16 else "—"
     return out
 
 

@@ -5,6 +5,10 @@ All are causal; B batch, H heads, D head dim; every prior is trainable in fwd+bw
                light, the denominator of every ratio;
 - goat-lanes   `GoatPrior.lanes(q, k)` then the same unmasked SDPA call; building the lanes is timed and
                the gradient reaches every prior parameter (α, β, sink MLP, gain, bump, recency);
+               the lanes are in the run dtype, also when that is bfloat16 or float16;
+- goat-sdpa    `GoatPrior.sdpa(q, k, v)`, the package's path: as goat-lanes in float32 and float64; a
+               causal prior given bfloat16 or float16 inputs works in float32 (`goat.LANES_DTYPE`) and
+               returns the run dtype, so this variant prices that safe default;
 - mask-sdpa    learnable float mask log σ(M), M an (L, L) `LearnableMask` shared by the heads, causal
                part folded in as −inf, passed as `attn_mask`; gradient to M;
 - eager-bias   the same log σ(M) through `companion.attention.attend(..., backend="eager")`: explicit
@@ -20,7 +24,7 @@ All are causal; B batch, H heads, D head dim; every prior is trainable in fwd+bw
                restricts SDPA to the memory-efficient kernel (+ MATH fallback). `attend` passes the
                mask as LearnableMask returns it, (1, L, L): a 3-D mask, which CPU-flash refuses, so
                on CPU this runs MATH even in fwd, where mask-sdpa's (L, L) mask takes CPU-flash.
-Optional: alibi-sdpa (a frozen ALiBi float mask, no gradient: the "b′" case of the notes),
+Optional: goat-sdpa (above), alibi-sdpa (a frozen ALiBi float mask, no gradient: the "b′" case of the notes),
 mask-sdpa-math (mask-sdpa pinned to the MATH backend: the CUDA reference for EFFICIENT).
 
 Each variant also knows its `reference`: the same function in float64 through the eager path, with
@@ -118,6 +122,13 @@ class GoatLanes(Variant):
     def reference(self, q, k, v, module64):
         dc = module64.content_dim
         return attend(q[..., :dc], k[..., :dc], v, bias=module64(self.L, self.L), causal=True, backend="eager")
+
+
+class GoatSdpa(GoatLanes):
+    name = "goat-sdpa"
+
+    def forward(self, q, k, v):
+        return self.module.sdpa(q, k, v, check=False)
 
 
 class MaskSdpa(Variant):
@@ -233,7 +244,7 @@ class Flex(Variant):
 
 
 VARIANTS: dict[str, type[Variant]] = {
-    c.name: c for c in (Sdpa, GoatLanes, MaskSdpa, EagerBias, Flex, EagerGoat, MaskAttend, AlibiSdpa, MaskSdpaMath)
+    c.name: c for c in (Sdpa, GoatLanes, GoatSdpa, MaskSdpa, EagerBias, Flex, EagerGoat, MaskAttend, AlibiSdpa, MaskSdpaMath)
 }
 
 
