@@ -274,3 +274,25 @@ def test_the_settings_table_of_a_sweep():
     assert col["machine"] == "AMD EPYC, 2 cores" and col["batch × heads × head dim"] == "1 × 2 × 4"
     assert col["lengths L"] == "1024, 4096, 8192" and col["GOAT rank R (lanes)"] == "4 (9)"
     assert col["GPU results committed"] == 0
+
+
+def _gated(variant, L, worst, ratio=1.0, tol=0.06):
+    return {**_rec(variant, L, ratio=ratio), "gate": {"passed": worst <= tol, "worst": worst, "tol": tol}}
+
+
+def test_the_bfloat16_goat_section_reads_the_gate_and_the_gpu_runs():
+    """Failing lengths, the error at the longest, the package path's pass range and time, and the GPU
+    estimate: float32 GOAT over bf16 SDPA at 4096 (4 ms / 0.5 ms), "—" without GPU runs."""
+    bf16 = _result([_gated("goat-lanes", 64, 0.01), _gated("goat-lanes", 256, 0.2), _gated("goat-lanes", 4096, 5.0),
+                    _gated("goat-sdpa", 64, 0.002, 0.5), _gated("goat-sdpa", 256, 0.07, 0.4),
+                    _gated("goat-sdpa", 4096, 0.003, 0.3)])
+    gpu = {"f": _gpu("float32", [_rec("sdpa", 4096, t=0.002), _rec("goat-lanes", 4096, t=0.004)]),
+           "b": _gpu("bfloat16", [_rec("sdpa", 4096, t=0.0005)])}
+    assert cr.bf16_goat_numbers(bf16, gpu) == {
+        "ch10_bf16_fails_from": "256", "ch10_bf16_lanes_worst": "5.00", "ch10_bf16_passes_to": "4,096",
+        "ch10_bf16_pkg_all_pass": "not every", "ch10_bf16_pkg_worst": "0.070", "ch10_bf16_pkg_time": "0.30",
+        "ch10_gpu_goat_f32_over_bf16": "8.0"}
+    assert cr.bf16_goat_numbers(bf16, {})["ch10_gpu_goat_f32_over_bf16"] == "—"
+    table = cr.bf16_goat_table(bf16)
+    assert list(table.index) == [64, 256, 4096]
+    assert table.loc[256].tolist() == ["fails: 0.200 (tolerance 0.06)", "fails: 0.070 (tolerance 0.06)", "0.40 ×"]

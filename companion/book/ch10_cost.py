@@ -436,33 +436,31 @@ def bf16_goat_table(result: dict) -> pd.DataFrame:
 
 def bf16_goat_numbers(result: dict, gpu: dict[str, dict], L: int = GOAL_L) -> dict[str, str]:
     """Glued numbers of the bfloat16 GOAT section: the shortest length at which bfloat16 lanes fail the
-    gate, the longest the package path passes it at, the worst errors of both, its time over
-    bfloat16 SDPA on this CPU at L, and, from the committed GPU runs, float32 GOAT lanes over bfloat16
-    SDPA at L (two runs: a ratio across runs, not within one; "—" without them)."""
+    gate and their error at the longest length, the longest length the package path passes it at and
+    its worst error, its time over bfloat16 SDPA on this CPU at L, and, from the committed GPU runs
+    (`gpu_frame`), float32 GOAT lanes over bfloat16 SDPA at L (two runs: a ratio across runs, not within
+    one; "—" without them)."""
     rows = [r for r in result["results"] if r["mode"] == "fwd+bwd" and r.get("gate")]
-    fails = sorted(r["L"] for r in rows if r["variant"] == "goat-lanes" and not r["gate"]["passed"])
+    lanes = sorted((r for r in rows if r["variant"] == "goat-lanes"), key=lambda r: r["L"])
     package = [r for r in rows if r["variant"] == "goat-sdpa"]
+    fails = [r["L"] for r in lanes if not r["gate"]["passed"]]
     passing = sorted(r["L"] for r in package if r["gate"]["passed"])
     at = next((r for r in package if r["L"] == L), None)
-    ratio = (at or {}).get("ratio_vs_sdpa", {}).get("paired_median") if at else None
+    ratio = (at.get("ratio_vs_sdpa") or {}).get("paired_median") if at else None
     out = {"ch10_bf16_fails_from": f"{fails[0]:,}" if fails else "—",
+           "ch10_bf16_lanes_worst": f"{float(lanes[-1]['gate']['worst']):.2f}" if lanes else "—",
            "ch10_bf16_passes_to": f"{passing[-1]:,}" if passing else "—",
            "ch10_bf16_pkg_all_pass": "every" if package and len(passing) == len(package) else "not every",
            "ch10_bf16_pkg_worst": f"{max(float(r['gate']['worst']) for r in package):.3f}" if package else "—",
-           "ch10_bf16_lanes_worst": f"{max(float(r['gate']['worst']) for r in rows if r['variant'] == 'goat-lanes'):.2f}"
-           if fails else "—",
            "ch10_bf16_pkg_time": f"{ratio:.2f}" if ratio is not None else "—"}
+    gf = gpu_frame(gpu)
 
-    def median_s(variant: str, dtype: str) -> float | None:
-        for r in gpu.values():
-            if r["settings"]["dtype"] != dtype:
-                continue
-            for row in r["results"]:
-                if (row["variant"], row["L"], row["mode"], row["status"]) == (variant, L, "fwd+bwd", "ok"):
-                    return float(row["time_s"]["median"])
-        return None
+    def ms(variant: str, dtype: str) -> float | None:
+        sel = gf[(gf.variant == variant) & (gf.L == L) & (gf.dtype == dtype) & (gf["mode"] == "fwd+bwd")
+                 & (gf.status == "ok")]
+        return float(sel.time_ms.iloc[0]) if len(sel) else None
 
-    f32, b16 = median_s("goat-lanes", "float32"), median_s("sdpa", "bfloat16")
+    f32, b16 = ms("goat-lanes", "float32"), ms("sdpa", "bfloat16")
     out["ch10_gpu_goat_f32_over_bf16"] = f"{f32 / b16:.1f}" if f32 and b16 else "—"
     return out
 
