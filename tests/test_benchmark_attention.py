@@ -35,7 +35,7 @@ def test_every_variant_passes_the_gate_forward(variant):
 @pytest.mark.parametrize("variant", sorted(bench.VARIANTS))
 def test_every_variant_passes_the_gate_with_gradients(variant):
     res = _gate(variant, "fwd+bwd")
-    if variant == "flex" and res["status"] == "error":
+    if variant in ("flex", "mask-flex") and res["status"] == "error":
         # torch 2.14 on CPU: flex_attention has no backward; the gate reports it instead of crashing
         assert "NotImplementedError" in res["reason"] and "backward" in res["reason"]
         return
@@ -174,3 +174,95 @@ def test_goat_in_bfloat16_fails_the_gate_with_16_bit_lanes_and_passes_on_the_pac
                       for v in ("goat-lanes", "goat-sdpa"))
     assert not naive["passed"] and naive["worst"] > naive["tol"]
     assert package["passed"] and package["worst"] < package["tol"] / 4, package["reason"]
+
+
+# The message Triton gave on the H200 (torch 2.11) for flex with GOAT's tables, bf16, default tiles.
+H200_FLEX = ("InductorError: RuntimeError: No valid triton configs. OutOfMemoryError: out of resource: "
+             "triton_tem_fused_flex_attention_0 Required: 246784 Hardware limit:232448 Reducing block sizes or "
+             "`num_stages` may help.")
+
+
+def test_flex_tiles_fall_back_to_smaller_ones_when_shared_memory_runs_out():
+    from companion.cost.flex import KERNEL_LADDER, fit_kernel_options
+
+    tried = []
+
+    def probe(options):  # a GPU whose shared memory fits only tiles of 64 or less
+        tried.append(options)
+        if options.get("BLOCK_M", 128) > 64:
+            raise RuntimeError(H200_FLEX)
+
+    options, attempts = fit_kernel_options(probe)
+    assert options == KERNEL_LADDER[1] and options["BLOCK_M"] == options["BLOCK_N"] == 64
+    assert tried == list(KERNEL_LADDER[:2])
+    assert [a["error"] is None for a in attempts] == [False, True] and "out of resource" in attempts[0]["error"]
+
+
+def test_flex_tiles_stop_at_an_error_smaller_tiles_cannot_cure():
+    from companion.cost.flex import fit_kernel_options
+
+    tried = []
+
+    def probe(options):
+        tried.append(options)
+        raise NotImplementedError("FlexAttention does not support backward on CPU.")
+
+    options, attempts = fit_kernel_options(probe)
+    assert options == {} and len(tried) == 1 and "NotImplementedError" in attempts[0]["error"]
+
+
+def test_flex_tiles_when_none_fits_keep_the_smallest_and_every_failure():
+    from companion.cost.flex import KERNEL_LADDER, describe_options, fit_kernel_options, is_resource_error
+
+    def probe(options):
+        raise RuntimeError(H200_FLEX)
+
+    options, attempts = fit_kernel_options(probe)
+    assert options == KERNEL_LADDER[-1] and len(attempts) == len(KERNEL_LADDER)
+    assert is_resource_error(RuntimeError(H200_FLEX)) and not is_resource_error(RuntimeError("CUDA out of memory"))
+    assert [describe_options(o) for o in KERNEL_LADDER] == ["default tiles", "tiles 64×64", "tiles 32×32, 1 stage"]
+    # the backward tiles of each rung keep flex's divisibility rules (BLOCK_N1 % BLOCK_M1, BLOCK_M2 % BLOCK_N2)
+    for o in KERNEL_LADDER[1:]:
+        assert o["BLOCK_N1"] % o["BLOCK_M1"] == 0 and o["BLOCK_M2"] % o["BLOCK_N2"] == 0
+        assert 128 % o["BLOCK_M"] == 0 and 128 % o["BLOCK_N"] == 0  # divide the BlockMask's 128-token blocks
+
+
+def test_flex_on_cpu_keeps_inductors_default_and_says_so():
+    var = bench.build("mask-flex", 64, H=2, D=16, device="cpu", dtype=torch.float32, compile_flex=True)
+    assert var.kernel_options == {} and var.kernel_attempts == [] and var.kind() == "flex (compiled)"
+    eager = bench.build("flex", 64, H=2, D=16, device="cpu", dtype=torch.float32, compile_flex=False)
+    assert eager.kind() == "flex (eager, unfused)"
+
+
+def test_mask_flex_is_the_learnable_mask_of_mask_sdpa():
+    """Same seed, same M: mask-flex and mask-sdpa compute one function (forward; CPU flex has no backward)."""
+    kw = dict(H=2, D=16, device="cpu", dtype=torch.float64, compile_flex=False)
+    a, b = bench.build("mask-flex", 48, **kw), bench.build("mask-sdpa", 48, **kw)
+    assert torch.equal(a.module.logits, b.module.logits)
+    q, k, v = (torch.randn(1, 2, 48, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(i))
+               for i in range(3))
+    with torch.no_grad():
+        torch.testing.assert_close(a(q, k, v), b(q, k, v), rtol=0, atol=1e-12)
+        with torch.no_grad():
+            a.module.logits[0, 40, 3] += 5.0  # the bias is read, not a copy made at construction
+        assert not torch.allclose(a(q, k, v), b(q, k, v))
+
+
+class FittedFlex(bench.Flex):
+    """flex as on a GPU whose shared memory took the second rung of tiles (the fit is stubbed: CPU)."""
+
+    name = "fitted-flex"
+
+    def _fit(self):
+        from companion.cost.flex import KERNEL_LADDER
+
+        return dict(KERNEL_LADDER[1]), [{"options": {}, "error": "RuntimeError: out of resource"},
+                                        {"options": dict(KERNEL_LADDER[1]), "error": None}]
+
+
+def test_the_gate_and_the_kind_record_the_tiles_flex_ran_with():
+    res = bench.gate(FittedFlex, L, mode="fwd", compile_flex=False, **SHAPE)  # eager: the options pass through
+    assert res["passed"], res["reason"]
+    assert [a["error"] is None for a in res["kernel_attempts"]] == [False, True]
+    var = bench.build(FittedFlex, L, H=2, D=16, device="cpu", dtype=torch.float32, compile_flex=True)
+    assert var.kind() == "flex (compiled, tiles 64×64)"

@@ -19,13 +19,14 @@ from companion.cost.measure import (MODES, Case, detect_backend, measure_memory,
 from companion.cost.notes import NOTES
 from companion.cost.lengths import CPU_LENGTHS, QUICK_LENGTHS, SCHEMA, default_lengths, parse_choices, run_benchmark
 from companion.cost.variants import (DEFAULT_VARIANTS, DTYPES, GOAT_RECENCY, VARIANTS, AlibiSdpa, EagerBias,
-                                     EagerGoat, Flex, GoatLanes, MaskAttend, MaskSdpa, MaskSdpaMath, Sdpa, Variant,
+                                     EagerGoat, Flex, GoatLanes, MaskAttend, MaskFlex, MaskSdpa, MaskSdpaMath, Sdpa,
+                                     Variant,
                                      build, goat_tables)
 
 __all__ = [
     "run_benchmark", "parse_choices", "default_lengths", "gate", "Case", "detect_backend", "measure_memory",
     "memory_in_subprocess", "time_call", "native_output_silenced", "machine_info", "build", "goat_tables", "Variant", "Sdpa", "GoatLanes",
-    "MaskSdpa", "MaskSdpaMath", "EagerBias", "MaskAttend", "AlibiSdpa", "EagerGoat", "Flex", "VARIANTS",
+    "MaskSdpa", "MaskSdpaMath", "EagerBias", "MaskAttend", "AlibiSdpa", "EagerGoat", "Flex", "MaskFlex", "VARIANTS",
     "DEFAULT_VARIANTS", "MODES", "DTYPES", "TOLERANCES", "GOAT_RECENCY", "NOTES", "SCHEMA", "CPU_LENGTHS",
     "QUICK_LENGTHS",
 ]

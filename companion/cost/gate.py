@@ -44,6 +44,8 @@ def gate(variant, L: int, *, mode: str = "fwd+bwd", B: int = 1, H: int = 8, D: i
     try:
         var = build(cls, L, H=H, D=D, device=device, dtype=dtype, seed=seed + 1, rank=rank,
                     compile_flex=compile_flex)
+        if getattr(var, "kernel_attempts", None):  # flex on CUDA: the Triton tiles tried before the call
+            res["kernel_attempts"] = var.kernel_attempts
         params = var.params()
         if backward:
             q, k, v = [t.requires_grad_(True) for t in (q, k, v)]

@@ -139,7 +139,9 @@ class _Sweep:
             return None
         bad = info.pop("result")
         info["kind"] = case.var.kind()
-        if info["kind"] == "flex (compiled)" and any("softmax" in n for n in info["profiler_ops"]):
+        if getattr(case.var, "kernel_attempts", None):  # flex on CUDA: the tiles tried, and why each failed
+            info["kernel_attempts"] = case.var.kernel_attempts
+        if info["kind"].startswith("flex (compiled") and any("softmax" in n for n in info["profiler_ops"]):
             info["warning"] = ("softmax ops in the profile of compiled flex: the unfused (materialising) "
                                "path may have run")
         rec["backend"], rec["first_call_s"] = info, first

@@ -18,7 +18,10 @@ NOTES = {
     "flex": ("flex_attention on CPU (torch 2.14) is forward-only: any q/k/v requiring grad raises "
              "NotImplementedError, recorded as the data point. Compiled flex lowers to a C++ template on CPU "
              "(inference only) and Triton on CUDA (captured-buffer gradients by atomic adds). Compile time is in "
-             "first_call_s and first_call_peak_bytes, not in time_s / peak_bytes."),
+             "first_call_s and first_call_peak_bytes, not in time_s / peak_bytes. On CUDA the Triton tiles are "
+             "fitted first (cost.flex.KERNEL_LADDER: inductor's default, then 64×64, then 32×32 with one stage; "
+             "the first whose forward + backward compiles and runs is kept, backend.kernel_attempts records each "
+             "try and backend.kind names the tiles). mask-flex captures mask-sdpa's log σ(M), (L, L), the same way."),
     "memory_cpu": ("peak RSS delta in a fresh subprocess: VmHWM after the call minus VmRSS before it, the high-water "
                    "mark reset through /proc/self/clear_refs; MALLOC_MMAP_THRESHOLD_=65536 so every block ≥ 64 KiB "
                    "is mmapped and returned on free. Limits: counts touched pages (4 KiB), includes allocator and "

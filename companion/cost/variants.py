@@ -16,7 +16,9 @@ All are causal; B batch, H heads, D head dim; every prior is trainable in fwd+bw
 - flex         `flex_attention` with a causal BlockMask and a `score_mod` adding the captured GOAT tables
                κ_h(i − j) (an (H, 2L − 1) table) and u_h(j) (H, L): softmax(q·k/√D + K) over all D
                dims; compiled with `torch.compile` (compile time excluded from timing). On CPU torch
-               2.14 supports its forward only: fwd+bwd records the error string as the data point;
+               2.14 supports its forward only: fwd+bwd records the error string as the data point.
+               On CUDA the Triton tiles are fitted first (`flex.fit_kernel_options`: smaller tiles
+               when the default needs more shared memory than the GPU has), and `kind` names them;
 - eager-goat   the GOAT prior materialised as an (H, L, L) Toeplitz gather of the same tables, through
                `attend(..., backend="eager")`: the function goat-lanes computes, without the lanes;
 - mask-attend  the same log σ(M) through `attend(..., causal=True, backend="sdpa")`: the package's own
@@ -25,7 +27,9 @@ All are causal; B batch, H heads, D head dim; every prior is trainable in fwd+bw
                mask as LearnableMask returns it, (1, L, L): a 3-D mask, which CPU-flash refuses, so
                on CPU this runs MATH even in fwd, where mask-sdpa's (L, L) mask takes CPU-flash.
 Optional: goat-sdpa (above), alibi-sdpa (a frozen ALiBi float mask, no gradient: the "b′" case of the notes),
-mask-sdpa-math (mask-sdpa pinned to the MATH backend: the CUDA reference for EFFICIENT).
+mask-sdpa-math (mask-sdpa pinned to the MATH backend: the CUDA reference for EFFICIENT), mask-flex (mask-sdpa's
+learnable log σ(M) captured in a flex `score_mod`, causal BlockMask: on CUDA its gradient reaches M through
+the kernel's captured-buffer backward, a route for the learnable mask besides SDPA's kernels).
 
 Each variant also knows its `reference`: the same function in float64 through the eager path, with
 the prior materialised by the package's own code (`companion.cost.gate` compares the two).
@@ -41,7 +45,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from companion.attention import attend
-from companion.cost.flex import _flex_fn
+from companion.cost.flex import describe_options, fit_kernel_options, flex_fn
 from companion.goat import GoatPrior
 from companion.positions import ALiBi
 from companion.priors import LearnableMask
@@ -216,35 +220,95 @@ class EagerGoat(GoatLanes):
         return "eager"
 
 
+_FITTED: dict[tuple, tuple[dict, list[dict]]] = {}  # (score modifier, device, dtype, H, D) → fitted options
+
+
 class Flex(Variant):
     name = "flex"
+    score = "goat"  # the score modifier (`companion.cost.flex.flex_fn`)
 
     def __init__(self, L, **kw):
         super().__init__(L, **kw)
-        from torch.nn.attention.flex_attention import create_block_mask
-
-        self.module = _goat_prior(L, self.H, self.D, self.rank, self.seed, self.device)
+        self.module = self.prior_module()
         self.compiled = self.compile_flex
-        self.fn = _flex_fn(self.compile_flex)
-        self.block_mask = create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, None, None, L, L,
-                                            device=self.device)  # built once, as a model would cache it
+        self.fn = flex_fn(self.score, self.compile_flex)
+        self.block_mask = _causal_block_mask(L, self.device)  # built once, as a model would cache it
+        self.kernel_options, self.kernel_attempts = self._fit()
+
+    def prior_module(self) -> nn.Module:
+        return _goat_prior(self.L, self.H, self.D, self.rank, self.seed, self.device)
+
+    def tables(self, dtype) -> tuple[Tensor, ...]:
+        """The captured tensors of the score modifier, in `dtype` (≥ float32: tables stay wide)."""
+        kap, u = goat_tables(self.module, self.L)
+        return kap.to(dtype), u.to(dtype)
+
+    def _table_dtype(self, q_dtype) -> torch.dtype:
+        return torch.float64 if q_dtype == torch.float64 else torch.float32
+
+    def _fit(self) -> tuple[dict, list[dict]]:
+        """Kernel options that compile on this GPU (`fit_kernel_options`), fitted once per (score
+        modifier, device, dtype, H, D) on a forward + backward at min(L, 256); inductor's default
+        elsewhere (CPU, or eager flex)."""
+        if not (self.compile_flex and self.device.type == "cuda"):
+            return {}, []
+        key = (self.score, str(self.device), self.dtype, self.H, self.D)
+        if key not in _FITTED:
+            _FITTED[key] = fit_kernel_options(self._probe)
+        return _FITTED[key]
+
+    def _probe(self, options: dict) -> None:
+        n = min(self.L, 256)
+        g = torch.Generator(device=self.device).manual_seed(self.seed)
+        q, k, v = (torch.randn(1, self.H, n, self.D, generator=g, device=self.device, dtype=self.dtype,
+                               requires_grad=True) for _ in range(3))
+        tab = self._table_dtype(self.dtype)
+        shapes = [(self.H, 2 * n - 1), (self.H, n)] if self.score == "goat" else [(n, n)]
+        tables = [torch.randn(s, generator=g, device=self.device, dtype=tab, requires_grad=True) for s in shapes]
+        self.fn(q, k, v, *tables, _causal_block_mask(n, self.device), options or None).sum().backward()
+        torch.cuda.synchronize(self.device)
 
     def forward(self, q, k, v):
-        kap, u = goat_tables(self.module, self.L)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
-            tab = torch.float64 if q.dtype == torch.float64 else torch.float32  # tables stay ≥ fp32
-            return self.fn(q, k, v, kap.to(tab), u.to(tab), self.block_mask)
+            return self.fn(q, k, v, *self.tables(self._table_dtype(q.dtype)), self.block_mask,
+                           self.kernel_options or None)
 
     def reference(self, q, k, v, module64):
         return attend(q, k, v, bias=module64(self.L, self.L), causal=True, backend="eager")
 
     def kind(self):
-        return "flex (compiled)" if self.compiled else "flex (eager, unfused)"
+        if not self.compiled:
+            return "flex (eager, unfused)"
+        return "flex (compiled)" if not self.kernel_options else f"flex (compiled, {describe_options(self.kernel_options)})"
+
+
+class MaskFlex(Flex):
+    """The learnable mask of mask-sdpa as a FlexAttention score modifier: b = log σ(M), (L, L), captured."""
+
+    name = "mask-flex"
+    score = "bias"
+
+    def prior_module(self) -> nn.Module:
+        g = torch.Generator(device=self.device).manual_seed(self.seed)
+        return LearnableMask(torch.randn(self.L, self.L, generator=g, device=self.device))
+
+    def tables(self, dtype) -> tuple[Tensor, ...]:
+        return (self.module(self.L)[0].to(dtype),)
+
+    def reference(self, q, k, v, module64):
+        return attend(q, k, v, bias=module64(self.L), causal=True, backend="eager")
+
+
+def _causal_block_mask(L: int, device):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, None, None, L, L, device=device)
 
 
 VARIANTS: dict[str, type[Variant]] = {
-    c.name: c for c in (Sdpa, GoatLanes, GoatSdpa, MaskSdpa, EagerBias, Flex, EagerGoat, MaskAttend, AlibiSdpa, MaskSdpaMath)
+    c.name: c for c in (Sdpa, GoatLanes, GoatSdpa, MaskSdpa, EagerBias, Flex, EagerGoat, MaskAttend, AlibiSdpa,
+                         MaskSdpaMath, MaskFlex)
 }
 
 
