@@ -214,6 +214,7 @@ def test_gpu_tables_show_ratios_statuses_and_goals():
     assert goals.loc[("mask-attend", 4096, "bfloat16"), "met"] == "no"    # 3.54 > 2
     assert goals.loc[("flex", 4096, "bfloat16"), "met"] == "no"
     assert goals.loc[("goat-lanes", 16384, "float32"), "measured"] == "not measured"
+    assert goals.loc[("mask-flex", 4096, "bfloat16"), "measured"] == "not measured"
     prov = cr.gpu_provenance(gpu, {"fp32": {"commit": "abc1234"}})
     assert prov.loc["fp32", "commit"] == "abc1234" and prov.loc["bf16", "commit"] == "not recorded"
     assert prov.loc["fp32", "date"] == "2026-11-30"
@@ -221,6 +222,45 @@ def test_gpu_tables_show_ratios_statuses_and_goals():
     assert text["ch10_gpu_mask-attend_bfloat16_4096"] == "3.54"
     assert text["ch10_gpu_goat-lanes_bfloat16_4096"] == "fails the float64 gate"
     assert text["ch10_gpu_goat-lanes_float32_1024"] == "—"
+
+
+def test_the_learnable_mask_through_flex_is_judged_against_its_own_runs_sdpa():
+    """A second bf16 file (benchmarks/gpu.sh step 1c) measures the mask routes side by side: its
+    mask-flex ratio is judged on C-02's threshold, and the first file's rows are not displaced."""
+    gpu = {"attention-h-bf16": _gpu("bfloat16", [_rec("sdpa", 4096), _rec("mask-attend", 4096, ratio=3.54)]),
+           "attention-h-bf16-mask": _gpu("bfloat16", [_rec("sdpa", 4096), _rec("mask-attend", 4096, ratio=3.40),
+                                                      _rec("mask-flex", 4096, ratio=1.62)])}
+    goals = cr.gpu_goal_table(cr.gpu_frame(gpu)).set_index(["variant", "L", "precision"])
+    assert goals.loc[("mask-flex", 4096, "bfloat16"), ["measured", "met"]].tolist() == ["1.62", "yes"]
+    assert goals.loc[("mask-attend", 4096, "bfloat16"), "measured"] == "3.54"
+    slow = {"b": _gpu("bfloat16", [_rec("sdpa", 4096), _rec("mask-flex", 4096, ratio=2.5)])}
+    assert cr.gpu_goal_table(cr.gpu_frame(slow)).set_index("variant").loc["mask-flex", "met"] == "no"
+
+
+def test_flex_on_the_gpu_is_described_by_what_its_record_says():
+    need = ("gate at L=256: InductorError: RuntimeError: No valid triton configs. OutOfMemoryError: out of "
+            "resource: triton_tem_fused_flex_attention_0 Required: 246784 Hardware limit:232448 Reducing block sizes")
+
+    def bf16(row):
+        return {"b": _gpu("bfloat16", [_rec("sdpa", 4096), row])}
+
+    assert cr.gpu_flex_status({}).startswith("was not measured")
+    old = {**_rec("flex", 4096, status="error"), "reason": need, "gate": {"passed": False}}
+    text = cr.gpu_flex_status(bf16(old))
+    assert "246,784 bytes needed, 232,448 available" in text and "predates the harness's tile fitting" in text
+    tried = {**old, "gate": {"passed": False, "kernel_attempts": [{"options": {}, "error": "x"}] * 3}}
+    text = cr.gpu_flex_status(bf16(tried))
+    assert "each of the 3 tile sizes tried" in text and "predates" not in text
+    fits = {**_rec("flex", 4096, ratio=1.314), "backend": {"kind": "flex (compiled, tiles 64×64)"}}
+    assert cr.gpu_flex_status(bf16(fits)) == ("compiles on this GPU with tiles 64×64 and costs 1.31 × plain SDPA "
+                                              "at L = 4,096 in bfloat16, forward and backward")
+    default = {**_rec("mask-flex", 4096, ratio=1.9), "backend": {"kind": "flex (compiled)"}}
+    assert "with inductor's default tiles and costs 1.90 ×" in cr.gpu_flex_status(bf16(default), "mask-flex")
+    other = {**_rec("mask-flex", 4096, status="error"), "reason": "gate at L=256: AssertionError: captured grad"}
+    assert cr.gpu_flex_status(bf16(other), "mask-flex") == (
+        "does not run on this GPU (does not run: gate at L=256: AssertionError: captured grad)")
+    fp32_only = {"f": _gpu("float32", [_rec("sdpa", 4096), fits])}
+    assert cr.gpu_flex_status(fp32_only).startswith("was not measured")  # the clause speaks of bfloat16
 
 
 def test_the_committed_h200_results_decide_c02_on_bfloat16():

@@ -25,7 +25,7 @@ from companion.paths import repo_root
 
 __all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "bf16_goat_table", "bf16_goat_numbers", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "load",
            "committed", "gpu_results", "frame", "wide", "settings_table", "variant_curves", "length_axes",
-           "ratio_table", "flex_backward_note", "quadratic_reference", "growth_exponent", "growth_table",
+           "ratio_table", "flex_backward_note", "gpu_flex_status", "quadratic_reference", "growth_exponent", "growth_table",
            "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_mask_ratios", "gpu_mask_ratio", "GPU_GOALS", "gpu_frame",
            "gpu_ratio_table", "gpu_goal_table", "gpu_provenance", "gpu_prose_numbers", "load_steps", "step_frame",
            "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers", "claims"]
@@ -275,11 +275,13 @@ def gpu_mask_ratio(gpu: dict[str, dict]) -> float | None:
 
 # The GPU goals (issue "Fast runs", item 5): (variant, L, dtype, the claim whose threshold is the goal;
 # None: the goal is only that the variant runs and passes the float64 gate). In bfloat16 GOAT is judged
-# both as 16-bit lanes and as the package's path (goat-sdpa: float32 lanes), against bf16 SDPA's time.
+# both as 16-bit lanes and as the package's path (goat-sdpa: float32 lanes), against bf16 SDPA's time;
+# the learnable mask both through SDPA (the package's path) and as a FlexAttention score modifier.
 GPU_GOALS = (("goat-lanes", 4096, "float32", "S3-15"), ("goat-lanes", 16384, "float32", "S3-15"),
              ("goat-lanes", 4096, "bfloat16", "S3-15"), ("goat-sdpa", 4096, "bfloat16", "S3-15"),
              ("mask-attend", 4096, "float32", "C-02"),
-             ("mask-attend", 4096, "bfloat16", "C-02"), ("flex", 4096, "bfloat16", None))
+             ("mask-attend", 4096, "bfloat16", "C-02"), ("mask-flex", 4096, "bfloat16", "C-02"),
+             ("flex", 4096, "bfloat16", None))
 _STATUS_WORDS = {"gate-failed": "fails the float64 gate", "error": "does not run", "oom": "out of memory",
                  "skipped": "not measured"}
 
@@ -377,6 +379,47 @@ def _reason(gpu: dict[str, dict], variant: str) -> str:
                  if row["variant"] == variant and row.get("reason")), "")
 
 
+_RESOURCE = re.compile(r"Required: (\d+) Hardware limit:\s*(\d+)")
+
+
+def _flex_row(gpu: dict[str, dict], variant: str, dtype: str = "bfloat16", L: int = GOAL_L) -> dict | None:
+    """A FlexAttention variant's forward + backward record at L in one precision (the first file's)."""
+    for r in gpu.values():
+        if r["settings"]["dtype"] != dtype:
+            continue
+        for row in r["results"]:
+            if (row["variant"], row["L"], row["mode"]) == (variant, L, "fwd+bwd"):
+                return row
+    return None
+
+
+def gpu_flex_status(gpu: dict[str, dict], variant: str = "flex") -> str:
+    """What became of a FlexAttention variant on the GPU in bfloat16, forward + backward at GOAL_L, as a
+    clause ("compiles … and costs 1.31 × plain SDPA …", "does not compile …: … bytes needed …", "was not
+    measured …"), with the Triton tiles it ran with or tried (`companion.cost.flex.KERNEL_LADDER`)."""
+    row = _flex_row(gpu, variant)
+    if row is None:
+        return "was not measured on this GPU (benchmarks/gpu.sh measures it on the next one)"
+    backend, gate = row.get("backend") or {}, row.get("gate") or {}
+    if row["status"] == "ok":
+        kind = str(backend.get("kind", ""))
+        tiles = kind[kind.index(", ") + 2:-1] if ", " in kind else "inductor's default tiles"
+        ratio = (row.get("ratio_vs_sdpa") or {}).get("paired_median")
+        return (f"compiles on this GPU with {tiles} and costs {ratio:.2f} × plain SDPA at L = {GOAL_L:,} in "
+                "bfloat16, forward and backward")
+    reason = str(row.get("reason", ""))
+    need = _RESOURCE.search(reason)
+    if need is None:
+        return f"does not run on this GPU ({_STATUS_WORDS.get(row['status'], row['status'])}: {reason[:160]})"
+    text = (f"does not compile on this GPU: Triton finds no kernel configuration whose shared memory fits "
+            f"({int(need.group(1)):,} bytes needed, {int(need.group(2)):,} available)")
+    attempts = gate.get("kernel_attempts") or backend.get("kernel_attempts") or []
+    if not attempts:
+        return (text + ". That run predates the harness's tile fitting, which now retries with smaller tiles "
+                "(64 × 64, then 32 × 32) when Triton reports this; the next GPU run says whether they fit")
+    return text + f", with each of the {len(attempts)} tile sizes tried, down to 32 × 32"
+
+
 def gpu_prose_numbers(gpu: dict[str, dict], steps: pd.DataFrame | None = None) -> dict[str, str]:
     """The GPU section's cited numbers by glue name ("—" where a result is missing): ratios, kernels,
     FlexAttention's shared-memory need, the bfloat16 gate error, and (with `steps`, a GPU whole-step
@@ -396,9 +439,11 @@ def gpu_prose_numbers(gpu: dict[str, dict], steps: pd.DataFrame | None = None) -
     for variant in ("sdpa", "mask-attend"):
         for dtype in ("float32", "bfloat16"):
             out[f"ch10_gpu_backend_{variant}_{dtype}"] = _backend(gpu, variant, dtype)
-    flex = re.search(r"Required: (\d+) Hardware limit:\s*(\d+)", _reason(gpu, "flex"))
+    flex = _RESOURCE.search(_reason(gpu, "flex"))
     out["ch10_gpu_flex_needs"] = f"{int(flex.group(1)):,}" if flex else "—"
     out["ch10_gpu_flex_has"] = f"{int(flex.group(2)):,}" if flex else "—"
+    out["ch10_gpu_flex_status"] = gpu_flex_status(gpu, "flex")
+    out["ch10_gpu_mask_flex_status"] = gpu_flex_status(gpu, "mask-flex")
     gate = _gate_error(gpu, "goat-lanes", "bfloat16")
     out["ch10_gpu_goat_bf16_gate"] = f"{gate[0]:.2f}" if gate else "—"
     out["ch10_gpu_gate_tol"] = f"{gate[1]:g}" if gate else "—"

@@ -22,7 +22,8 @@ TASKS = {"2parity": "2Parity", "cyclic3": "Cyclic3", "maj3": "3-bit Majority", "
 VARIANTS = {"sdpa": "SDPA, no prior", "goat-lanes": "GOAT lanes (SDPA)",
             "goat-sdpa": "GOAT, companion path (16-bit → float32 lanes)", "mask-sdpa": "learnable mask (SDPA)",
             "mask-sdpa-math": "learnable mask (SDPA, math kernel)", "eager-bias": "eager, materialised bias",
-            "mask-attend": "learnable mask (companion.attend)", "alibi-sdpa": "ALiBi bias (SDPA)",
+            "mask-attend": "learnable mask (companion.attend)", "mask-flex": "learnable mask (FlexAttention)",
+            "alibi-sdpa": "ALiBi bias (SDPA)",
             "eager-goat": "GOAT, eager", "flex": "GOAT (FlexAttention)"}
 
 _BASE = {"default": "#4d4d4d", "structured-svd": "#e07b39", "structured-opt": "#c9a227", "mimetic": "#8c6d31",
@@ -31,7 +32,7 @@ _BASE = {"default": "#4d4d4d", "structured-svd": "#e07b39", "structured-opt": "#
          "alibi": "#1b9e77", "sinusoidal": "#8c8c8c"}
 # A variant shares the colour of the method it computes.
 _VARIANT_COLOUR = {"sdpa": "#4d4d4d", "goat-lanes": _BASE["goat"], "goat-sdpa": "#4292c6", "mask-sdpa": _BASE["mask"],
-                   "mask-sdpa-math": "#e6550d", "eager-bias": "#969696", "mask-attend": "#fb6a4a",
+                   "mask-sdpa-math": "#e6550d", "eager-bias": "#969696", "mask-attend": "#fb6a4a", "mask-flex": "#a50f15",
                    "alibi-sdpa": _BASE["alibi"], "eager-goat": "#9ecae1", "flex": "#08519c"}
 COLOURS = {**_BASE, **_VARIANT_COLOUR}
 MARKERS = {"default": "o", "structured-svd": "s", "structured-opt": "D", "mimetic": "v", "mask": "^",
