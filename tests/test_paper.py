@@ -140,3 +140,18 @@ def test_partial_records_are_available_to_the_chapter(tmp_path, tiny_paper):
     assert sorted((r.config.method, r.seed) for r in got) == [("alibi", 0), ("goat", 0), ("rope", 0)]
     assert paper.coverage("08", root).words() == "3 of 6 paper-profile runs"
     assert paper.paper_table(object(), "08", root) is None
+
+
+def test_groups_of_one_method_are_told_apart_by_what_their_configs_set():
+    """Chapter 3's extra mask layouts are all method "mask" of 2Parity: the window log names each layout."""
+    from companion.cli.paper import group_label
+
+    groups = {}
+    for cfg in paper_runs("03", extra=True):
+        groups.setdefault((cfg.experiment, cfg.method, str(cfg.model), str(cfg.train)), []).append(cfg)
+    labels = [group_label(g) for g in groups.values()]
+    assert len(set(labels)) == len(labels)
+    assert "gotu-2parity/mask seeds 0,1,2,3,4" in labels  # the preset itself: nothing in brackets
+    assert "gotu-2parity/mask seeds 0,1,2,3,4 [model.prior.per_head=true]" in labels
+    assert "gotu-2parity/mask seeds 0,1,2,3,4 [model.prior.layers=first]" in labels
+    assert "gotu-2parity/mask seeds 0,1,2,3,4 [model.pool=mean, model.prior.variant=per-token]" in labels

@@ -99,6 +99,34 @@ def _probe(group: list, k: int) -> float:
     return time.perf_counter() - start
 
 
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def group_label(group: list) -> str:
+    """"experiment/method seeds 0,1,…", with what the group's config sets apart from its method's preset
+    in brackets (a `PAPER_EXTRA` mask layout, a `--set` override), so two groups never read alike."""
+    from companion.config import config_to_dict
+    from companion.experiments import get_experiment
+
+    cfg = group[0]
+    label = f"{cfg.experiment}/{cfg.method} seeds {','.join(str(c.seed) for c in group)}"
+    try:
+        preset = get_experiment(cfg.experiment).config(cfg.profile, cfg.method, cfg.seed, [])
+    except (KeyError, ValueError):  # a config no preset makes: the label stays plain
+        return label
+    mine, base = _flat(config_to_dict(cfg)), _flat(config_to_dict(preset))
+    diff = [f"{k}={json.dumps(mine[k]) if not isinstance(mine[k], str) else mine[k]}" for k in sorted(mine)
+            if k not in ("seed", "device") and mine[k] != base.get(k)]
+    return label + (f" [{', '.join(diff)}]" if diff else "")
+
+
 def _versions() -> dict:
     import torch
 
@@ -133,7 +161,7 @@ def run_paper(chapter: str, *, minutes: float = 9.0, root: str | Path | None = N
         store.remove_stale_temporaries()
     budget = 60.0 * minutes - MARGIN_S
     for group in plan_groups(todo, max_members=max_members):
-        label = f"{group[0].experiment}/{group[0].method} seeds {','.join(str(c.seed) for c in group)}"
+        label = group_label(group)
         if dry_run:
             log(f"  would run {label}")
             continue
