@@ -7,6 +7,12 @@ the executors now do), whole runs each time (build, training, every evaluation, 
 alike; the ratio is runs/hour batched over runs/hour one by one, both measured in this run. Each
 record pair is also compared (`identical`: curves, metrics and drift equal to the last bit).
 
+With `--compile`, a third arm per method: the same group with the stacked model's training forward
+(and through AOTAutograd its backward) run by `torch.compile` (inductor), evaluation still eager. It
+is a measurement of what compiling would buy, not how the package trains: its records are not equal
+to the eager ones to the last bit (`max_final_metric_diff_compiled` says by how much), and the first
+compiled group, which pays the compile, is timed apart (`compile_first_s`).
+
 With `--pool N` (CPU), the whole request (every method × seed) also goes through the local executor
 with N worker processes, once with every run alone (`max_members=1`) and once grouped: the figure a
 chapter's sweep sees on N cores, worker start-up included.
@@ -16,11 +22,13 @@ chapter's sweep sees on N cores, worker start-up included.
         --tag decoders-cpu                                      # several experiments in one run
     python benchmarks/sweep_throughput.py --device cuda --profile paper --seeds 5 \\
         --overrides train.epochs=2                              # GPU: the paper model, shortened
+    python benchmarks/sweep_throughput.py --compile --repeats 2 --tag cpu-compile   # + torch.compile arm
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -49,27 +57,63 @@ def _max_metric_diff(a, b) -> float:
     return max(abs(a.metrics[s][m] - b.metrics[s][m]) for s in a.metrics for m in a.metrics[s])
 
 
+@contextlib.contextmanager
+def compiled_stacks():
+    """While active, every stacked model (`companion.batched.stack`) runs its forward through
+    `torch.compile` (inductor, static shapes); the members' eager copies still evaluate."""
+    import companion.batched as batched
+
+    real = batched.stack
+
+    def stack(models):
+        net = real(models)
+        net.forward = torch.compile(net.forward, dynamic=False)
+        return net
+
+    batched.stack = stack
+    try:
+        yield
+    finally:
+        batched.stack = real
+
+
 def bench_method(experiment: str, profile: str, method: str, seeds: list[int], overrides: list[str],
-                 repeats: int) -> dict:
+                 repeats: int, compiled: bool = False) -> dict:
     exp = get_experiment(experiment)
     cfgs = [exp.config(profile, method, s, overrides) for s in seeds]
-    solo_t, batched_t = [], []
-    for _ in range(repeats):
+    solo_t, batched_t, compiled_t, extra, records = [], [], [], {}, None
+    if compiled:
+        with compiled_stacks():
+            start = time.perf_counter()
+            run_group(cfgs)  # pays the compile, timed apart
+            extra["compile_first_s"] = time.perf_counter() - start
+    for _ in range(repeats):  # the arms alternate, so background load hits each alike
         start = time.perf_counter()
         solo = [run(c) for c in cfgs]
         solo_t.append(time.perf_counter() - start)
         start = time.perf_counter()
         together = run_group(cfgs)
         batched_t.append(time.perf_counter() - start)
+        if compiled:
+            with compiled_stacks():
+                start = time.perf_counter()
+                records = run_group(cfgs)
+                compiled_t.append(time.perf_counter() - start)
     n = len(cfgs)
     rph_solo, rph_batched = 3600 * n / statistics.median(solo_t), 3600 * n / statistics.median(batched_t)
+    if compiled:
+        rph = 3600 * n / statistics.median(compiled_t)
+        extra.update(compiled_s=compiled_t, runs_per_hour_compiled=rph, ratio_compiled_vs_batched=rph / rph_batched,
+                     ratio_compiled_vs_solo=rph / rph_solo,
+                     identical_compiled=all(_computed(a) == _computed(b) for a, b in zip(together, records)),
+                     max_final_metric_diff_compiled=max(_max_metric_diff(a, b) for a, b in zip(together, records)))
     return {
         "method": method, "seeds": seeds, "runs": n, "solo_s": solo_t, "batched_s": batched_t,
         "runs_per_hour_solo": rph_solo, "runs_per_hour_batched": rph_batched, "ratio": rph_batched / rph_solo,
         "ratio_per_repeat": [s / b for s, b in zip(solo_t, batched_t)],
         "identical": all(_computed(a) == _computed(b) for a, b in zip(solo, together)),
         "max_final_metric_diff": max(_max_metric_diff(a, b) for a, b in zip(solo, together)),
-        "execution": together[0].execution,
+        "execution": together[0].execution, **extra,
     }
 
 
@@ -109,6 +153,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--overrides", nargs="*", default=[], help="key=value, e.g. train.epochs=2")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--compile", action="store_true",
+                    help="also time each group with the stacked model's forward under torch.compile")
     ap.add_argument("--pool", type=int, default=0, help="also time the local executor with N workers (CPU)")
     ap.add_argument("--pool-only", action="store_true", help="time only the local executor (--pool N)")
     ap.add_argument("--tag", default=None)
@@ -128,18 +174,22 @@ def main() -> None:
         "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(0),
         "torch": torch.__version__, "threads_per_run": THREADS, "load_avg_at_start": os.getloadavg(),
         "settings": {"experiment": args.experiment, "profile": args.profile, "methods": methods, "seeds": seeds,
-                     "overrides": overrides, "repeats": args.repeats},
+                     "overrides": overrides, "repeats": args.repeats, "compile": args.compile},
         "methods": {},
     }
     warm = get_experiment(args.experiment).config(args.profile, methods[0], 0, overrides + ["train.steps=2", "train.epochs=0", "train.eval_every=0"])
     run_group([warm, get_experiment(args.experiment).config(args.profile, methods[0], 1, overrides + ["train.steps=2", "train.epochs=0", "train.eval_every=0"])])
     run(warm)  # pay the one-off imports (the optimiser's first step) before any timing
     for method in [] if args.pool_only else methods:
-        r = bench_method(args.experiment, args.profile, method, seeds, overrides, args.repeats)
+        r = bench_method(args.experiment, args.profile, method, seeds, overrides, args.repeats, args.compile)
         result["methods"][method] = r
         print(f"{method:15s} one by one {r['runs_per_hour_solo']:8.0f} runs/h   batched ({len(seeds)}) "
               f"{r['runs_per_hour_batched']:8.0f} runs/h   ratio {r['ratio']:.2f}   identical {r['identical']}",
               flush=True)
+        if args.compile:
+            print(f"{'':15s} compiled {r['runs_per_hour_compiled']:8.0f} runs/h   vs batched "
+                  f"{r['ratio_compiled_vs_batched']:.2f}   first group (compiling) {r['compile_first_s']:.1f} s   "
+                  f"max final metric diff {r['max_final_metric_diff_compiled']:.2g}", flush=True)
     if result["methods"]:
         total_solo = sum(statistics.median(r["solo_s"]) for r in result["methods"].values())
         total_batched = sum(statistics.median(r["batched_s"]) for r in result["methods"].values())
