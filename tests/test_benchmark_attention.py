@@ -234,6 +234,12 @@ def test_flex_on_cpu_keeps_inductors_default_and_says_so():
     assert eager.kind() == "flex (eager, unfused)"
 
 
+@pytest.mark.parametrize("variant", ["flex", "mask-flex"])
+def test_the_tile_probe_builds_the_tables_the_call_captures(variant):
+    var = bench.build(variant, 40, H=2, D=16, device="cpu", dtype=torch.float32, compile_flex=False)
+    assert [tuple(t.shape) for t in var.tables(torch.float32)] == var.table_shapes(40)
+
+
 def test_mask_flex_is_the_learnable_mask_of_mask_sdpa():
     """Same seed, same M: mask-flex and mask-sdpa compute one function (forward; CPU flex has no backward)."""
     kw = dict(H=2, D=16, device="cpu", dtype=torch.float64, compile_flex=False)

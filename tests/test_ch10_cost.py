@@ -248,14 +248,23 @@ def test_flex_on_the_gpu_is_described_by_what_its_record_says():
     old = {**_rec("flex", 4096, status="error"), "reason": need, "gate": {"passed": False}}
     text = cr.gpu_flex_status(bf16(old))
     assert "246,784 bytes needed, 232,448 available" in text and "predates the harness's tile fitting" in text
-    tried = {**old, "gate": {"passed": False, "kernel_attempts": [{"options": {}, "error": "x"}] * 3}}
+    assert "(tiles 64×64, then tiles 32×32, 1 stage)" in text  # the ladder's own rungs
+    from companion.cost.flex import KERNEL_LADDER
+
+    every = [{"options": o, "error": "RuntimeError: out of resource"} for o in KERNEL_LADDER]
+    tried = {**old, "gate": {"passed": False, "kernel_attempts": every}}
     text = cr.gpu_flex_status(bf16(tried))
-    assert "each of the 3 tile sizes tried" in text and "predates" not in text
-    fits = {**_rec("flex", 4096, ratio=1.314), "backend": {"kind": "flex (compiled, tiles 64×64)"}}
+    assert text.endswith("with each of the 3 tile sizes tried, down to tiles 32×32, 1 stage") and "predates" not in text
+    second = [every[0], {"options": KERNEL_LADDER[1], "error": None}]
+    fits = {**_rec("flex", 4096, ratio=1.314), "backend": {"kind": "flex (compiled, tiles 64×64)",
+                                                           "kernel_attempts": second}}
     assert cr.gpu_flex_status(bf16(fits)) == ("compiles on this GPU with tiles 64×64 and costs 1.31 × plain SDPA "
                                               "at L = 4,096 in bfloat16, forward and backward")
-    default = {**_rec("mask-flex", 4096, ratio=1.9), "backend": {"kind": "flex (compiled)"}}
-    assert "with inductor's default tiles and costs 1.90 ×" in cr.gpu_flex_status(bf16(default), "mask-flex")
+    default = {**_rec("mask-flex", 4096, ratio=1.9),
+               "backend": {"kind": "flex (compiled)", "kernel_attempts": [{"options": {}, "error": None}]}}
+    assert "with default tiles and costs 1.90 ×" in cr.gpu_flex_status(bf16(default), "mask-flex")
+    eager = {**_rec("flex", 4096, ratio=3.0), "backend": {"kind": "flex (eager, unfused)"}}
+    assert "compiles on this GPU as flex (eager, unfused) and costs 3.00 ×" in cr.gpu_flex_status(bf16(eager))
     other = {**_rec("mask-flex", 4096, status="error"), "reason": "gate at L=256: AssertionError: captured grad"}
     assert cr.gpu_flex_status(bf16(other), "mask-flex") == (
         "does not run on this GPU (does not run: gate at L=256: AssertionError: captured grad)")

@@ -20,6 +20,7 @@ import pandas as pd
 
 from companion.book.claims import load_ledger
 from companion.book.labels import VARIANTS, label
+from companion.cost.flex import KERNEL_LADDER, describe_options
 from companion.cost.roofline import attention_bytes, attention_flops, bound_s
 from companion.paths import repo_root
 
@@ -361,16 +362,22 @@ def _gate_error(gpu: dict[str, dict], variant: str, dtype: str) -> tuple[float, 
 _BACKENDS = {"CUDNN": "cuDNN", "EFFICIENT": "memory-efficient", "FLASH": "flash", "MATH": "math"}
 
 
-def _backend(gpu: dict[str, dict], variant: str, dtype: str, L: int = GOAL_L) -> str:
-    """The SDPA kernel that ran a variant's forward + backward at L in one precision ("—" if unknown)."""
+def _gpu_row(gpu: dict[str, dict], variant: str, dtype: str, L: int = GOAL_L) -> dict | None:
+    """A variant's forward + backward record at L in one precision (the first committed file's), or None."""
     for r in gpu.values():
         if r["settings"]["dtype"] != dtype:
             continue
         for row in r["results"]:
             if (row["variant"], row["L"], row["mode"]) == (variant, L, "fwd+bwd"):
-                names = (row.get("backend") or {}).get("sdp_choice_names") or []
-                return ", ".join(_BACKENDS.get(n, n) for n in names) or "—"
-    return "—"
+                return row
+    return None
+
+
+def _backend(gpu: dict[str, dict], variant: str, dtype: str, L: int = GOAL_L) -> str:
+    """The SDPA kernel that ran a variant's forward + backward at L in one precision ("—" if unknown)."""
+    row = _gpu_row(gpu, variant, dtype, L)
+    names = ((row or {}).get("backend") or {}).get("sdp_choice_names") or []
+    return ", ".join(_BACKENDS.get(n, n) for n in names) or "—"
 
 
 def _reason(gpu: dict[str, dict], variant: str) -> str:
@@ -382,30 +389,20 @@ def _reason(gpu: dict[str, dict], variant: str) -> str:
 _RESOURCE = re.compile(r"Required: (\d+) Hardware limit:\s*(\d+)")
 
 
-def _flex_row(gpu: dict[str, dict], variant: str, dtype: str = "bfloat16", L: int = GOAL_L) -> dict | None:
-    """A FlexAttention variant's forward + backward record at L in one precision (the first file's)."""
-    for r in gpu.values():
-        if r["settings"]["dtype"] != dtype:
-            continue
-        for row in r["results"]:
-            if (row["variant"], row["L"], row["mode"]) == (variant, L, "fwd+bwd"):
-                return row
-    return None
-
-
 def gpu_flex_status(gpu: dict[str, dict], variant: str = "flex") -> str:
     """What became of a FlexAttention variant on the GPU in bfloat16, forward + backward at GOAL_L, as a
     clause ("compiles … and costs 1.31 × plain SDPA …", "does not compile …: … bytes needed …", "was not
     measured …"), with the Triton tiles it ran with or tried (`companion.cost.flex.KERNEL_LADDER`)."""
-    row = _flex_row(gpu, variant)
+    row = _gpu_row(gpu, variant, "bfloat16")
     if row is None:
         return "was not measured on this GPU (benchmarks/gpu.sh measures it on the next one)"
     backend, gate = row.get("backend") or {}, row.get("gate") or {}
+    attempts = gate.get("kernel_attempts") or backend.get("kernel_attempts") or []
     if row["status"] == "ok":
-        kind = str(backend.get("kind", ""))
-        tiles = kind[kind.index(", ") + 2:-1] if ", " in kind else "inductor's default tiles"
+        ran = [a["options"] for a in attempts if a["error"] is None]
+        how = f"with {describe_options(ran[-1])}" if ran else f"as {backend.get('kind', 'flex')}"
         ratio = (row.get("ratio_vs_sdpa") or {}).get("paired_median")
-        return (f"compiles on this GPU with {tiles} and costs {ratio:.2f} × plain SDPA at L = {GOAL_L:,} in "
+        return (f"compiles on this GPU {how} and costs {ratio:.2f} × plain SDPA at L = {GOAL_L:,} in "
                 "bfloat16, forward and backward")
     reason = str(row.get("reason", ""))
     need = _RESOURCE.search(reason)
@@ -413,11 +410,12 @@ def gpu_flex_status(gpu: dict[str, dict], variant: str = "flex") -> str:
         return f"does not run on this GPU ({_STATUS_WORDS.get(row['status'], row['status'])}: {reason[:160]})"
     text = (f"does not compile on this GPU: Triton finds no kernel configuration whose shared memory fits "
             f"({int(need.group(1)):,} bytes needed, {int(need.group(2)):,} available)")
-    attempts = gate.get("kernel_attempts") or backend.get("kernel_attempts") or []
     if not attempts:
-        return (text + ". That run predates the harness's tile fitting, which now retries with smaller tiles "
-                "(64 × 64, then 32 × 32) when Triton reports this; the next GPU run says whether they fit")
-    return text + f", with each of the {len(attempts)} tile sizes tried, down to 32 × 32"
+        smaller = ", then ".join(describe_options(o) for o in KERNEL_LADDER[1:])
+        return (text + ". That run predates the harness's tile fitting, which now retries with smaller ones "
+                f"({smaller}) when Triton reports this; the next GPU run says whether they fit")
+    return text + (f", with each of the {len(attempts)} tile sizes tried, down to "
+                   f"{describe_options(attempts[-1]['options'])}")
 
 
 def gpu_prose_numbers(gpu: dict[str, dict], steps: pd.DataFrame | None = None) -> dict[str, str]:

@@ -99,21 +99,12 @@ def _probe(group: list, k: int) -> float:
     return time.perf_counter() - start
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def group_label(group: list) -> str:
     """"experiment/method seeds 0,1,…", with what the group's config sets apart from its method's preset
     in brackets (a `PAPER_EXTRA` mask layout, a `--set` override), so two groups never read alike."""
     from companion.config import config_to_dict
     from companion.experiments import get_experiment
+    from companion.runs import _flat
 
     cfg = group[0]
     label = f"{cfg.experiment}/{cfg.method} seeds {','.join(str(c.seed) for c in group)}"

@@ -243,6 +243,10 @@ class Flex(Variant):
         kap, u = goat_tables(self.module, self.L)
         return kap.to(dtype), u.to(dtype)
 
+    def table_shapes(self, n: int) -> list[tuple[int, ...]]:
+        """The shapes of `tables` at length n: κ (H, 2n − 1) and u (H, n)."""
+        return [(self.H, 2 * n - 1), (self.H, n)]
+
     def _table_dtype(self, q_dtype) -> torch.dtype:
         return torch.float64 if q_dtype == torch.float64 else torch.float32
 
@@ -263,8 +267,8 @@ class Flex(Variant):
         q, k, v = (torch.randn(1, self.H, n, self.D, generator=g, device=self.device, dtype=self.dtype,
                                requires_grad=True) for _ in range(3))
         tab = self._table_dtype(self.dtype)
-        shapes = [(self.H, 2 * n - 1), (self.H, n)] if self.score == "goat" else [(n, n)]
-        tables = [torch.randn(s, generator=g, device=self.device, dtype=tab, requires_grad=True) for s in shapes]
+        tables = [torch.randn(s, generator=g, device=self.device, dtype=tab, requires_grad=True)
+                  for s in self.table_shapes(n)]
         self.fn(q, k, v, *tables, _causal_block_mask(n, self.device), options or None).sum().backward()
         torch.cuda.synchronize(self.device)
 
@@ -295,6 +299,9 @@ class MaskFlex(Flex):
 
     def tables(self, dtype) -> tuple[Tensor, ...]:
         return (self.module(self.L)[0].to(dtype),)
+
+    def table_shapes(self, n: int) -> list[tuple[int, ...]]:
+        return [(n, n)]
 
     def reference(self, q, k, v, module64):
         return attend(q, k, v, bias=module64(self.L), causal=True, backend="eager")
