@@ -13,6 +13,10 @@ is a measurement of what compiling would buy, not how the package trains: its re
 to the eager ones to the last bit (`max_final_metric_diff_compiled` says by how much), and the first
 compiled group, which pays the compile, is timed apart (`compile_first_s`).
 
+With `--eval-arm`, another arm per method: the same group with its members evaluated the other way
+than the device's default (`train_stacked(shared_eval=...)`: on CUDA from one stacked forward, on the
+CPU one by one), so `eval_arm.ratio_vs_batched` prices `companion.shared_forward` on that device.
+
 With `--pool N` (CPU), the whole request (every method × seed) also goes through the local executor
 with N worker processes, once with every run alone (`max_members=1`) and once grouped: the figure a
 chapter's sweep sees on N cores, worker start-up included.
@@ -23,6 +27,7 @@ chapter's sweep sees on N cores, worker start-up included.
     python benchmarks/sweep_throughput.py --device cuda --profile paper --seeds 5 \\
         --overrides train.epochs=2                              # GPU: the paper model, shortened
     python benchmarks/sweep_throughput.py --compile --repeats 2 --tag cpu-compile   # + torch.compile arm
+    python benchmarks/sweep_throughput.py --device cuda --profile paper --eval-arm --overrides train.epochs=2
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -77,11 +83,26 @@ def compiled_stacks():
         batched.stack = real
 
 
+@contextlib.contextmanager
+def evaluation(shared: bool):
+    """While active, every group's members are evaluated as `shared` says: from one stacked forward
+    (`companion.shared_forward`) or one by one, whatever the device's default."""
+    import companion.train as train
+
+    real = train.train_stacked
+    train.train_stacked = functools.partial(real, shared_eval=shared)
+    try:
+        yield
+    finally:
+        train.train_stacked = real
+
+
 def bench_method(experiment: str, profile: str, method: str, seeds: list[int], overrides: list[str],
-                 repeats: int, compiled: bool = False) -> dict:
+                 repeats: int, compiled: bool = False, eval_arm: bool = False) -> dict:
     exp = get_experiment(experiment)
     cfgs = [exp.config(profile, method, s, overrides) for s in seeds]
-    solo_t, batched_t, compiled_t, extra, records = [], [], [], {}, None
+    solo_t, batched_t, compiled_t, flipped_t, extra, records = [], [], [], [], {}, None
+    default_shared = torch.device(cfgs[0].device).type == "cuda"  # train_stacked's default (shared_eval=None)
     if compiled:
         with compiled_stacks():
             start = time.perf_counter()
@@ -99,7 +120,19 @@ def bench_method(experiment: str, profile: str, method: str, seeds: list[int], o
                 start = time.perf_counter()
                 records = run_group(cfgs)
                 compiled_t.append(time.perf_counter() - start)
+        if eval_arm:
+            with evaluation(not default_shared):
+                start = time.perf_counter()
+                flipped = run_group(cfgs)
+                flipped_t.append(time.perf_counter() - start)
     n = len(cfgs)
+    if eval_arm:
+        rph = 3600 * n / statistics.median(flipped_t)
+        extra["eval_arm"] = {
+            "shared_eval": not default_shared, "batched_shared_eval": default_shared, "s": flipped_t,
+            "runs_per_hour": rph, "ratio_vs_batched": rph / (3600 * n / statistics.median(batched_t)),
+            "identical": all(_computed(a) == _computed(b) for a, b in zip(together, flipped)),
+            "max_final_metric_diff": max(_max_metric_diff(a, b) for a, b in zip(together, flipped))}
     rph_solo, rph_batched = 3600 * n / statistics.median(solo_t), 3600 * n / statistics.median(batched_t)
     if compiled:
         rph = 3600 * n / statistics.median(compiled_t)
@@ -155,6 +188,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--compile", action="store_true",
                     help="also time each group with the stacked model's forward under torch.compile")
+    ap.add_argument("--eval-arm", action="store_true",
+                    help="also time each group with its members evaluated the other way than the device's "
+                         "default (CPU: from one stacked forward; CUDA: one by one), companion.shared_forward")
     ap.add_argument("--pool", type=int, default=0, help="also time the local executor with N workers (CPU)")
     ap.add_argument("--pool-only", action="store_true", help="time only the local executor (--pool N)")
     ap.add_argument("--tag", default=None)
@@ -174,14 +210,16 @@ def main() -> None:
         "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(0),
         "torch": torch.__version__, "threads_per_run": THREADS, "load_avg_at_start": os.getloadavg(),
         "settings": {"experiment": args.experiment, "profile": args.profile, "methods": methods, "seeds": seeds,
-                     "overrides": overrides, "repeats": args.repeats, "compile": args.compile},
+                     "overrides": overrides, "repeats": args.repeats, "compile": args.compile,
+                     "eval_arm": args.eval_arm},
         "methods": {},
     }
     warm = get_experiment(args.experiment).config(args.profile, methods[0], 0, overrides + ["train.steps=2", "train.epochs=0", "train.eval_every=0"])
     run_group([warm, get_experiment(args.experiment).config(args.profile, methods[0], 1, overrides + ["train.steps=2", "train.epochs=0", "train.eval_every=0"])])
     run(warm)  # pay the one-off imports (the optimiser's first step) before any timing
     for method in [] if args.pool_only else methods:
-        r = bench_method(args.experiment, args.profile, method, seeds, overrides, args.repeats, args.compile)
+        r = bench_method(args.experiment, args.profile, method, seeds, overrides, args.repeats, args.compile,
+                         args.eval_arm)
         result["methods"][method] = r
         print(f"{method:15s} one by one {r['runs_per_hour_solo']:8.0f} runs/h   batched ({len(seeds)}) "
               f"{r['runs_per_hour_batched']:8.0f} runs/h   ratio {r['ratio']:.2f}   identical {r['identical']}",
@@ -190,6 +228,10 @@ def main() -> None:
             print(f"{'':15s} compiled {r['runs_per_hour_compiled']:8.0f} runs/h   vs batched "
                   f"{r['ratio_compiled_vs_batched']:.2f}   first group (compiling) {r['compile_first_s']:.1f} s   "
                   f"max final metric diff {r['max_final_metric_diff_compiled']:.2g}", flush=True)
+        if args.eval_arm:
+            e = r["eval_arm"]
+            print(f"{'':15s} evaluation {'shared' if e['shared_eval'] else 'one by one'} {e['runs_per_hour']:8.0f} "
+                  f"runs/h   vs batched {e['ratio_vs_batched']:.2f}   identical {e['identical']}", flush=True)
     if result["methods"]:
         total_solo = sum(statistics.median(r["solo_s"]) for r in result["methods"].values())
         total_batched = sum(statistics.median(r["batched_s"]) for r in result["methods"].values())

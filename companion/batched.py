@@ -30,7 +30,8 @@ optimiser over the stacked tensors is M optimisers; gradient clipping is per mem
 (`clip_grad_norm_members_`).
 
 `unstack_into(stacked, m, model)` copies member m back into a model alone, where the unchanged
-`evaluate`, drift tracking and the store take it. `batchable(cfg)` says which configs this covers
+`evaluate`, drift tracking and the store take it (on CUDA the members' evaluation forwards are then
+served from one stacked forward, `companion.shared_forward`). `batchable(cfg)` says which configs this covers
 (`why_not_batchable` says why not); everything else runs alone.
 """
 

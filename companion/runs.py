@@ -124,8 +124,14 @@ class Record:
 
 def execution_note(members: int, device: str = "cpu") -> dict[str, Any]:
     """A record's `execution`: "solo" for a run alone, "batched" with the group's size otherwise, and
-    the machine it ran on (`machine_name`)."""
-    return {"mode": "batched" if members > 1 else "solo", "members": members, "machine": machine_name(device)}
+    the machine it ran on (`machine_name`); a group whose members were evaluated from one stacked
+    forward (`companion.train.shares_evaluation`: on CUDA) also says `"evaluation": "shared"`."""
+    from companion.train import shares_evaluation
+
+    note = {"mode": "batched" if members > 1 else "solo", "members": members, "machine": machine_name(device)}
+    if members > 1 and shares_evaluation(device):
+        note["evaluation"] = "shared"
+    return note
 
 
 @lru_cache(maxsize=8)

@@ -8,6 +8,7 @@ Weight decay skips priors, biases and norms, chosen by parameter name (see `comp
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -21,7 +22,7 @@ from tqdm import tqdm  # the console bar: chapters run quietly, so no notebook w
 from companion.config import TrainConfig
 from companion.tasks import Task, model_device
 
-__all__ = ["History", "train", "train_stacked", "param_groups", "total_steps", "lr_factor", "lr_curve", "evaluate"]
+__all__ = ["History", "train", "train_stacked", "shares_evaluation", "param_groups", "total_steps", "lr_factor", "lr_curve", "evaluate"]
 
 Callback = Callable[[int, nn.Module, dict], None]
 
@@ -158,9 +159,15 @@ def train(model: nn.Module, task: Task, cfg: TrainConfig, *, generator: torch.Ge
     return _train(model, [model], task, cfg, [generator], [list(callbacks)], progress)[0]
 
 
+def shares_evaluation(device) -> bool:
+    """Whether `train_stacked` evaluates its members from one stacked forward by default on `device`
+    (`shared_eval=None`): on CUDA only (see `train_stacked`)."""
+    return torch.device(device).type == "cuda"
+
+
 def train_stacked(models: Sequence[nn.Module], task: Task, cfg: TrainConfig, *,
                   generators: Sequence[torch.Generator], callbacks: Sequence[Iterable[Callback]] | None = None,
-                  progress: bool = False) -> list[History]:
+                  progress: bool = False, shared_eval: bool | None = None) -> list[History]:
     """Train M models of one config together, each as if by `train` alone (`companion.batched`).
 
     Member m draws its batches from `generators[m]`, and its loss, gradient, optimiser state and
@@ -168,6 +175,13 @@ def train_stacked(models: Sequence[nn.Module], task: Task, cfg: TrainConfig, *,
     evaluation the trained member is copied into `models[m]`, which the unchanged `evaluate` and
     `callbacks[m]` then see; at the end every `models[m]` holds its trained weights. Each History
     gets its own losses and an equal share of the wall time.
+
+    `shared_eval`: serve the members' evaluation forwards from one stacked forward
+    (`companion.shared_forward`; the same metrics, to the last bit on the CPU). None (default): on
+    CUDA only, where M small evaluation forwards are launch-bound. On the CPU the stacked forward
+    at M times the evaluation's batch leaves the cache and is slower than M forwards alone (GOTU
+    `ci`, 5 seeds: 0.83× and 0.87× the groups' rate, default and mask, records equal to the last
+    bit; `benchmarks/results/sweep_throughput-cpu-eval.json`), so it stays off there.
     """
     from companion.batched import stack
 
@@ -177,15 +191,20 @@ def train_stacked(models: Sequence[nn.Module], task: Task, cfg: TrainConfig, *,
     cbs = [list(c) for c in callbacks] if callbacks is not None else [[] for _ in models]
     if len(cbs) != len(models):
         raise ValueError(f"{len(models)} models but {len(cbs)} callback lists; give one each.")
-    return _train(stack(models), models, task, cfg, list(generators), cbs, progress)
+    net = stack(models)
+    if shared_eval is None:
+        shared_eval = shares_evaluation(model_device(net))
+    return _train(net, models, task, cfg, list(generators), cbs, progress, shared_eval)
 
 
 def _train(net: nn.Module, models: list[nn.Module], task: Task, cfg: TrainConfig,
-           generators: list[torch.Generator], callbacks: list[list[Callback]], progress: bool) -> list[History]:
+           generators: list[torch.Generator], callbacks: list[list[Callback]], progress: bool,
+           shared_eval: bool = False) -> list[History]:
     """The one loop. `net` is what trains: `models[0]` itself (alone), or the stack of `models`
     (`net.members` = M), whose batch is the members' batches one after another and whose loss is the
     sum of theirs. Losses stay on the device until the end (no host synchronisation per step)."""
     from companion.batched import clip_grad_norm_members_, unstack_into
+    from companion.shared_forward import SharedForward
 
     start = time.perf_counter()
     members = getattr(net, "members", 0)
@@ -196,12 +215,15 @@ def _train(net: nn.Module, models: list[nn.Module], task: Task, cfg: TrainConfig
     evals: list[dict] = [{} for _ in models]
     losses, lrs = [], []
 
+    share = SharedForward(net, models) if members and shared_eval else None
+
     def checkpoint(step: int) -> None:
         steps.append(step)
         for m, model in enumerate(models):
             if model is not net:
                 unstack_into(net, m, model)
-            metrics = evaluate(model, task, final=step == total)
+            with share.serving(m) if share else contextlib.nullcontext():
+                metrics = evaluate(model, task, final=step == total)
             for split, ms in metrics.items():
                 for name, value in ms.items():
                     evals[m].setdefault(split, {}).setdefault(name, []).append(float(value))
