@@ -29,6 +29,9 @@ Notable choices (research notes `goat-and-kernels.md` A3–A5; [ref] = the autho
   (`benchmarks/attention.py --dtype bfloat16 --variants goat-lanes,goat-sdpa --gate-len 4096`, read by
   Chapter 10), bf16 lanes fail the gate from L = 256 on with the ALiBi-seeded slopes, and this path
   passes it up to 4096. A non-causal prior has no recency term and keeps the inputs' dtype.
+- `head_chunk` (off by default): on the CPU, the lanes a few heads at a time around the flash kernel
+  (`companion.goat_chunked`), so the backward keeps one chunk's q′, k′ instead of every head's; the
+  same output and input gradients to the last bit, the peak memory of plain SDPA.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from companion.attention import check_qkv, check_scale
+from companion.goat_chunked import head_chunked_sdpa, why_not_chunked
 from companion.positions import alibi_slopes
 from companion.priors import Prior, PriorContext
 from companion.readouts import option_int, parse_ints, register_readout, rounded, sample_positions, split_arg
@@ -74,12 +78,16 @@ class GoatPrior(Prior):
             MLP weights ~ N(0, init_scale²), s = ALiBi slopes).
         init_scale: std of the random sink-MLP weights.
         generator: source of the random draws (None: torch's global generator).
+        head_chunk: run `sdpa` this many heads at a time through `companion.goat_chunked` (the CPU
+            path whose peak memory stays near plain SDPA's; the same output and input gradients),
+            where that path applies (a prior alone, CPU, float32/float64: `why_not_chunked`);
+            None (default): one SDPA call over every head.
     """
 
     def __init__(self, n_heads: int, d_head: int, *, train_len: int, rank: int = 4, abs_rank: int = 4,
                  base: float = 1e4, abs_base: float = 1e4, hidden: int = 4, causal: bool = True,
                  init: Literal["uniform", "seeded"] = "uniform", init_scale: float = 1e-3,
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None, head_chunk: int | None = None):
         super().__init__()
         for name, value in dict(n_heads=n_heads, train_len=train_len, rank=rank, hidden=hidden).items():
             if value < 1:
@@ -97,6 +105,9 @@ class GoatPrior(Prior):
         self.n_heads, self.d_head, self.content_dim = n_heads, d_head, d_head - self.n_lanes
         self.train_len, self.rank, self.abs_rank, self.base, self.abs_base = train_len, rank, abs_rank, base, abs_base
         self.causal, self.init, self.init_scale = causal, init, init_scale
+        if head_chunk is not None and head_chunk < 1:
+            raise ValueError(f"head_chunk must be a positive number of heads or None, got {head_chunk}.")
+        self.head_chunk = head_chunk
         self.alpha = nn.Parameter(torch.empty(n_heads, rank))  # cos weights (symmetric part)
         self.beta = nn.Parameter(torch.empty(n_heads, rank))  # sin weights (directional part)
         n_in = 2 * abs_rank + 2
@@ -280,21 +291,34 @@ class GoatPrior(Prior):
         self._check(q, k, positions, q_start)
         p = self._params() if p is None else p
         b, h, i, _ = q.shape
-        n = k.shape[-2]
         dc = self.content_dim
-        pos = torch.arange(n, device=q.device) if positions is None else positions.to(q.device)
-        inv = math.sqrt(self.d_head) if scale is None else 1.0 / check_scale(scale)  # undo SDPA's scale on the lanes
-        phase = pos.to(torch.float64)[:, None] * _geometric(self.rank, self.base, q.device)
-        cos, sin = phase.cos().to(q.dtype), phase.sin().to(q.dtype)  # (n, R)
-        cq, sq = cos[q_start:q_start + i], sin[q_start:q_start + i]  # the queries' rows, (i, R)
-        a, bt = p["alpha"].to(q.dtype)[:, None, :], p["beta"].to(q.dtype)[:, None, :]  # (h, 1, R)
-        q_rel = torch.cat([a * cq + bt * sq, a * sq - bt * cq], dim=-1)  # (h, i, 2R)
-        k_rel = torch.cat([cos, sin], dim=-1)  # (n, 2R)
-        u = self.sink(pos, p).to(k.dtype)  # (h, n)
-        q2 = torch.cat([q[..., :dc] * (inv / math.sqrt(dc)), (q_rel * inv).expand(b, -1, -1, -1),
+        inv = self.lane_scale(scale)
+        q_rel, k_rel, u = self.lane_parts(k.shape[-2], i, positions, p=p, q_start=q_start, dtype=q.dtype,
+                                          device=q.device, inv=inv)
+        q2 = torch.cat([q[..., :dc] * (inv / math.sqrt(dc)), q_rel.expand(b, -1, -1, -1),
                         q.new_full((b, h, i, 1), inv)], dim=-1)
         k2 = torch.cat([k[..., :dc], k_rel.expand(b, h, -1, -1), u[None, :, :, None].expand(b, -1, -1, 1)], dim=-1)
         return q2, k2
+
+    def lane_scale(self, scale: float | None = None) -> float:
+        """1 / the scale SDPA applies (None: its default 1/√d_head); the lanes are multiplied by it."""
+        return math.sqrt(self.d_head) if scale is None else 1.0 / check_scale(scale)
+
+    def lane_parts(self, n: int, i: int, positions: Tensor | None = None, *, p: dict[str, Tensor], q_start: int,
+                   dtype: torch.dtype, device, inv: float) -> tuple[Tensor, Tensor, Tensor]:
+        """What the prior puts in the lanes, before it is spread over the batch (`lanes`):
+        the queries' spectral lanes Rot(ω_r i)(α_r, −β_r)·inv (h, i, 2R), the keys' Rot(ω_r j)(1, 0)
+        (n, 2R) and the sink u_h(j) (h, n), for n keys and the i queries from q_start, in `dtype`.
+        The queries' last lane is the constant inv and carries no parameter."""
+        pos = torch.arange(n, device=device) if positions is None else positions.to(device)
+        phase = pos.to(torch.float64)[:, None] * _geometric(self.rank, self.base, device)
+        cos, sin = phase.cos().to(dtype), phase.sin().to(dtype)  # (n, R)
+        cq, sq = cos[q_start:q_start + i], sin[q_start:q_start + i]  # the queries' rows, (i, R)
+        a, bt = p["alpha"].to(dtype)[:, None, :], p["beta"].to(dtype)[:, None, :]  # (h, 1, R)
+        q_rel = torch.cat([a * cq + bt * sq, a * sq - bt * cq], dim=-1)  # (h, i, 2R)
+        k_rel = torch.cat([cos, sin], dim=-1)  # (n, 2R)
+        u = self.sink(pos, p).to(dtype)  # (h, n)
+        return q_rel * inv, k_rel, u
 
     def sdpa(self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor | None = None, *,
              check: bool = True, q_start: int = 0) -> Tensor:
@@ -320,6 +344,10 @@ class GoatPrior(Prior):
     def _sdpa(self, q: Tensor, k: Tensor, v: Tensor, positions: Tensor | None, check: bool, q_start: int,
               wide: torch.dtype | None = None) -> Tensor:
         convert = (lambda p: p) if wide is None else (lambda p: {n: t.to(wide) for n, t in p.items()})  # noqa: E731
+        if self.head_chunk and wide is None and why_not_chunked(self, q) is None:
+            if check:
+                self._check_parts(k.shape[-2], q.shape[-2], positions, q_start, q)
+            return head_chunked_sdpa(self, q, k, v, chunk=self.head_chunk, positions=positions, q_start=q_start)
         if self.members:
             # seed-stacked (member-major batch): each member's lanes from its own parameters on its own
             # samples, exactly as alone, then one SDPA call over every member's samples
@@ -335,8 +363,15 @@ class GoatPrior(Prior):
             return F.scaled_dot_product_attention(q2, k2, v, attn_mask=rule[None, None])
         return F.scaled_dot_product_attention(q2, k2, v, is_causal=self.causal)
 
-    def _check_lanes(self, q2: Tensor, k2: Tensor) -> None:
-        dc = self.content_dim
+    def _check_parts(self, n: int, i: int, positions: Tensor | None, q_start: int, q: Tensor) -> None:
+        """`_check_lanes` for the head-chunked path, on the lanes before they are spread over the batch."""
+        with torch.no_grad():
+            parts = self.lane_parts(n, i, positions, p=self._params(), q_start=q_start, dtype=q.dtype,
+                                    device=q.device, inv=self.lane_scale())
+        self._check_lanes(*parts[::2], content=False)
+
+    def _check_lanes(self, q2: Tensor, k2: Tensor, *, content: bool = True) -> None:
+        dc = self.content_dim if content else 0
         if not (bool(torch.isfinite(q2[..., dc:]).all()) and bool(torch.isfinite(k2[..., dc:]).all())):
             bad = [n for n, p in self.named_parameters() if not bool(torch.isfinite(p).all())]
             raise ValueError(

@@ -17,7 +17,7 @@ from companion import cost as bench
 
 CLI = Path(__file__).resolve().parent.parent / "benchmarks" / "attention.py"
 L, SHAPE = 32, dict(B=2, H=4, D=32)
-PRIOR_PARAMS = {"goat-lanes", "goat-sdpa", "eager-goat", "mask-sdpa", "eager-bias", "mask-sdpa-math", "mask-attend"}
+PRIOR_PARAMS = {"goat-lanes", "goat-sdpa", "goat-chunked", "eager-goat", "mask-sdpa", "eager-bias", "mask-sdpa-math", "mask-attend"}
 
 
 def _gate(variant, mode, **kw):
@@ -272,3 +272,11 @@ def test_the_gate_and_the_kind_record_the_tiles_flex_ran_with():
     assert [a["error"] is None for a in res["kernel_attempts"]] == [False, True]
     var = bench.build(FittedFlex, L, H=2, D=16, device="cpu", dtype=torch.float32, compile_flex=True)
     assert var.kind() == "flex (compiled, tiles 64×64)"
+
+
+def test_goat_chunked_names_its_chunk_or_why_it_makes_one_call():
+    var = bench.build("goat-chunked", L, H=4, D=32, device="cpu", dtype=torch.float32)
+    assert var.module.head_chunk == min(torch.get_num_threads(), 4)
+    assert var.kind() == f"sdpa (CPU flash, {var.module.head_chunk} heads at a time)"
+    b16 = bench.build("goat-chunked", L, H=4, D=32, device="cpu", dtype=torch.bfloat16)
+    assert b16.kind().startswith("sdpa (one call: the CPU kernel path is float32 or float64")

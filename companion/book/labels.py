@@ -20,7 +20,8 @@ TASKS = {"2parity": "2Parity", "cyclic3": "Cyclic3", "maj3": "3-bit Majority", "
          "imagenet100": "ImageNet-100"}
 # Benchmark variants (Chapter 10): how attention with a prior is computed.
 VARIANTS = {"sdpa": "SDPA, no prior", "goat-lanes": "GOAT lanes (SDPA)",
-            "goat-sdpa": "GOAT, companion path (16-bit → float32 lanes)", "mask-sdpa": "learnable mask (SDPA)",
+            "goat-sdpa": "GOAT, companion path (16-bit → float32 lanes)",
+            "goat-chunked": "GOAT lanes, a few heads at a time (CPU kernel)", "mask-sdpa": "learnable mask (SDPA)",
             "mask-sdpa-math": "learnable mask (SDPA, math kernel)", "eager-bias": "eager, materialised bias",
             "mask-attend": "learnable mask (companion.attend)", "mask-flex": "learnable mask (FlexAttention)",
             "alibi-sdpa": "ALiBi bias (SDPA)",
@@ -31,7 +32,8 @@ _BASE = {"default": "#4d4d4d", "structured-svd": "#e07b39", "structured-opt": "#
          "goat": "#1b6ca8", "goat-uniform": "#6baed6", "rope": "#d95f02", "rope-pi": "#fdae6b",
          "alibi": "#1b9e77", "sinusoidal": "#8c8c8c"}
 # A variant shares the colour of the method it computes.
-_VARIANT_COLOUR = {"sdpa": "#4d4d4d", "goat-lanes": _BASE["goat"], "goat-sdpa": "#4292c6", "mask-sdpa": _BASE["mask"],
+_VARIANT_COLOUR = {"sdpa": "#4d4d4d", "goat-lanes": _BASE["goat"], "goat-sdpa": "#4292c6", "goat-chunked": "#2171b5",
+                   "mask-sdpa": _BASE["mask"],
                    "mask-sdpa-math": "#e6550d", "eager-bias": "#969696", "mask-attend": "#fb6a4a", "mask-flex": "#a50f15",
                    "alibi-sdpa": _BASE["alibi"], "eager-goat": "#9ecae1", "flex": "#08519c"}
 COLOURS = {**_BASE, **_VARIANT_COLOUR}

@@ -26,7 +26,8 @@ All are causal; B batch, H heads, D head dim; every prior is trainable in fwd+bw
                restricts SDPA to the memory-efficient kernel (+ MATH fallback). `attend` passes the
                mask as LearnableMask returns it, (1, L, L): a 3-D mask, which CPU-flash refuses, so
                on CPU this runs MATH even in fwd, where mask-sdpa's (L, L) mask takes CPU-flash.
-Optional: goat-sdpa (above), alibi-sdpa (a frozen ALiBi float mask, no gradient: the "b′" case of the notes),
+Optional: goat-sdpa (above), goat-chunked (goat-sdpa with `GoatPrior.head_chunk` = the torch threads: on the
+CPU the lanes a few heads at a time, `companion.goat_chunked`; elsewhere the same one call), alibi-sdpa (a frozen ALiBi float mask, no gradient: the "b′" case of the notes),
 mask-sdpa-math (mask-sdpa pinned to the MATH backend: the CUDA reference for EFFICIENT), mask-flex (mask-sdpa's
 learnable log σ(M) captured in a flex `score_mod`, causal BlockMask: on CUDA its gradient reaches M through
 the kernel's captured-buffer backward, a route for the learnable mask besides SDPA's kernels).
@@ -133,6 +134,26 @@ class GoatSdpa(GoatLanes):
 
     def forward(self, q, k, v):
         return self.module.sdpa(q, k, v, check=False)
+
+
+class GoatChunked(GoatSdpa):
+    """goat-sdpa with the prior's `head_chunk` set to the torch threads (`companion.goat_chunked`): the
+    CPU kernel a few heads at a time, keeping one chunk's lanes instead of every head's. Where that
+    path does not apply (CUDA, 16-bit inputs), the prior makes its one call and `kind` says why."""
+
+    name = "goat-chunked"
+
+    def __init__(self, L, **kw):
+        super().__init__(L, **kw)
+        self.module.head_chunk = max(1, min(torch.get_num_threads(), self.H))
+
+    def kind(self):
+        from companion.goat_chunked import why_not_chunked
+
+        probe = torch.empty(0, device=self.device, dtype=self.dtype)
+        reason = why_not_chunked(self.module, probe)
+        return f"sdpa (CPU flash, {self.module.head_chunk} heads at a time)" if reason is None else \
+            f"sdpa (one call: {reason})"
 
 
 class MaskSdpa(Variant):
@@ -314,7 +335,7 @@ def _causal_block_mask(L: int, device):
 
 
 VARIANTS: dict[str, type[Variant]] = {
-    c.name: c for c in (Sdpa, GoatLanes, GoatSdpa, MaskSdpa, EagerBias, Flex, EagerGoat, MaskAttend, AlibiSdpa,
+    c.name: c for c in (Sdpa, GoatLanes, GoatSdpa, GoatChunked, MaskSdpa, EagerBias, Flex, EagerGoat, MaskAttend, AlibiSdpa,
                          MaskSdpaMath, MaskFlex)
 }
 
