@@ -24,7 +24,8 @@ from companion.cost.flex import KERNEL_LADDER, describe_options
 from companion.cost.roofline import attention_bytes, attention_flops, bound_s
 from companion.paths import repo_root
 
-__all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "bf16_goat_table", "bf16_goat_numbers", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "load",
+__all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "CHUNKED_RESULT", "chunked_table", "chunked_numbers",
+           "bf16_goat_table", "bf16_goat_numbers", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "load",
            "committed", "gpu_results", "frame", "wide", "settings_table", "variant_curves", "length_axes",
            "ratio_table", "flex_backward_note", "gpu_flex_status", "quadratic_reference", "growth_exponent", "growth_table",
            "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_mask_ratios", "gpu_mask_ratio", "GPU_GOALS", "gpu_frame",
@@ -34,12 +35,14 @@ __all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "bf16_goat_table", "bf16_goat
 RESULTS = Path("benchmarks") / "results"
 CPU_RESULT = "attention-cpu-vm-2core"  # the committed CPU sweep the chapter reads
 BF16_RESULT = "attention-cpu-vm-2core-bf16"  # GOAT's lanes in bfloat16 on the same CPU (gate and time)
+CHUNKED_RESULT = "attention-cpu-vm-2core-chunked"  # GOAT's lanes a few heads at a time, beside one call
 MODES = ("fwd", "fwd+bwd")
 GOAL_L = 4096  # the length at which the goals are judged, forward + backward
 LIVE_VARIANTS = "sdpa,goat-lanes,mask-sdpa,mask-attend,eager-bias"
 # A goal is {variant: (column, the claim whose threshold it is)}; the limits live in book/claims.yml.
 TIME_GOALS = {"goat-lanes": ("paired_ratio", "S3-15"), "mask-sdpa": ("paired_ratio", "C-02")}
 MEMORY_GOALS = {"goat-lanes": ("memory_ratio", "C-01")}
+CHUNKED_GOALS = {"goat-chunked": ("memory_ratio", "C-01")}  # beside C-01, from CHUNKED_RESULT
 _MiB = 2**20
 
 
@@ -211,10 +214,15 @@ def _limits(goals: dict[str, tuple[str, str]]) -> dict[str, tuple[str, float]]:
     return {v: (column, float(ledger[cid].rule["threshold"])) for v, (column, cid) in goals.items()}
 
 
-def goals_table(df: pd.DataFrame) -> pd.DataFrame:
-    """The time goals, then the memory goals, at GOAL_L on the CPU, each against its claim's threshold."""
+def goals_table(df: pd.DataFrame, chunked: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The time goals, then the memory goals, at GOAL_L on the CPU, each against its claim's threshold;
+    with `chunked` (`frame` of the head-chunked result) also the memory of GOAT's lanes a few heads at a
+    time against C-01's threshold (a row of its own: the claim is decided on the one-call path)."""
     goals = goal_table(df, GOAL_L, _limits(TIME_GOALS)).assign(device="CPU")
-    return pd.concat([goals, goal_table(df, GOAL_L, _limits(MEMORY_GOALS)).assign(device="CPU")])
+    parts = [goals, goal_table(df, GOAL_L, _limits(MEMORY_GOALS)).assign(device="CPU")]
+    if chunked is not None:
+        parts.append(goal_table(chunked, GOAL_L, _limits(CHUNKED_GOALS)).assign(device="CPU"))
+    return pd.concat(parts)
 
 
 _MEASURES = {"paired_ratio": "time vs plain SDPA", "memory_ratio": "peak memory vs plain SDPA"}
@@ -457,6 +465,44 @@ def _gate_cell(row) -> str:
         return "—"
     verdict = "passes" if gate.get("passed") else "fails"
     return f"{verdict}: {float(gate['worst']):.3f} (tolerance {float(gate['tol']):g})"
+
+
+CHUNK_VARIANTS = ("goat-lanes", "goat-chunked")
+
+
+def chunked_table(result: dict) -> pd.DataFrame:
+    """GOAT's lanes in one SDPA call and a few heads at a time (`companion.goat_chunked`), forward +
+    backward on the CPU, by length: each one's peak memory and time over plain SDPA, all from one run."""
+    df = frame(result)
+    df = df[(df["mode"] == "fwd+bwd") & df.variant.isin(CHUNK_VARIANTS)]
+    rows = {}
+    for r in df.itertuples():
+        row = rows.setdefault(r.L, {})
+        name = label(r.variant)
+        row[f"{name}: peak memory vs SDPA"] = f"{r.memory_ratio:.2f} ×" if r.memory_ratio == r.memory_ratio else r.status
+        row[f"{name}: time vs SDPA"] = f"{r.paired_ratio:.2f} ×" if r.paired_ratio == r.paired_ratio else r.status
+    out = pd.DataFrame.from_dict(rows, orient="index").sort_index()
+    out.index.name = "L"
+    return out
+
+
+def chunked_numbers(result: dict, L: int = GOAL_L, short: int = 1024) -> dict[str, str]:
+    """Glued numbers of the head-chunked GOAT section, at L, forward + backward, from its one run: the
+    heads per chunk, each path's peak memory over plain SDPA (and in MiB) and time over plain SDPA,
+    and both times at the shorter length `short` (`..._<short>`)."""
+    df = frame(result)
+    out = {"ch10_chunk_heads": "—"}
+    for r in result["results"]:
+        kind = (r.get("backend") or {}).get("kind") or ""
+        if r["variant"] == "goat-chunked" and "heads at a time" in kind:
+            out["ch10_chunk_heads"] = kind.split("CPU flash, ")[1].split(" heads")[0]
+    for v, key in (("sdpa", "sdpa"), ("goat-lanes", "one"), ("goat-chunked", "chunked")):
+        out[f"ch10_chunk_mib_{key}"] = f"{_at(df, v, 'peak_mib', L):.1f}"
+        if v != "sdpa":
+            out[f"ch10_chunk_mem_{key}"] = f"{_at(df, v, 'memory_ratio', L):.2f}"
+            out[f"ch10_chunk_time_{key}"] = f"{_at(df, v, 'paired_ratio', L):.2f}"
+            out[f"ch10_chunk_time_{key}_{short}"] = f"{_at(df, v, 'paired_ratio', short):.2f}"
+    return out
 
 
 def bf16_goat_table(result: dict) -> pd.DataFrame:
