@@ -49,6 +49,7 @@ import torch
 
 from companion.experiments import get_experiment
 from companion.runs import THREADS, run, run_group
+from companion.train import shares_evaluation
 
 
 def _computed(record) -> dict:
@@ -102,7 +103,7 @@ def bench_method(experiment: str, profile: str, method: str, seeds: list[int], o
     exp = get_experiment(experiment)
     cfgs = [exp.config(profile, method, s, overrides) for s in seeds]
     solo_t, batched_t, compiled_t, flipped_t, extra, records = [], [], [], [], {}, None
-    default_shared = torch.device(cfgs[0].device).type == "cuda"  # train_stacked's default (shared_eval=None)
+    default_shared = shares_evaluation(cfgs[0].device)  # train_stacked's default (shared_eval=None)
     if compiled:
         with compiled_stacks():
             start = time.perf_counter()
