@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # The GPU measurements of Chapter 10, as one script for a lent GPU (about 10 minutes on an H200).
 # Writes benchmarks/results/attention-<tag>-*.json and step-memory-<tag>.json, which the chapter reads.
-#   bash benchmarks/gpu.sh [tag]        (run from the repository root, with the package installed)
+#   bash benchmarks/gpu.sh [tag]        (run from the repository root; PYTHON=... picks the interpreter)
 set -euo pipefail
 tag="${1:-gpu}"
-py="${PYTHON:-.venv/bin/python}"
+# The interpreter: $PYTHON if set, else this checkout's .venv, else python3 (a GPU machine's own stack,
+# torch 2.11 on Python 3.12, where the package is not installed and runs from the checkout).
+if [[ -n "${PYTHON:-}" ]]; then py="$PYTHON"
+elif [[ -x .venv/bin/python ]]; then py=.venv/bin/python
+else py=python3
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+"$py" -c "import torch, companion; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 out=benchmarks/results
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
 # 1. bfloat16, every variant, L = 1024 … until out of memory (recorded), memory measured in-process;
