@@ -290,11 +290,19 @@ class GoatPrior(Prior):
         """
         self._check(q, k, positions, q_start)
         p = self._params() if p is None else p
+        inv = self.lane_scale(scale)
+        parts = self.lane_parts(k.shape[-2], q.shape[-2], positions, p=p, q_start=q_start, dtype=q.dtype,
+                                device=q.device, inv=inv)
+        return self.assemble(q, k, parts, inv)
+
+    def assemble(self, q: Tensor, k: Tensor, parts: tuple[Tensor, Tensor, Tensor], inv: float) -> tuple[Tensor, Tensor]:
+        """(q′, k′) from the content channels of q, k (b, h, ·, ·) and the lane parts of their h heads
+        (`lane_parts`): q′ = [q_c·inv/√d_c | query lanes | inv], k′ = [k_c | key lanes | sink]. The
+        one place the lanes are laid out: `lanes` and the head-chunked path (`companion.goat_chunked`,
+        which passes detached parts) both call it."""
+        q_rel, k_rel, u = parts
         b, h, i, _ = q.shape
         dc = self.content_dim
-        inv = self.lane_scale(scale)
-        q_rel, k_rel, u = self.lane_parts(k.shape[-2], i, positions, p=p, q_start=q_start, dtype=q.dtype,
-                                          device=q.device, inv=inv)
         q2 = torch.cat([q[..., :dc] * (inv / math.sqrt(dc)), q_rel.expand(b, -1, -1, -1),
                         q.new_full((b, h, i, 1), inv)], dim=-1)
         k2 = torch.cat([k[..., :dc], k_rel.expand(b, h, -1, -1), u[None, :, :, None].expand(b, -1, -1, 1)], dim=-1)

@@ -133,15 +133,9 @@ class _HeadChunked(torch.autograd.Function):
 
 
 def _lanes(prior, q: Tensor, k: Tensor, parts: tuple[Tensor, Tensor, Tensor], inv: float) -> tuple[Tensor, Tensor]:
-    """A chunk's (q′, k′) from its lane parts, assembled as `GoatPrior.lanes` assembles them, outside
-    autograd (the function owns the gradient)."""
-    q_rel, k_rel, u = (t.detach() for t in parts)
-    b, hc, i, _ = q.shape
-    dc = prior.content_dim
-    q2 = torch.cat([q[..., :dc] * (inv / math.sqrt(dc)), q_rel.expand(b, -1, -1, -1),
-                    q.new_full((b, hc, i, 1), inv)], dim=-1)
-    k2 = torch.cat([k[..., :dc], k_rel.expand(b, hc, -1, -1), u[None, :, :, None].expand(b, -1, -1, 1)], dim=-1)
-    return q2, k2
+    """A chunk's (q′, k′) from its lane parts (`GoatPrior.assemble`), outside autograd (the function
+    owns the gradient)."""
+    return prior.assemble(q, k, tuple(t.detach() for t in parts), inv)
 
 
 def head_chunked_sdpa(prior, q: Tensor, k: Tensor, v: Tensor, *, chunk: int, positions: Tensor | None = None,

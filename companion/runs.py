@@ -10,6 +10,7 @@ seeds of one config together (`companion.batched`) and returns one Record per se
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import subprocess
@@ -157,10 +158,17 @@ def run(cfg: RunConfig, *, progress: bool = False, return_model: bool = False):
     `stream(seed, "order")`; the task's data come from its own task-level seed. The run trains on
     `THREADS` torch threads (the caller's setting is restored afterwards).
     """
+    with _run_threads():
+        return _run(cfg, progress, return_model)
+
+
+@contextlib.contextmanager
+def _run_threads():
+    """Torch on `THREADS` intra-op threads inside, the caller's setting restored afterwards."""
     before = torch.get_num_threads()
     torch.set_num_threads(THREADS)
     try:
-        return _run(cfg, progress, return_model)
+        yield
     finally:
         torch.set_num_threads(before)
 
@@ -278,12 +286,8 @@ def run_group(cfgs, *, progress: bool = False, return_models: bool = False) -> l
     if len(cfgs) == 1:
         out = run(cfgs[0], progress=progress, return_model=return_models)
         return [out]
-    before = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    try:
+    with _run_threads():
         return _run_group(cfgs, progress, return_models)
-    finally:
-        torch.set_num_threads(before)
 
 
 def _run_group(cfgs, progress: bool, return_models: bool) -> list:

@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 
 from companion.boolean_fourier import cube, evaluate
-from companion.book.frames import long_curves, open_mass, readout, records_frame
+from companion.book.frames import long_curves, open_mass_frame, readout, records_frame
 from companion.book.labels import label, task_title
 from companion.book.prose import diff_interval, mean_sd, num, p_text, pct
 from companion.book.stats import paired, paired_table, summary_table
@@ -501,17 +501,7 @@ def map_summary(records: dict[str, Sequence], masks: dict[str, torch.Tensor], me
                 row: int | None = 0) -> pd.DataFrame:
     """Share of attention on the mask's open keys (of query `row`, 0 = CLS; every query averaged when
     None), one row per task × method × seed × layer: columns init and final."""
-    rows = []
-    for fn, recs in records.items():
-        for rec in recs:
-            if rec.config.method not in methods:
-                continue
-            maps = rec.drift["maps"]
-            for layer in range(len(maps["init"])):
-                rows.append({"task": fn, "method": rec.config.method, "seed": rec.seed, "layer": layer,
-                             "init": open_mass(maps["init"][layer], masks[fn], row),
-                             "final": open_mass(maps["final"][layer], masks[fn], row)})
-    return pd.DataFrame(rows)
+    return open_mass_frame(records, masks, methods, key="task", row=row)
 
 
 def persistence(maps: pd.DataFrame) -> pd.DataFrame:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from companion.book.frames import long_curves, open_mass, records_frame
+from companion.book.frames import long_curves, open_mass_frame, records_frame
 from companion.book.labels import label, task_title
 from companion.book.prose import num, pct, signed
 from companion.book.stats import Paired, paired, paired_table, summarize, summary_table
@@ -246,19 +246,8 @@ def map_frame(records: Mapping[str, Sequence], patterns: Mapping[str, np.ndarray
               methods: Sequence[str] = METHODS) -> pd.DataFrame:
     """Share of attention on the mask's open keys (every query averaged), at the start and the end of
     training, one row per image set × method × seed × layer."""
-    rows = []
-    for ds, recs in records.items():
-        if ds == "text":
-            continue
-        for rec in recs:
-            if rec.config.method not in methods:
-                continue
-            maps = rec.drift["maps"]
-            for layer in range(len(maps["init"])):
-                rows.append({"dataset": ds, "method": rec.config.method, "seed": rec.seed, "layer": layer,
-                             "init": open_mass(maps["init"][layer], patterns[ds]),
-                             "final": open_mass(maps["final"][layer], patterns[ds])})
-    return pd.DataFrame(rows)
+    images = {ds: recs for ds, recs in records.items() if ds != "text"}
+    return open_mass_frame(images, patterns, methods, key="dataset")
 
 
 def open_share(maps: pd.DataFrame) -> pd.DataFrame:

@@ -2,18 +2,20 @@
 
 `records_frame` (one row per run, final metrics as "split.metric" columns), `curves` (evaluation
 curves per method, seeds stacked), `long_curves` (the same, long form, for seaborn), `by_method`,
-`trained_models` (weights read back from the store), and `open_mass` (the share of a query row's
-attention on a pattern's open keys, from the maps a record keeps).
+`trained_models` (weights read back from the store), `open_mass` (the share of a query row's
+attention on a pattern's open keys, from the maps a record keeps) and `open_mass_frame` (that share
+at the start and the end of every record's layers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["records_frame", "curves", "long_curves", "by_method", "readout", "trained_models", "open_mass"]
+__all__ = ["records_frame", "curves", "long_curves", "by_method", "readout", "trained_models", "open_mass",
+           "open_mass_frame"]
 
 
 def records_frame(records: Sequence) -> pd.DataFrame:
@@ -83,3 +85,21 @@ def open_mass(attention, pattern, row: int | None = None) -> float:
     if row is not None:
         return float(a[row][p[row]].sum())
     return float((a * p).sum(-1).mean())
+
+
+def open_mass_frame(records: Mapping[str, Sequence], patterns: Mapping, methods: Sequence[str], *, key: str,
+                    row: int | None = None) -> pd.DataFrame:
+    """`open_mass` of the attention maps at initialisation and at the end (columns init, final), one
+    row per group × method × seed × layer for the records of `methods`; `records` and `patterns` are
+    keyed by the group (a task, an image set), whose column is named `key`."""
+    rows = []
+    for group, recs in records.items():
+        for rec in recs:
+            if rec.config.method not in methods:
+                continue
+            maps = rec.drift["maps"]
+            for layer in range(len(maps["init"])):
+                rows.append({key: group, "method": rec.config.method, "seed": rec.seed, "layer": layer,
+                             "init": open_mass(maps["init"][layer], patterns[group], row),
+                             "final": open_mass(maps["final"][layer], patterns[group], row)})
+    return pd.DataFrame(rows)
