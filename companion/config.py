@@ -17,11 +17,12 @@ from typing import Any, Literal, Mapping, Sequence
 
 __all__ = [
     "ModelConfig", "PriorConfig", "TaskConfig", "TrainConfig", "RunConfig",
-    "PROFILES",
+    "PROFILES", "MAX_STACK",
     "apply_overrides", "override_keys", "config_to_dict", "config_from_dict", "canonical_json",
 ]
 
 PROFILES = ("ci", "paper")
+MAX_STACK = 16  # the most seeds one group trains together (memory grows with it)
 Scalar = int | float | str | bool
 
 
@@ -250,7 +251,13 @@ class TrainConfig(_Checked):
 
 @dataclass(frozen=True)
 class RunConfig(_Checked):
-    """One training run: everything that determines its result (the identity of a stored run)."""
+    """One training run: everything that determines its result (the identity of a stored run).
+
+    `stack` is part of the recipe: the run trains seed-stacked beside the other seeds of its block,
+    ⌊seed / stack⌋·stack … ⌊seed / stack⌋·stack + stack − 1 (`companion.runs.group_configs`), and
+    always so, whatever command asks for it (`--jobs`, the seeds asked for, a resume). 1 trains the
+    run alone. Each experiment sets it so that the seeds its chapters read fill whole blocks.
+    """
 
     experiment: str = "smoke"
     method: str = "default"
@@ -263,10 +270,14 @@ class RunConfig(_Checked):
     # measured on the trained model and stored in the record (`companion.readouts`); the names are
     # checked where a run is planned (`Experiment.config`) and before it trains (`runs.run`)
     readouts: tuple[str, ...] = ()
+    stack: int = 1
 
     def _validate(self) -> None:
         if self.seed < 0:
             raise ValueError(f"RunConfig.seed must be >= 0, got {self.seed}.")
+        if not 1 <= self.stack <= MAX_STACK:
+            raise ValueError(f"RunConfig.stack must be in 1..{MAX_STACK} (the seeds trained together), got "
+                             f"{self.stack}; 1 trains each seed alone.")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """Executors run a list of missing runs; every job writes its own records to the store.
 
-Runs that differ only in the seed and whose model stacks (`companion.batched.batchable`) form groups
-(`plan_groups`, at most `max_members` each) that train together in one job (`execute_group`,
-`companion.runs.run_group`); every other run is a group of one. Each member's record and weights
-are written atomically as the group ends, so a killed group leaves its members missing (rerun).
+A job is one group of the recipe (`plan_groups`): the seeds a run's config stacks it with
+(`companion.runs.group_configs`; one run when its `stack` is 1), trained together by `execute_group`
+whatever subset of them was asked for, so the executor, `--jobs`, the seeds asked for and a resume
+never change what a run computes. Each member's record and weights are written atomically as the
+group ends, so a killed group leaves its members missing, and the next sweep trains the whole group
+again.
 
 - `local`: a process pool (spawn) of `jobs` workers, one group per job; with jobs = 1 the groups go
   in this process (no start-up cost).
@@ -12,8 +14,8 @@ are written atomically as the group ends, so a killed group leaves its members m
   otherwise kill jobs after 2 min and hide GPUs). `cluster="local"` or `"debug"` runs the same code
   path on this machine (used by the tests).
 
-Every run trains on `companion.runs.THREADS` torch threads whichever executor runs it, so a run id
-means one result (`companion.runs.run` sets them).
+Every run trains on `companion.runs.THREADS` torch threads whichever executor runs it
+(`companion.runs.run_group` sets them), so on one host a run id means one result.
 
 Pool workers die with the sweep that started them: on Linux each asks the kernel to SIGKILL it when
 its parent dies (prctl PR_SET_PDEATHSIG, requested in the worker initializer; the parent is the
@@ -38,72 +40,52 @@ from typing import Sequence
 
 from tqdm import tqdm  # the console bar: chapters run quietly, so no notebook widget is needed
 
-from companion.batched import MAX_MEMBERS, batchable
 from companion.config import RunConfig, canonical_json, config_from_dict, config_to_dict
-from companion.runs import run, run_group
+from companion.runs import group_configs, run_group
 from companion.store import RunStore
 
-__all__ = ["EXECUTORS", "LocalExecutor", "SlurmExecutor", "execute_run", "execute_group", "plan_groups",
+__all__ = ["EXECUTORS", "LocalExecutor", "SlurmExecutor", "execute_group", "plan_groups", "same_result",
            "make_executor"]
 
 
-def execute_run(cfg: dict, root: str) -> str:
-    """Job entry point: run `cfg` (a config dict) unless stored with its weights, save record and
-    weights; returns its id."""
-    config = config_from_dict(RunConfig, cfg)
-    store = RunStore(root)
-    record = store.load(config)
-    if record is None or not store.has_weights(record.run_id):
-        record, model = run(config, return_model=True)
-        store.save(record, model.state_dict())
-    return record.run_id
-
-
 def execute_group(cfgs: list[dict], root: str) -> list[str]:
-    """Job entry point for a group (`plan_groups`): train together the members not yet stored with
-    their weights (`run_group`), save each member's record and weights; returns the members' ids."""
-    from companion.identity import run_id
-
+    """Job entry point for one group (`plan_groups`): unless every member is stored with its weights,
+    train the whole group (`run_group`) and save the record and weights of each member that has no
+    record. A record already stored is never replaced; its missing weights are saved only when the
+    run just made equals it (`same_result`: the record was computed on a host like this one), since
+    weights must belong to their record. Returns the members' ids."""
     configs = [config_from_dict(RunConfig, c) for c in cfgs]
     store = RunStore(root)
-    todo = []
-    for config in configs:
-        record = store.load(config)
-        if record is None or not store.has_weights(record.run_id):
-            todo.append(config)
-    if todo:
-        for record, model in run_group(todo, return_models=True):
+    stored = {c.seed: store.load(c) for c in configs}
+    if all(r is not None and store.has_weights(r.run_id) for r in stored.values()):
+        return [r.run_id for r in stored.values()]
+    for record, model in run_group(configs, return_models=True):
+        old = stored[record.seed]
+        if old is None:
             store.save(record, model.state_dict())
-    return [run_id(c) for c in configs]
+        elif not store.has_weights(old.run_id) and same_result(old, record):
+            store.save_weights(old.run_id, model.state_dict())
+    return [store.path(c).stem for c in configs]
 
 
-def plan_groups(cfgs: Sequence[RunConfig], *, max_members: int = MAX_MEMBERS, jobs: int = 1) -> list[list[RunConfig]]:
-    """`cfgs` as jobs: configs equal but for the seed whose model stacks form groups (in the order of
-    first appearance, members in the given order), at most `max_members` each, split evenly; every
-    other config is a group of one. While there are fewer groups than `jobs` workers, the largest
-    group is halved (so no worker idles while another trains a whole group)."""
-    if max_members < 1:
-        raise ValueError(f"max_members must be >= 1, got {max_members}.")
-    keyed: dict[str, list[RunConfig]] = {}
-    for i, cfg in enumerate(cfgs):
-        if batchable(cfg) and max_members > 1:
-            key = canonical_json({k: v for k, v in config_to_dict(cfg).items() if k != "seed"})
-        else:
-            key = f"alone/{i}"
-        keyed.setdefault(key, []).append(cfg)
-    groups: list[list[RunConfig]] = []
-    for members in keyed.values():
-        parts = -(-len(members) // max_members)
-        size = -(-len(members) // parts)
-        groups += [members[i:i + size] for i in range(0, len(members), size)]
-    while len(groups) < jobs:
-        big = max(range(len(groups)), key=lambda i: len(groups[i]), default=None)
-        if big is None or len(groups[big]) < 2:
-            break
-        g = groups.pop(big)
-        half = -(-len(g) // 2)
-        groups[big:big] = [g[:half], g[half:]]
-    return groups
+def same_result(a, b) -> bool:
+    """Whether two records of one run hold the same numbers to the bit (metrics, curves but their
+    wall time, drift, readouts)."""
+    def numbers(r):
+        return (r.metrics, {k: v for k, v in r.curves.items() if k != "wall_time"}, r.drift, r.readouts)
+
+    return a.run_id == b.run_id and numbers(a) == numbers(b)
+
+
+def plan_groups(cfgs: Sequence[RunConfig]) -> list[list[RunConfig]]:
+    """The jobs that make `cfgs`: each config's whole group (`group_configs`: the seeds its `stack`
+    trains it with, asked for or not), once, in the order the configs first ask for them."""
+    groups: dict[str, list[RunConfig]] = {}
+    for cfg in cfgs:
+        members = group_configs(cfg)
+        key = canonical_json([config_to_dict(c) for c in members[:1]])
+        groups.setdefault(key, members)
+    return list(groups.values())
 
 
 def _label(cfg: RunConfig) -> str:
@@ -140,37 +122,40 @@ def _orphaned() -> bool:
     return _PARENT is not None and os.getppid() != _PARENT
 
 
-def _pool_run(cfg: dict | list[dict], root: str):
-    """`execute_run` (one config) or `execute_group` (a list of them) in a pool worker, unless the
-    sweep that started the worker is gone: then exit, as nobody waits for the run (the portable half
-    of dying with the parent)."""
+def _pool_run(cfgs: list[dict], root: str):
+    """`execute_group` in a pool worker, unless the sweep that started the worker is gone: then exit,
+    as nobody waits for the run (the portable half of dying with the parent)."""
     if _orphaned():
         os._exit(1)
-    return execute_group(cfg, root) if isinstance(cfg, list) else execute_run(cfg, root)
+    return execute_group(cfgs, root)
 
 
 @dataclass
 class LocalExecutor:
     """Processes on this machine; `jobs` defaults to os.cpu_count() (each run uses one core, see
-    `companion.runs.THREADS`); each job trains one group of at most `max_members` seeds together
-    (`plan_groups`; 1 runs every run alone). Runs on a GPU go through one process (this one), group
-    after group: a pool of processes sharing a GPU time-slices it instead of overlapping."""
+    `companion.runs.THREADS`); each job trains one group of the recipe (`plan_groups`). Runs on a GPU
+    go through one process (this one), group after group: a pool of processes sharing a GPU
+    time-slices it instead of overlapping."""
 
     jobs: int | None = None
-    max_members: int = MAX_MEMBERS
 
     def execute(self, cfgs: Sequence[RunConfig], store: RunStore, *, progress: bool = False) -> list[str]:
         """Run `cfgs`; returns one line per failed run (empty when all succeeded)."""
         jobs = max(1, min(self.jobs or os.cpu_count() or 1, len(cfgs) or 1))
         if any(str(c.device).startswith("cuda") for c in cfgs):
             jobs = 1  # one process drives the GPU: processes sharing one time-slice it instead of overlapping
-        groups = plan_groups(cfgs, max_members=self.max_members, jobs=jobs)
+        groups = plan_groups(cfgs)
         jobs = min(jobs, len(groups) or 1)
         failures: list[str] = []
         bar = tqdm(total=len(cfgs), disable=not progress, desc="runs", unit="run")
 
+        asked = {store.path(c).stem for c in cfgs}
+
         def failed(group, err) -> None:
-            failures.extend(f"{_label(c)}: {type(err).__name__}: {err}" for c in group)
+            failures.extend(f"{_label(c)}: {type(err).__name__}: {err}" for c in group if store.path(c).stem in asked)
+
+        def done(group) -> int:
+            return sum(store.path(c).stem in asked for c in group)
 
         try:
             if jobs == 1:
@@ -179,7 +164,7 @@ class LocalExecutor:
                         execute_group([config_to_dict(c) for c in group], str(store.root))
                     except Exception as err:  # noqa: BLE001  (report, keep going)
                         failed(group, err)
-                    bar.update(len(group))
+                    bar.update(done(group))
                 return failures
             ctx = multiprocessing.get_context("spawn")
             pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
@@ -195,7 +180,7 @@ class LocalExecutor:
                         raise KeyboardInterrupt from err
                     if err is not None:
                         failed(futures[fut], err)
-                    bar.update(len(futures[fut]))
+                    bar.update(done(futures[fut]))
             except BaseException:
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
@@ -217,7 +202,6 @@ class SlurmExecutor:
         array_parallelism: at most this many array tasks run at once (Slurm's `%N`).
         partition: Slurm partition, if needed.
         poll_s: how often to poll job states.
-        max_members: the largest group one task trains (1: every run alone).
     """
 
     cluster: str = "slurm"
@@ -228,7 +212,6 @@ class SlurmExecutor:
     array_parallelism: int = 32
     partition: str | None = None
     poll_s: float = 0.5
-    max_members: int = MAX_MEMBERS
 
     def execute(self, cfgs: Sequence[RunConfig], store: RunStore, *, progress: bool = False) -> list[str]:
         """Submit `cfgs` as one job array (one task per group) and wait; returns one line per failed run."""
@@ -242,7 +225,8 @@ class SlurmExecutor:
         if self.partition:
             params["slurm_partition"] = self.partition
         ex.update_parameters(**params)
-        groups = plan_groups(cfgs, max_members=self.max_members)
+        groups = plan_groups(cfgs)
+        asked = {store.path(c).stem for c in cfgs}
         dicts = [[config_to_dict(c) for c in g] for g in groups]
         jobs = ex.map_array(execute_group, dicts, [str(store.root)] * len(groups))
         failures: list[str] = []
@@ -255,9 +239,10 @@ class SlurmExecutor:
                         try:
                             job.result()
                         except Exception as err:  # noqa: BLE001
-                            failures.extend(f"{_label(c)} (job {job.job_id}): {err}" for c in groups[i])
+                            failures.extend(f"{_label(c)} (job {job.job_id}): {err}" for c in groups[i]
+                                            if store.path(c).stem in asked)
                         del pending[i]
-                        bar.update(len(groups[i]))
+                        bar.update(sum(store.path(c).stem in asked for c in groups[i]))
                 if pending:
                     time.sleep(self.poll_s)
         finally:

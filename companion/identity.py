@@ -1,13 +1,22 @@
-"""A run's identity: the hash of its full config and of the package code it executes.
+"""A run's identity: the hash of its full config and of the numerics version it is computed with.
 
-run_id = sha256(canonical JSON of {"config": the full RunConfig, "code": code_version(task)}).
+run_id = sha256(canonical JSON of {"config": the full RunConfig, "numerics": NUMERICS}).
 
-What a run executes is decided by folders, not by a list: the *core* (every module at the top of the
-package, `companion/*.py`) and, for a run of task T, `tasks/__init__.py` and T's own module. The
-folders `book/` (reads records, never trains), `experiments/` (presets: a run's config already
-holds what they decide), `cost/` (benchmarks) and `cli/` (the command line) are never hashed, and no
-core module imports them (tests/test_identity.py checks both). Any change to code a run executes
-gives new ids, so a stale result is never reused (it stays on disk, unused).
+The config says what is trained (model, task, budget, seed, the seeds it is stacked with, the
+device); `NUMERICS` says how the package computes it, as a declared version rather than a hash of
+source files. A refactor that keeps every number a run computes keeps every id (and every committed
+record, `results/ci/` and the GPU-made `results/paper/`); orchestration (sweep, store, executors, the
+command line, the book, benchmarks) never enters an id at all.
+
+Bump `NUMERICS` in the commit that changes what any run computes (the model, attention, a prior, a
+task's data, the training loop, a readout, the order of a sum, the threads of a run), then remake the
+committed records (`make records`). An accidental change is caught twice: the golden
+runs of the unit tests (tests/test_golden.py) retrain small runs of every task, prior and architecture
+and compare them with their committed records, and `make test` retrains every `ci` record cold
+(`companion reproduce`): bitwise on a host like the one that made them, by verdict elsewhere.
+
+`code_version` (a hash of the package files a run executes) is still written into every record, as
+provenance next to the git commit: it tells which source made a record, never whether it is valid.
 """
 
 from __future__ import annotations
@@ -18,9 +27,13 @@ from pathlib import Path
 
 from companion.config import RunConfig, canonical_json, config_to_dict
 
-__all__ = ["UNHASHED", "core_modules", "run_files", "code_version", "run_id"]
+__all__ = ["NUMERICS", "UNHASHED", "core_modules", "run_files", "code_version", "run_id"]
 
-# Subpackages that never enter a run's identity (everything else under the package does, per task).
+# The numerics version. History: 1 (2026-12-02) the first declared version: the code of 14ce3bd
+# with the seeds a run is stacked with fixed by its config (`RunConfig.stack`).
+NUMERICS = 1
+
+# Subpackages a run never executes (so never in `code_version(task)`).
 UNHASHED = ("book", "experiments", "cost", "cli")
 
 
@@ -45,8 +58,8 @@ def _task_module(task: str) -> Path:
 
 
 def run_files(task: str | None = None) -> list[Path]:
-    """The package files a run of `task` executes, sorted: the core modules, `tasks/__init__.py` and
-    the task's own module (with `task=None`, no task module)."""
+    """The package files a run of `task` may execute, sorted: the core modules, `tasks/__init__.py`
+    and the task's own module (with `task=None`, no task module)."""
     pkg = _package_dir()
     files = [pkg / f"{name}.py" for name in core_modules()] + [pkg / "tasks" / "__init__.py"]
     if task is not None:
@@ -57,7 +70,7 @@ def run_files(task: str | None = None) -> list[Path]:
 @lru_cache(maxsize=16)
 def code_version(task: str | None = None, *, everything: bool = False) -> str:
     """sha256 over (relative path, bytes) of `run_files(task)`; with `everything`, of every .py file
-    of the package (what an executed chapter depends on)."""
+    of the package (what an executed chapter depends on). Provenance, not identity."""
     pkg = _package_dir()
     if everything:
         files = [p for p in sorted(pkg.rglob("*.py")) if "__pycache__" not in p.parts]
@@ -69,12 +82,7 @@ def code_version(task: str | None = None, *, everything: bool = False) -> str:
     return h.hexdigest()
 
 
-def run_id(cfg: RunConfig | dict, code: str | None = None) -> str:
-    """sha256 hex of the canonical JSON of {"config": cfg, "code": code or code_version(task)}."""
+def run_id(cfg: RunConfig | dict, numerics: int = NUMERICS) -> str:
+    """sha256 hex of the canonical JSON of {"config": cfg, "numerics": numerics}."""
     data = cfg if isinstance(cfg, dict) else config_to_dict(cfg)
-    if code is None:
-        try:
-            code = code_version(data["task"]["name"])
-        except ValueError:  # an unknown task cannot run; its id still hashes (without a task module)
-            code = code_version()
-    return hashlib.sha256(canonical_json({"config": data, "code": code}).encode()).hexdigest()
+    return hashlib.sha256(canonical_json({"config": data, "numerics": int(numerics)}).encode()).hexdigest()

@@ -1,11 +1,15 @@
 """A run end to end: build the task and the model, train, and return a `Record`.
 
-`run(cfg)` is deterministic for a config on one build: the weights come from `stream(seed, "init")`,
-the batch order from `stream(seed, "order")`, the task's data from its own task-level seed, and every
-run trains on `THREADS` torch threads, whoever calls it. A `Record` holds what the chapters read
-(final metrics, curves, drift with attention maps, the config's readouts) and the provenance (code version, device,
-threads, versions, commit, wall time); `companion.store` keeps it. `run_group(cfgs)` trains the
-seeds of one config together (`companion.batched`) and returns one Record per seed.
+A run's recipe is its config: the weights come from `stream(seed, "init")`, the batch order from
+`stream(seed, "order")`, the task's data from its own task-level seed, every run trains on `THREADS`
+torch threads, and a config with `stack` > 1 trains seed-stacked beside the other seeds of its block
+(`group_configs`, `companion.batched`). Nothing a caller chooses (the executor, `--jobs`, which seeds
+it asks for, a resume) enters the computation, so on one host one id gives one result, to the bit.
+
+`run(cfg)` trains the run's group and returns its record; `run_group(cfgs)` trains one whole group and
+returns a record per member. A `Record` holds what the chapters read (final metrics, curves, drift
+with attention maps, the config's readouts) and the provenance (numerics version, code version, the
+host exactly, threads, commit, wall time); `companion.store` keeps it.
 """
 
 from __future__ import annotations
@@ -22,21 +26,21 @@ from typing import Any
 import torch
 
 from companion.config import RunConfig, config_from_dict, config_to_dict
-from companion.identity import code_version, run_id
+from companion.host import describe as describe_host
+from companion.identity import NUMERICS, code_version, run_id
 from companion.paths import repo_root
 
 __all__ = ["SCHEMA_VERSION", "READABLE_SCHEMAS", "RECORD_KEYS", "THREADS", "Record", "run", "run_group",
-           "check_group", "stream", "git_commit", "execution_note"]
+           "group_configs", "check_group", "stream", "git_commit", "execution_note", "machine_name"]
 
-SCHEMA_VERSION = 5  # 2: records say how many threads trained them; 3: and how they were executed; 4: readouts;
-# 5: compact curves (no learning-rate curve, losses and drift at float32's precision)
-RECORD_KEYS = ("schema_version", "run_id", "code_version", "config", "seed", "device", "threads",
-               "torch_version", "git_commit", "wall_time", "metrics", "curves", "drift", "finished_at",
+SCHEMA_VERSION = 6  # 2: threads; 3: execution; 4: readouts; 5: compact curves; 6: ids from the numerics
+# version (`companion.identity.NUMERICS`), the host stated exactly, the group's seeds in `execution`
+RECORD_KEYS = ("schema_version", "run_id", "numerics", "code_version", "config", "seed", "device", "threads",
+               "torch_version", "host", "git_commit", "wall_time", "metrics", "curves", "drift", "finished_at",
                "execution", "readouts")
-# Older schemas that still load, with the keys they lack: every schema-2 record was trained alone, and
-# no record before schema 4 measured a readout.
-READABLE_SCHEMAS = {2: {"execution": {"mode": "solo", "members": 1}, "readouts": {}}, 3: {"readouts": {}},
-                    4: {}, SCHEMA_VERSION: {}}
+# Schemas that load. Records before 6 are named by a hash of source files, which no longer names a
+# run, so they count as missing (and are retrained) rather than being read under a wrong id.
+READABLE_SCHEMAS = {SCHEMA_VERSION: {}}
 # Significant digits a record keeps of the per-update training loss (a float32 carries about 7) and of
 # the drift measures (read as ratios and differences far above 1e-6). Records stay kilobytes at the
 # `paper` profile's thousands of updates and twelve layers; the learning rate of every update is not
@@ -78,13 +82,16 @@ class Record:
     """A finished run as stored: config, final metrics, curves (History), drift and provenance.
 
     Attributes:
+        numerics: the numerics version it was computed with (`companion.identity.NUMERICS`; with the
+            config, what `run_id` hashes).
+        host: where it was computed, exactly (`companion.host.describe`): two records of one id agree
+            to the bit when their hosts' `numerics_key`s are equal.
         metrics: {split: {metric: value}} at the last evaluation.
         curves: `History.to_dict()` without the learning rate (`compact_curves`): steps, eval curves,
             the train loss of every update (to `LOSS_DIGITS` significant digits), wall time.
         drift: `DriftTracker.result()`, its measures to `DRIFT_DIGITS` significant digits.
-        execution: how and where the run was executed, {"mode": "solo" | "batched", "members": M,
-            "machine": …}: alone, or as one of M seed-stacked members (`run_group`), and the
-            accelerator or processor it ran on; never part of the run's identity.
+        execution: how the run was executed, {"mode": "solo" | "batched", "members": [seeds]}: alone, or
+            beside the seeds of its group (`group_configs`), which its config's `stack` fixes.
         readouts: {spec: value} of the config's readouts (`companion.readouts`), measured on the
             trained model at the end of the run: what a chapter reads instead of weights.
     """
@@ -96,13 +103,15 @@ class Record:
     drift: dict[str, Any] | None
     wall_time: float
     code_version: str
+    numerics: int = NUMERICS
     device: str = "cpu"
     threads: int = THREADS
     torch_version: str = torch.__version__
+    host: dict[str, Any] = field(default_factory=dict)
     git_commit: str | None = None
     finished_at: str = ""
     schema_version: int = SCHEMA_VERSION
-    execution: dict[str, Any] = field(default_factory=lambda: execution_note(1))
+    execution: dict[str, Any] = field(default_factory=lambda: execution_note([0]))
     readouts: dict[str, Any] = field(default_factory=dict)
     seed: int = field(init=False)
 
@@ -123,14 +132,15 @@ class Record:
         return cls(**kwargs)
 
 
-def execution_note(members: int, device: str = "cpu") -> dict[str, Any]:
-    """A record's `execution`: "solo" for a run alone, "batched" with the group's size otherwise, and
-    the machine it ran on (`machine_name`); a group whose members were evaluated from one stacked
-    forward (`companion.train.shares_evaluation`: on CUDA) also says `"evaluation": "shared"`."""
+def execution_note(seeds, device: str = "cpu") -> dict[str, Any]:
+    """A record's `execution`: "solo" for a run alone, "batched" with its group's seeds otherwise; a
+    group whose members were evaluated from one stacked forward (`companion.train.shares_evaluation`:
+    on CUDA) also says `"evaluation": "shared"`."""
     from companion.train import shares_evaluation
 
-    note = {"mode": "batched" if members > 1 else "solo", "members": members, "machine": machine_name(device)}
-    if members > 1 and shares_evaluation(device):
+    seeds = [int(s) for s in seeds]
+    note = {"mode": "batched" if len(seeds) > 1 else "solo", "members": seeds}
+    if len(seeds) > 1 and shares_evaluation(device):
         note["evaluation"] = "shared"
     return note
 
@@ -150,14 +160,26 @@ def machine_name(device: str = "cpu") -> str:
     return f"{platform.machine() or 'cpu'}, {os.cpu_count() or '?'} cores"
 
 
+def group_configs(cfg: RunConfig) -> list[RunConfig]:
+    """The configs of the group `cfg` trains in, by seed: its block of `cfg.stack` seeds,
+    ⌊seed / stack⌋·stack … ⌊seed / stack⌋·stack + stack − 1 (just `cfg` when `stack` is 1)."""
+    from dataclasses import replace
+
+    first = cfg.seed // cfg.stack * cfg.stack
+    return [cfg if s == cfg.seed else replace(cfg, seed=s) for s in range(first, first + cfg.stack)]
+
+
 def run(cfg: RunConfig, *, progress: bool = False, return_model: bool = False):
-    """Build task and model, train with a `DriftTracker`, and return the `Record` (and the trained
-    model, on the CPU, with `return_model`).
+    """Train `cfg` as its recipe says and return its `Record` (and the trained model, on the CPU, with
+    `return_model`). A config with `stack` > 1 trains its whole group (`group_configs`) and returns
+    its own member; the others' records are dropped (`companion.executors` stores them all).
 
     Randomness: the model's weights come from `stream(seed, "init")`, the batch order from
     `stream(seed, "order")`; the task's data come from its own task-level seed. The run trains on
     `THREADS` torch threads (the caller's setting is restored afterwards).
     """
+    if cfg.stack > 1:
+        return run_group(group_configs(cfg), progress=progress, return_models=return_model)[cfg.seed % cfg.stack]
     with _run_threads():
         return _run(cfg, progress, return_model)
 
@@ -187,7 +209,7 @@ def _run(cfg: RunConfig, progress: bool, return_model: bool):
     tracker = DriftTracker(task.probe_inputs(), maps=keeps_maps(cfg.model))
     hist = train(model, task, cfg.train, generator=stream(cfg.seed, "order"), callbacks=[tracker],
                  progress=progress)
-    record = _record(cfg, hist, tracker, time.perf_counter() - start, 1, _readouts(cfg, model, task))
+    record = _record(cfg, hist, tracker, time.perf_counter() - start, [cfg.seed], _readouts(cfg, model, task))
     return (record, model.cpu()) if return_model else record
 
 
@@ -223,14 +245,15 @@ def compact_drift(drift: dict[str, Any]) -> dict[str, Any]:
                 if k in ("mask", "qk", "attention") else values) for k, values in drift.items()}
 
 
-def _record(cfg: RunConfig, hist, tracker, wall_time: float, members: int, readouts: dict[str, Any]) -> Record:
+def _record(cfg: RunConfig, hist, tracker, wall_time: float, seeds: list[int], readouts: dict[str, Any]) -> Record:
+    threads = torch.get_num_threads()
     return Record(
         run_id=run_id(cfg), config=cfg, metrics=hist.final(), curves=compact_curves(hist),
         drift=compact_drift(tracker.result()), wall_time=wall_time,
-        code_version=code_version(cfg.task.name),
-        device=cfg.device, threads=torch.get_num_threads(), git_commit=git_commit(),
+        code_version=code_version(cfg.task.name), numerics=NUMERICS,
+        device=cfg.device, threads=threads, host=describe_host(cfg.device, threads), git_commit=git_commit(),
         finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        execution=execution_note(members, cfg.device), readouts=readouts,
+        execution=execution_note(seeds, cfg.device), readouts=readouts,
     )
 
 
@@ -243,9 +266,9 @@ def _flat(data: dict, prefix: str = "") -> dict:
 
 
 def check_group(cfgs) -> None:
-    """Raise ValueError, saying why, unless `cfgs` can train together (`run_group`): at least one
-    config, all equal but for the seed, distinct seeds, and a model that stacks
-    (`companion.batched.why_not_batchable`)."""
+    """Raise ValueError, saying why, unless `cfgs` are one whole group (`run_group`): at least one
+    config, all equal but for the seed, their seeds exactly the block `group_configs` gives, in
+    order, and a model that stacks (`companion.batched.why_not_batchable`)."""
     from companion.batched import why_not_batchable
 
     cfgs = list(cfgs)
@@ -261,6 +284,11 @@ def check_group(cfgs) -> None:
     seeds = [c.seed for c in cfgs]
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"a run group holds a seed twice ({seeds}); each member must be its own run.")
+    block = [c.seed for c in group_configs(cfgs[0])]
+    if seeds != block:
+        raise ValueError(f"seeds {seeds} of {cfgs[0].experiment}/{cfgs[0].method} are not one group: with stack="
+                         f"{cfgs[0].stack} a run trains beside seeds {block} (its config's recipe). Train "
+                         "`group_configs(cfg)`, or set stack to change the recipe (other run ids).")
     if len(cfgs) > 1:
         why = why_not_batchable(cfgs[0])
         if why is not None:
@@ -269,24 +297,23 @@ def check_group(cfgs) -> None:
 
 
 def run_group(cfgs, *, progress: bool = False, return_models: bool = False) -> list:
-    """Train configs that differ only in the seed together, seed-stacked (`companion.batched`), and
-    return one `Record` per config (with `return_models`, (Record, model on the CPU) pairs).
+    """Train one whole group (`group_configs`) together, seed-stacked (`companion.batched`), and
+    return one `Record` per member (with `return_models`, (Record, model on the CPU) pairs).
 
-    Each member is what `run` would make of its config, up to float reassociation: its own weights
-    from `stream(seed, "init")`, batch order from `stream(seed, "order")`, optimiser state, clipping
-    and drift tracker; its record has its own run id (the identity never says how a run was
-    executed) and notes the execution ("batched", M members) and an equal share of the wall time.
-    On the CPU (one thread, torch 2.14) the stacked sums run in the order of a model alone, so a
-    member's record equals its run alone to the last bit whatever the group (tests/test_batched.py,
-    tests/test_faults.py); on a GPU batched kernels may round otherwise, which `execution` records.
-    A group of one is `run`. Raises ValueError (`check_group`) for configs that cannot train together.
+    Each member is trained as it would be alone up to float reassociation: its own weights from
+    `stream(seed, "init")`, batch order from `stream(seed, "order")`, optimiser state, clipping and
+    drift tracker, its own record and run id, an equal share of the wall time, and `execution`
+    naming the group's seeds. Whether a member equals the same seed trained alone to the last bit
+    depends on the BLAS's kernels (it does on this project's AMD hosts, and on an Intel host only
+    with MKL in a reproducible mode: tests/test_batched.py), which is why the group is part of the
+    recipe rather than left to the caller. A group of one trains alone. Raises ValueError
+    (`check_group`) for configs that are not one whole group.
     """
     cfgs = list(cfgs)
     check_group(cfgs)
-    if len(cfgs) == 1:
-        out = run(cfgs[0], progress=progress, return_model=return_models)
-        return [out]
     with _run_threads():
+        if len(cfgs) == 1:
+            return [_run(cfgs[0], progress, return_models)]
         return _run_group(cfgs, progress, return_models)
 
 
@@ -306,5 +333,6 @@ def _run_group(cfgs, progress: bool, return_models: bool) -> list:
                           callbacks=[[t] for t in trackers], progress=progress)
     readouts = [_readouts(c, m, task) for c, m in zip(cfgs, models)]
     wall = (time.perf_counter() - start) / len(cfgs)
-    records = [_record(c, h, t, wall, len(cfgs), r) for c, h, t, r in zip(cfgs, hists, trackers, readouts)]
+    seeds = [c.seed for c in cfgs]
+    records = [_record(c, h, t, wall, seeds, r) for c, h, t, r in zip(cfgs, hists, trackers, readouts)]
     return [(r, m.cpu()) for r, m in zip(records, models)] if return_models else records

@@ -1,8 +1,10 @@
 """The run store: a folder of `<run_id>.json` records (one per finished run), weights beside them.
 
 Writes are atomic (temp file in the same folder, flush, fsync, `os.replace`), so a reader sees a
-whole record or none. A file that fails to load (not JSON, wrong schema, missing keys, hash
-mismatch) is reported, set aside as `<run_id>.json.corrupt` and treated as missing: never half-read.
+whole record or none. A file that fails to load (not JSON, wrong schema, missing keys, a name
+that is not the hash of its config and numerics version, contents that do not match the checksum
+written with them) is reported, set aside as `<run_id>.json.corrupt` and treated as missing: never
+half-read.
 
 Faults, and what the store does about them:
 - a store opened `read_only` (what `companion list` uses) never writes: an unusable file is reported
@@ -31,11 +33,12 @@ from pathlib import Path
 import torch
 
 from companion.config import RunConfig
+from companion.config import PROFILES
 from companion.identity import run_id
 from companion.paths import repo_root
 from companion.runs import READABLE_SCHEMAS, RECORD_KEYS, SCHEMA_VERSION, Record, stream
 
-__all__ = ["RunStore", "StoreError", "default_store_root", "STALE_AGE_S"]
+__all__ = ["RunStore", "StoreError", "default_store_root", "record_checksum", "STALE_AGE_S", "RESULTS_DIR"]
 
 # A temporary file older than this is a dead write whoever made it: an atomic write takes seconds.
 STALE_AGE_S = 3600.0
@@ -84,10 +87,22 @@ def _umask() -> int:
     return mask
 
 
-def default_store_root() -> Path:
-    """`$COMPANION_RUNS` if set, else `<repo root>/runs` (gitignored)."""
+RESULTS_DIR = Path("results")  # the committed records: results/ci/, results/paper/
+
+
+def default_store_root(profile: str = "ci") -> Path:
+    """`$COMPANION_RUNS` if set, else the committed records of `profile`, `<repo root>/results/<profile>`."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; valid: {', '.join(PROFILES)}.")
     env = os.environ.get("COMPANION_RUNS")
-    return Path(env) if env else repo_root() / "runs"
+    return Path(env) if env else repo_root() / RESULTS_DIR / profile
+
+
+def record_checksum(data: dict) -> str:
+    """sha256 of a record's JSON (sorted keys, compact) without its `checksum` key: written with every
+    record, so a record edited by hand or damaged on disk is detected when read."""
+    body = {k: v for k, v in data.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=True).encode()).hexdigest()
 
 
 class RunStore:
@@ -101,13 +116,14 @@ class RunStore:
     `load_model` raise, and `ensure_runs(..., weights=True)` reruns such runs.
 
     Args:
-        root: the folder (default `default_store_root()`); created by the first write.
+        root: the folder (default `default_store_root(profile)`); created by the first write.
+        profile: whose committed records are the default folder (`results/<profile>`).
         read_only: never write (`save` raises StoreError, unusable files are reported and left in
             place): for readers such as `companion list`.
     """
 
-    def __init__(self, root: str | os.PathLike | None = None, *, read_only: bool = False):
-        self.root = Path(root) if root is not None else default_store_root()
+    def __init__(self, root: str | os.PathLike | None = None, *, read_only: bool = False, profile: str = "ci"):
+        self.root = Path(root) if root is not None else default_store_root(profile)
         self.read_only = read_only
 
     def __repr__(self) -> str:
@@ -202,13 +218,22 @@ class RunStore:
             raise StoreError(f"run store {self.root} was opened read-only; open it with RunStore(root) to save.")
         self.root.mkdir(parents=True, exist_ok=True)
         if state is not None:
-            cpu = {k: v.detach().cpu() for k, v in state.items()}
-            self._atomic_write(self.weights_path(record.run_id), lambda fh: torch.save(cpu, fh))
+            self.save_weights(record.run_id, state)
         # compact: a record is read by programs, and half the bytes of an indented one (records are committed)
-        text = json.dumps(record.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=True)
+        data = record.to_dict()
+        data["checksum"] = record_checksum(data)
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=True)
         final = self.path(record.run_id)
         self._atomic_write(final, lambda fh: fh.write(text.encode("utf-8")))
         return final
+
+    def save_weights(self, rid: str, state: dict[str, torch.Tensor]) -> Path:
+        """Write the weights of the stored run `rid` atomically (its record stays as it is)."""
+        if self.read_only:
+            raise StoreError(f"run store {self.root} was opened read-only; open it with RunStore(root) to save.")
+        cpu = {k: v.detach().cpu() for k, v in state.items()}
+        self._atomic_write(self.weights_path(rid), lambda fh: torch.save(cpu, fh))
+        return self.weights_path(rid)
 
     def has_weights(self, rid: str) -> bool:
         """Whether a weights file exists and loads (validates)."""
@@ -263,10 +288,13 @@ class RunStore:
         missing = [k for k in RECORD_KEYS if k not in data and k not in READABLE_SCHEMAS[version]]
         if missing:
             return None, f"missing keys {missing}"
+        if data.get("checksum") != record_checksum(data):
+            return None, "its contents do not match the checksum written with them (edited or damaged)"
         if data["run_id"] != path.stem:
             return None, f"run_id {data['run_id']!r} does not match the file name"
-        if not isinstance(data["config"], dict) or run_id(data["config"], data["code_version"]) != path.stem:
-            return None, "the hash of the stored config and code version does not match the file name"
+        if not isinstance(data["config"], dict) or not isinstance(data["numerics"], int) \
+                or run_id(data["config"], data["numerics"]) != path.stem:
+            return None, "the hash of the stored config and numerics version does not match the file name"
         try:
             return Record.from_dict(data), ""
         except (TypeError, ValueError, KeyError) as err:

@@ -116,6 +116,10 @@ def run_missing(cfgs: list[RunConfig], store: RunStore, executor: str, progress:
         store.remove_stale_temporaries()
         failures = make_executor(executor, **options).execute(missing, store, progress=progress)
     records = [store.load(c) for c in cfgs]
+    if weights and not failures:
+        failures = [f"{c.experiment}/{c.method}/seed {c.seed}: its record was computed on another host, so its "
+                    "weights cannot be remade here; train it into another store (--store)"
+                    for c, r in zip(cfgs, records) if r is not None and not store.has_weights(r.run_id)]
     if failures or any(r is None for r in records):
         lines = failures or [f"{c.method}/seed {c.seed}: no record written"
                              for c, r in zip(cfgs, records) if r is None]
@@ -133,7 +137,8 @@ def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = ran
     Args:
         experiment, profile: names in `companion.experiments.EXPERIMENTS`.
         seeds: run seeds. methods: default all methods of the profile.
-        store: a `RunStore` or its folder; default `RunStore()` ($COMPANION_RUNS or <repo>/runs).
+        store: a `RunStore` or its folder; default the profile's records ($COMPANION_RUNS, else
+            <repo>/results/<profile>: the committed records the chapters read).
         jobs: local worker processes (default os.cpu_count()).
         overrides: "key=value" strings applied to every config (changing them changes the run ids).
         executor: "local" or "slurm"; `executor_options` go to its constructor (e.g. cluster="local").
@@ -152,7 +157,7 @@ def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = ran
         RuntimeError: some runs failed (the others are stored).
         MissingRuns: with `train=False`, some runs are not stored.
     """
-    store = store if isinstance(store, RunStore) else RunStore(store)
+    store = store if isinstance(store, RunStore) else RunStore(store, profile=profile)
     if executor == "local":
         executor_options.setdefault("jobs", jobs)
     records, _ = run_missing(plan(experiment, profile, seeds, methods, overrides), store, executor, progress,
@@ -169,7 +174,7 @@ def ensure_many(requests: Sequence[Request], profile: str = "ci", seeds: Iterabl
     A config that appears in several requests runs once. `train=False`: read only (`MissingRuns`
     counts over all the requests)."""
     seeds = list(seeds)
-    store = store if isinstance(store, RunStore) else RunStore(store)
+    store = store if isinstance(store, RunStore) else RunStore(store, profile=profile)
     if executor == "local":
         executor_options.setdefault("jobs", jobs)
     blocks = [plan(r.experiment, profile, seeds, r.methods, r.overrides) for r in requests]

@@ -1,21 +1,26 @@
 """Seed-batched training (`companion.batched`, `train_stacked`, `run_group`, executor groups).
 
-The central property: a member trained in a group is the run it would be alone. Tolerance: float
-reassociation only. A batched matrix product or a reduction over another axis may sum in another
-order than a model alone does; such a difference starts at ~1e-7 relative on the first update and
-grows through training (measured while building this: ~2e-6 after 12 updates, ~4e-5 after 24 on the
-smoke task), so curves over 20 updates are compared at rtol 1e-4 and the parameters at atol 1e-4,
-while a real fault (a member reading another's batch, a shared clipping factor, a shared optimiser
-state) moves the second update's loss by more than 1e-2. On the build these tests were written on
-(CPU, one thread, torch 2.14) the stacked forward and backward sum in exactly the order of a model
-alone and every difference measured was 0, for these configs and for full GOTU `ci` runs; there
-(`BITWISE`) the members' curves, metrics, drift, readouts and weights must equal their runs alone
-exactly, for every architecture, position kind and prior the stack admits (`CASES` covers each).
+The central property: a member trained in a group is the run it would be alone, up to float
+reassociation. Where the two agree to the last bit is a property of the BLAS, not of this package:
+a batched matrix product may sum in another order than a product alone. Measured (torch 2.14.1, one
+thread): on this project's AMD EPYC hosts every case below is bitwise equal with MKL as it comes; on
+an Intel Xeon with AVX-512 and AMX three encoder cases drift from the first update, and with MKL in a
+reproducible mode (`MKL_CBWR=COMPATIBLE` or `SSE4_2`) all of them are bitwise equal again. So the
+bitwise test trains the cases in a process with `MKL_CBWR=COMPATIBLE`, where the contract holds on
+both CPU families; and because it does not hold under every BLAS, the seeds a run is stacked with
+are part of its recipe (`RunConfig.stack`), never left to the command line. The other tests check
+one forward and one backward at float tolerance (rel 1e-6), and exactly where that is measured to
+hold (`BITWISE`: torch 2.14 on both CPU families). A real fault (a member reading another's batch,
+a shared clipping factor, a shared optimiser state) moves the second update's loss by more than
+1e-2.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -27,7 +32,7 @@ from companion.executors import plan_groups
 from companion.experiments import get_experiment
 from companion.identity import run_id
 from companion.model import build_model
-from companion.runs import check_group, machine_name, run, run_group, stream
+from companion.runs import check_group, run, run_group, stream
 from companion.store import RunStore
 from companion.sweep import ensure_runs
 from companion.tasks import make_task
@@ -55,47 +60,58 @@ CASES = {
     "decoder-sinusoidal": ("charlm", "sinusoidal", _SHORT),
     "vit-mask": ("vit-digits", "mask", ["task.eval_points=64", *_SHORT]),  # patch embedding in = 4, 10 classes
 }
-# exactly the run alone, on the build the contract is stated for (module docstring)
+# one stacked forward and backward exactly equal those alone (module docstring)
 BITWISE = torch.__version__.startswith("2.14")
-MACHINE = machine_name("cpu")  # the processor the records name, e.g. "x86_64, 2 cores"
+# the reproducible BLAS mode in which whole runs alone and together agree to the bit on both CPU families
+REPRODUCIBLE_BLAS = {"MKL_CBWR": "COMPATIBLE"}
 
 
-def _cfgs(case: str, seeds=(0, 1, 2)):
+def _cfgs(case: str, seeds=(0, 1, 2), stack: int | None = None):
+    """The case's configs of `seeds`, stacked `stack` at a time (default: all of them, one group)."""
     exp, method, overrides = CASES[case]
-    return [get_experiment(exp).config("ci", method, s, overrides) for s in seeds]
+    stack = stack or len(seeds)
+    return [get_experiment(exp).config("ci", method, s, [*overrides, f"stack={stack}"]) for s in seeds]
 
 
 def _close(a, b) -> None:
     assert torch.tensor(a, dtype=torch.float64) == pytest.approx(torch.tensor(b, dtype=torch.float64), rel=RTOL, abs=ATOL)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_members_trained_together_equal_the_runs_alone(case):
-    cfgs = _cfgs(case)
-    alone = [run(c, return_model=True) for c in cfgs]
-    together = run_group(cfgs, return_models=True)
-    worst = 0.0
-    for (ra, ma), (rb, mb) in zip(alone, together):
-        if BITWISE:  # every curve, metric, drift reading and readout to the last bit
-            assert (rb.curves, rb.metrics, rb.drift, rb.readouts) == (ra.curves | {"wall_time": rb.curves["wall_time"]},
-                                                                      ra.metrics, ra.drift, ra.readouts)
-        assert rb.run_id == ra.run_id == run_id(rb.config)  # the id never says how a run was executed
-        assert (ra.execution, rb.execution) == ({"mode": "solo", "members": 1, "machine": MACHINE}, {"mode": "batched", "members": 3, "machine": MACHINE})
-        assert rb.curves["steps"] == ra.curves["steps"] and "lr" not in rb.curves  # the config rebuilds it
-        _close(rb.curves["train_loss"], ra.curves["train_loss"])
-        for split, metrics in ra.curves["eval"].items():
-            for name, values in metrics.items():
-                _close(rb.curves["eval"][split][name], values)
-                assert rb.metrics[split][name] == pytest.approx(ra.metrics[split][name], rel=RTOL, abs=ATOL)
-        for layer, values in ra.drift["qk"].items():
-            _close(rb.drift["qk"][layer], values)
-        sa, sb = ma.state_dict(), mb.state_dict()
-        assert sa.keys() == sb.keys()
-        for k in sa:
-            worst = max(worst, (sa[k] - sb[k]).abs().max().item())
-    assert worst <= 1e-4 and (worst == 0.0 or not BITWISE)
-    # the members are different runs: a stack that mixed them up could not pass the comparisons above
-    assert together[0][0].curves["train_loss"] != together[1][0].curves["train_loss"]
+def _together_vs_alone(cases) -> dict:
+    """Per case: whether seeds 0-1 trained as one group equal the same seeds trained alone to the
+    bit (curves, metrics, drift, readouts, weights), the largest weight difference, and the checks
+    that hold whatever the BLAS (ids, execution notes, losses within float tolerance)."""
+    out = {}
+    for case in cases:
+        together = run_group(_cfgs(case, (0, 1)), return_models=True)
+        alone = [run(c, return_model=True) for c in _cfgs(case, (0, 1), stack=1)]
+        equal, worst, close = True, 0.0, True
+        for (ra, ma), (rb, mb) in zip(alone, together):
+            curves = {k: v for k, v in rb.curves.items() if k != "wall_time"}
+            equal &= (curves, rb.metrics, rb.drift, rb.readouts) == (
+                {k: v for k, v in ra.curves.items() if k != "wall_time"}, ra.metrics, ra.drift, ra.readouts)
+            sa, sb = ma.state_dict(), mb.state_dict()
+            worst = max([worst] + [(sa[k] - sb[k]).abs().max().item() for k in sa])
+            close &= torch.allclose(torch.tensor(rb.curves["train_loss"]), torch.tensor(ra.curves["train_loss"]),
+                                    rtol=RTOL, atol=ATOL)
+            close &= rb.run_id == run_id(rb.config) != ra.run_id  # stacked or alone: two recipes, two ids
+            close &= (ra.execution, rb.execution) == ({"mode": "solo", "members": [ra.seed]},
+                                                      {"mode": "batched", "members": [0, 1]})
+        close &= together[0][0].curves["train_loss"] != together[1][0].curves["train_loss"]  # two runs, not one
+        out[case] = {"bitwise": bool(equal), "worst_weight_diff": worst, "close": bool(close)}
+    return out
+
+
+def test_members_trained_together_equal_the_runs_alone_in_a_reproducible_blas_mode():
+    """Every case (each architecture, position kind and prior the stack admits), trained as a group of
+    two and as two runs alone, in a process with MKL in its COMPATIBLE mode: equal to the last bit
+    (the condition under which this holds on AMD and Intel hosts alike; module docstring)."""
+    proc = subprocess.run([sys.executable, __file__, *CASES], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, **REPRODUCIBLE_BLAS})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(report) == set(CASES)
+    assert {c: r for c, r in report.items() if not (r["bitwise"] and r["close"] and r["worst_weight_diff"] == 0.0)} == {}
 
 
 def _models(case: str, seeds=(0, 1, 2), overrides=()):
@@ -211,38 +227,42 @@ def test_group_validation_says_why(monkeypatch):
     cfgs = _cfgs("smoke-mask-qknorm-clip")
     with pytest.raises(ValueError, match="at least one config"):
         check_group([])
-    other = get_experiment("smoke").config("ci", "mask", 3, ["train.steps=21"])
-    with pytest.raises(ValueError, match=r"seed 3 differs from seed 0 in model.qk_norm, train.clip_norm, train.eval_every, train.steps\."):
+    other = get_experiment("smoke").config("ci", "mask", 1, ["train.steps=21", "stack=3"])
+    with pytest.raises(ValueError, match=r"seed 1 differs from seed 0 in model.qk_norm, train.clip_norm, train.eval_every, train.steps\."):
         check_group([cfgs[0], other])
     with pytest.raises(ValueError, match="holds a seed twice"):
         check_group([cfgs[0], cfgs[0]])
-    rope = [get_experiment("smoke").config("ci", "default", s, ["model.positions=rope"]) for s in (0, 1)]
+    with pytest.raises(ValueError, match=r"seeds \[0, 1\] of smoke/mask are not one group: with stack=3 a run trains "
+                                         r"beside seeds \[0, 1, 2\]"):
+        check_group(cfgs[:2])  # a subset of a group is not a recipe
+    with pytest.raises(ValueError, match=r"seeds \[1, 0, 2\]"):
+        check_group([cfgs[1], cfgs[0], cfgs[2]])
+    rope = [get_experiment("smoke").config("ci", "default", s, ["model.positions=rope", "stack=2"]) for s in (0, 1)]
     assert not batchable(rope[0]) and "positions 'rope'" in why_not_batchable(rope[0])
     with pytest.raises(ValueError, match="cannot train seed-stacked: positions 'rope'"):
         run_group(rope)
     # a group of one is a run alone, and says so
     (single,) = run_group([get_experiment("smoke").config("ci", "mask", 0, ["train.steps=2", "train.eval_every=0"])])
-    assert single.execution == {"mode": "solo", "members": 1, "machine": MACHINE}
+    assert single.execution == {"mode": "solo", "members": [0]}
 
 
-def test_plan_groups_batches_the_seeds_of_each_method(monkeypatch):
-    _refuse_rope(monkeypatch)
+def test_plan_groups_makes_each_configs_whole_group_once():
+    """The jobs are the recipe's groups: the seeds asked for pick the groups, never their members.
+    Seeds 3 and 6 with stack 5 mean groups 0-4 and 5-9; a seed asked twice is one job; stack 1 is one
+    job per seed."""
     smoke = get_experiment("smoke")
-    cfgs = [smoke.config("ci", m, s) for m in ("default", "mask") for s in range(5)]
-    rope = smoke.config("ci", "default", 0, ["model.positions=rope"])
-    groups = plan_groups(cfgs + [rope], max_members=8, jobs=1)
+    asked = [smoke.config("ci", m, s, ["stack=5"]) for m in ("default", "mask") for s in (3, 6, 4)]
+    groups = plan_groups(asked)
     assert [[(c.method, c.seed) for c in g] for g in groups] == [
-        [("default", s) for s in range(5)], [("mask", s) for s in range(5)], [("default", 0)]]
-    assert groups[2][0] is rope  # not batchable: alone
-    assert [len(g) for g in plan_groups(cfgs, max_members=3)] == [3, 2, 3, 2]  # split evenly under the cap
-    assert [len(g) for g in plan_groups(cfgs[:5], jobs=2)] == [3, 2]  # no idle worker
-    assert [len(g) for g in plan_groups(cfgs, max_members=1)] == [1] * 10  # 1: everything alone
-    assert sorted(id(c) for g in plan_groups(cfgs, jobs=4) for c in g) == sorted(id(c) for c in cfgs)
+        [("default", s) for s in range(5)], [("default", s) for s in range(5, 10)],
+        [("mask", s) for s in range(5)], [("mask", s) for s in range(5, 10)]]
+    alone = [smoke.config("ci", "mask", s) for s in (2, 0, 2)]
+    assert [[c.seed for c in g] for g in plan_groups(alone)] == [[2], [0]]
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_executors_write_one_record_per_member(tmp_path, jobs):
-    overrides = ["train.steps=6", "train.eval_every=3"]
+    overrides = ["train.steps=6", "train.eval_every=3", "stack=3"]
     records = ensure_runs("smoke", "ci", [0, 1, 2], ["default", "mask"], store=tmp_path, jobs=jobs,
                           overrides=overrides)
     cfgs = [get_experiment("smoke").config("ci", m, s, overrides) for m in ("default", "mask") for s in (0, 1, 2)]
@@ -250,20 +270,12 @@ def test_executors_write_one_record_per_member(tmp_path, jobs):
     assert sorted(p.stem for p in tmp_path.glob("*.json")) == sorted(run_id(c) for c in cfgs)
     assert all(RunStore(tmp_path).has_weights(r.run_id) for r in records)
     # one worker: each method's three seeds in one group; two workers: the two groups side by side
-    assert [r.execution for r in records] == [{"mode": "batched", "members": 3, "machine": MACHINE}] * 6
-    alone = run(cfgs[4])
-    assert records[4].curves["train_loss"] == pytest.approx(alone.curves["train_loss"], rel=RTOL, abs=ATOL)
+    assert [r.execution for r in records] == [{"mode": "batched", "members": [0, 1, 2]}] * 6
+    again = run(cfgs[4])  # the same recipe called directly: its group again, the same numbers
+    assert (again.metrics, again.curves["train_loss"], again.drift) == (
+        records[4].metrics, records[4].curves["train_loss"], records[4].drift)
 
 
-def test_a_schema_2_record_still_loads_as_a_run_alone(tmp_path):
-    cfg = get_experiment("smoke").config("ci", "mask", 0, ["train.steps=2", "train.eval_every=0"])
-    store = RunStore(tmp_path)
-    store.save(run(cfg))
-    path = store.path(cfg)
-    data = json.loads(path.read_text())
-    data["schema_version"] = 2
-    del data["execution"]
-    path.write_text(json.dumps(data))
-    record = store.load(cfg)
-    assert record is not None and record.schema_version == 2
-    assert record.execution == {"mode": "solo", "members": 1}
+if __name__ == "__main__":  # the bitwise comparison, in a process whose BLAS mode the test sets
+    torch.set_num_threads(1)
+    print(json.dumps(_together_vs_alone(sys.argv[1:])))

@@ -9,16 +9,16 @@ from dataclasses import replace
 import pytest
 import torch
 
-from companion.batched import batchable
 from companion.book import paper
 from companion.cli import main
 from companion.cli.paper import estimate_group, run_paper, window_rows
 from companion.experiments import EXPERIMENTS, get_experiment
 from companion.experiments.chapters import CHAPTERS, chapter_key, chapter_runs, paper_runs
-from companion.runs import machine_name
+from companion.host import describe, machine
 from companion.store import RunStore
 
-# a paper-shaped copy-mixture run at toy size: Chapter 8 reads 3 methods × seeds 0-1 of `copymix`
+# a paper-shaped copy-mixture run at toy size: Chapter 8 reads 3 methods × seeds 0-1 of `copymix`, which
+# its recipe trains in groups of three (seed 2 is Chapter 7's)
 TINY = {"model.n_layers": 1, "model.d_model": 32, "model.n_heads": 2, "model.d_head": 16, "model.d_ff": 16,
         "train.steps": 3, "train.eval_every": 0, "train.batch_size": 4}
 
@@ -65,13 +65,13 @@ def test_a_window_writes_records_only_and_the_next_one_continues(tmp_path, tiny_
     lines = []
     first = run_paper("08", root=tmp_path, device="cpu", log=lines.append, estimate=_no_estimate)
     assert first["total"] == 6 and first["stored_before"] == 0 and first["remaining"] == 0
-    assert sum(len(g["run_ids"]) for g in first["ran"]) == 6
-    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json"] * 6 + [".jsonl", ".md"]  # no weights
+    assert sum(len(g["run_ids"]) for g in first["ran"]) == 9  # each method's whole group, seeds 0-2
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json"] * 9 + [".jsonl", ".md"]  # no weights
     store = RunStore(tmp_path)
     records = [store.load(p.stem) for p in tmp_path.glob("*.json")]
-    # seeds 0-1 trained together where the model stacks (every chapter model does), each on this machine
-    assert all(r.execution["members"] == (2 if batchable(r.config) else 1) for r in records)
-    assert {r.execution["machine"] for r in records} == {machine_name("cpu")}
+    # the recipe's groups (seeds 0-2 trained together), each record stating this machine
+    assert all(r.execution["members"] == [0, 1, 2] for r in records)
+    assert {machine(r.host) for r in records} == {machine(describe())}
     second = run_paper("08", root=tmp_path, device="cpu", log=lines.append, estimate=_no_estimate)
     assert second["stored_before"] == 6 and second["ran"] == [] and second["remaining"] == 0
     assert [w["chapter"] for w in window_rows(tmp_path)] == ["08", "08"]
@@ -83,7 +83,7 @@ def test_a_group_that_would_not_fit_is_not_started(tmp_path, tiny_paper):
     summary = run_paper("08", root=tmp_path, device="cpu", minutes=1.0, log=lambda _: None,
                         estimate=lambda group: {"seconds": 1e6}, clock=lambda: 0.0)
     assert summary["ran"] == [] and summary["remaining"] == 6
-    assert summary["stopped"] == "copymix/goat seeds 0,1: estimated 1000000 s, 40 s left"  # 60 s less the margin
+    assert summary["stopped"] == "copymix/goat seeds 0,1,2: estimated 1000000 s, 40 s left"  # 60 s less the margin
     assert not list(tmp_path.glob("*.json"))
 
 
@@ -105,7 +105,7 @@ def test_the_book_reads_the_records_back(tmp_path, tiny_paper, monkeypatch):
     assert (cov.found, cov.total, cov.complete) == (6, 6, True)
     today = paper.available("08", root)[0].finished_at[:10]
     assert paper.status_text("08", root) == (
-        f"All 6 paper-profile runs are in `results/paper/` (made on {machine_name('cpu')} (torch "
+        f"All 6 paper-profile runs are in `results/paper/` (made on {machine(describe())} (torch "
         f"{torch.__version__}), {today}); the verdicts at that scale are below.")
     # the chapter's claims at paper read exactly those records, without training
     seen = {}
@@ -124,7 +124,7 @@ def test_the_book_reads_the_records_back(tmp_path, tiny_paper, monkeypatch):
 def test_the_command_line(tmp_path, tiny_paper, capsys):
     assert main(["paper", "08", "--store", str(tmp_path), "--dry-run", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
-    assert "chapter 08: 0 of 6 paper runs stored" in out and "would run copymix/goat seeds 0" in out
+    assert "chapter 08: 0 of 6 paper runs stored" in out and "would run copymix/goat seeds 0,1,2" in out
     assert not list(tmp_path.glob("*.json"))
     assert main(["paper", "12", "--store", str(tmp_path)]) == 1
     assert "unknown chapter '12'" in capsys.readouterr().err
@@ -134,11 +134,12 @@ def test_the_command_line(tmp_path, tiny_paper, capsys):
 
 def test_partial_records_are_available_to_the_chapter(tmp_path, tiny_paper):
     root = tmp_path
-    run_paper("08", root=root / paper.PAPER_DIR, device="cpu", log=lambda _: None, estimate=_no_estimate,
-              seeds=[0])  # half of what Chapter 8 reads (seeds 0-1)
+    estimates = iter([0.0, 1e6])  # the first group fits the window, the second does not
+    run_paper("08", root=root / paper.PAPER_DIR, device="cpu", log=lambda _: None,
+              estimate=lambda group: {"seconds": next(estimates)})
     got = paper.available("08", root)
-    assert sorted((r.config.method, r.seed) for r in got) == [("alibi", 0), ("goat", 0), ("rope", 0)]
-    assert paper.coverage("08", root).words() == "3 of 6 paper-profile runs"
+    assert sorted((r.config.method, r.seed) for r in got) == [("goat", 0), ("goat", 1)]
+    assert paper.coverage("08", root).words() == "2 of 6 paper-profile runs"
     assert paper.paper_table(object(), "08", root) is None
 
 

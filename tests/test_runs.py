@@ -1,19 +1,22 @@
 """Run identity, records and the run store: hashing, atomic writes, corruption handling."""
 
 import copy
+import os
 import dataclasses
 import json
 import subprocess
 import sys
 import typing
+from pathlib import Path
 
 import pytest
 import torch
 
+import companion
 from companion import runs, store as store_module
 from companion.config import TaskConfig, apply_overrides, config_to_dict
 from companion.experiments import EXPERIMENTS, load_experiments
-from companion.identity import code_version, run_id
+from companion.identity import NUMERICS, code_version, run_id
 from companion.runs import run
 from companion.store import RunStore
 from companion.sweep import ensure_runs
@@ -76,8 +79,32 @@ def test_hash_sensitive_to_every_field():
         assert rid not in seen, f"changing {'.'.join(path)} did not change the run id (same as {seen.get(rid)})"
         seen[rid] = ".".join(path)
         n += 1
-    assert n >= 30  # every leaf of model, prior, task, train, plus identity fields and device
-    assert run_id(CFG, code="other code") != base
+    assert n >= 30  # every leaf of model, prior, task, train, plus identity fields, device and stack
+    assert "stack" in seen.values()  # the seeds a run is stacked with are part of what it computes
+    assert run_id(CFG, numerics=NUMERICS + 1) != base  # a numerics change re-keys on purpose
+
+
+def test_the_id_names_the_config_and_the_numerics_version_not_source_files(tmp_path):
+    """A refactor that keeps the numerics keeps every id: the id of a config is a function of the config
+    and `NUMERICS` alone, so no source file, of orchestration or otherwise, enters it. Checked by
+    computing the id in a copy of the package whose sweep.py and model.py gained a line: same id."""
+    import shutil
+
+    pkg = Path(companion.__file__).parent
+    copy_root = tmp_path / "copy"
+    shutil.copytree(pkg, copy_root / "companion", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("sweep.py", "model.py"):
+        with open(copy_root / "companion" / name, "a") as fh:
+            fh.write("\n# a refactor\n")
+    code = ("from companion.config import apply_overrides; from companion.experiments import get_experiment;"
+            "from companion.identity import run_id, code_version; import companion;"
+            f"print(companion.__file__); print(run_id(apply_overrides(get_experiment('smoke').config('ci', 'mask', 0), {TINY!r})));"
+            "print(code_version('toy'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=copy_root, env={**os.environ, "PYTHONPATH": str(copy_root)})
+    where, rid, code_hash = out.stdout.split()
+    assert where.startswith(str(copy_root)) and rid == run_id(CFG)
+    assert code_hash != code_version("toy")  # the provenance hash does see the change
 
 
 def test_hash_stable_across_processes():
@@ -100,8 +127,10 @@ def test_run_record_round_trip_and_determinism(tmp_path):
     assert path.name == f"{r1.run_id}.json"
     data = json.loads(path.read_text())
     for key in ("schema_version", "config", "metrics", "curves", "drift", "seed", "device", "threads",
-                "torch_version", "git_commit", "wall_time", "code_version"):
+                "torch_version", "git_commit", "wall_time", "code_version", "numerics", "host", "checksum"):
         assert key in data
+    assert data["numerics"] == NUMERICS and data["host"]["isa"] == torch.backends.cpu.get_cpu_capability()
+    assert data["host"]["threads"] == 1 and data["host"]["torch"] == torch.__version__
     assert data["torch_version"] == torch.__version__ and data["device"] == "cpu"
     assert data["threads"] == runs.THREADS == 1
     back = store.load(CFG)
@@ -137,11 +166,16 @@ def _stored(tmp_path):
     (lambda p: p.write_text("[]"), "not a JSON object"),
     (lambda p: p.write_text(p.read_text().replace(f'"schema_version":{runs.SCHEMA_VERSION}', '"schema_version":99')),
      "schema_version 99"),
-    (lambda p: p.write_text(p.read_text().replace('"lr":0.003', '"lr":0.004')), "hash"),
+    (lambda p: p.write_text(p.read_text().replace('"lr":0.003', '"lr":0.004')), "checksum"),
+    (lambda p: _rewrite(p, lambda d: d["config"]["train"].update(lr=0.004)), "hash of the stored config"),
+    (lambda p: _rewrite(p, lambda d: d["metrics"]["test"].update(mse=0.0), checksum=False), "checksum"),
     (lambda p: p.write_text(json.dumps({k: v for k, v in json.loads(p.read_text()).items() if k != "metrics"})),
      "missing keys"),
 ])
 def test_corrupt_file_is_reported_moved_aside_and_rerun(tmp_path, damage, problem):
+    """Every kind of damage is named: a file cut short or not JSON, a wrong schema, a missing key,
+    contents edited without their checksum, and a config edited together with a fresh checksum (then
+    the file name is no longer the hash of its config)."""
     store, path = _stored(tmp_path)
     damage(path)
     with pytest.warns(UserWarning, match=problem) as caught:
@@ -162,9 +196,13 @@ def test_git_commit_never_fails(monkeypatch, tmp_path):
 
 def test_default_store_root(monkeypatch, tmp_path):
     monkeypatch.setenv("COMPANION_RUNS", str(tmp_path / "x"))
-    assert RunStore().root == tmp_path / "x"
+    assert RunStore().root == tmp_path / "x" == RunStore(profile="paper").root
     monkeypatch.delenv("COMPANION_RUNS")
-    assert RunStore().root == runs.repo_root() / "runs" and (runs.repo_root() / "_toc.yml").is_file()
+    root = runs.repo_root()
+    assert RunStore().root == root / "results" / "ci" and (root / "_toc.yml").is_file()
+    assert RunStore(profile="paper").root == root / "results" / "paper"
+    with pytest.raises(ValueError, match="unknown profile 'gpu'"):
+        RunStore(profile="gpu")
 
 
 @pytest.mark.gpu
@@ -191,6 +229,15 @@ def test_a_run_imports_nothing_outside_the_core_and_its_task():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def _rewrite(path, change, checksum: bool = True) -> None:
+    """Edit a stored record's data and write it back, with a checksum that matches the edit or not."""
+    data = json.loads(path.read_text())
+    change(data)
+    if checksum:
+        data["checksum"] = store_module.record_checksum(data)
+    path.write_text(json.dumps(data))
 
 
 def test_code_version_ignores_the_unhashed_folders_but_chapters_see_everything():

@@ -168,6 +168,6 @@ def test_records_say_when_a_groups_evaluation_was_shared():
     from companion.train import shares_evaluation
 
     assert shares_evaluation("cuda") and shares_evaluation("cuda:1") and not shares_evaluation("cpu")
-    assert execution_note(3, "cuda")["evaluation"] == "shared"
-    assert "evaluation" not in execution_note(3, "cpu")  # the CPU default evaluates member by member
-    assert "evaluation" not in execution_note(1, "cuda")  # a run alone has nothing to share
+    assert execution_note([0, 1, 2], "cuda")["evaluation"] == "shared"
+    assert "evaluation" not in execution_note([0, 1, 2], "cpu")  # the CPU default evaluates member by member
+    assert "evaluation" not in execution_note([0], "cuda")  # a run alone has nothing to share

@@ -73,7 +73,7 @@ def trained_models(records: Sequence, store=None) -> list:
     """The trained models of `records`, in order (float32, eval mode, CPU), from the run store."""
     from companion.store import RunStore
 
-    store = store or RunStore()
+    store = store or RunStore(profile=records[0].config.profile if records else "ci")
     return [store.load_model(r) for r in records]
 
 

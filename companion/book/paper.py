@@ -98,7 +98,9 @@ def status_markdown(chapter: str, root: Path | None = None):
 
 def provenance(records) -> str:
     """Where and when records were made: "made on NVIDIA H200 (torch 2.11.0), 2026-12-01 to 2026-12-03"."""
-    machines = sorted({f"{r.execution.get('machine', r.device)} (torch {r.torch_version})" for r in records})
+    from companion.host import machine
+
+    machines = sorted({f"{machine(r.host, r.device)} (torch {r.torch_version})" for r in records})
     days = sorted({r.finished_at[:10] for r in records if r.finished_at})
     when = "" if not days else (f", {days[0]}" if len(days) == 1 else f", {days[0]} to {days[-1]}")
     return f"made on {', '.join(machines)}{when}" if machines else ""

@@ -71,13 +71,14 @@ def _files_digest(h, base: Path, paths) -> None:
 
 def input_hash(root: Path, name: str, profile: str) -> str:
     """What an executed chapter depends on: its source, the profile, the package, the ledger and the
-    committed measurements a chapter reads (benchmarks/results/*.json)."""
+    committed data a chapter reads (the run records in results/, the benchmarks in benchmarks/results/)."""
     h = hashlib.sha256()
     h.update(profile.encode())
     src = root / SOURCE_DIR / f"{name}.ipynb"
     h.update(json.dumps(_code_and_markdown(json.loads(src.read_text())), sort_keys=True).encode())
     h.update(code_version(everything=True).encode())
-    data = [root / "book" / "claims.yml", *(root / "benchmarks" / "results").rglob("*.json")]
+    data = [root / "book" / "claims.yml", *(root / "benchmarks" / "results").rglob("*.json"),
+            *(root / "results").rglob("*.json")]
     _files_digest(h, root, [p for p in data if p.is_file()])
     return h.hexdigest()
 
@@ -198,7 +199,7 @@ def train_runs(names: list[str], profile: str, *, jobs: int | None = None, store
         group = replace(c, seed=0)
         cost[group] = cost.get(group, 0.0) + relative_cost(c)
     ordered = sorted(cfgs, key=lambda c: -cost[replace(c, seed=0)])  # stable: seeds keep their order
-    store = store if isinstance(store, RunStore) else RunStore(store)
+    store = store if isinstance(store, RunStore) else RunStore(store, profile=profile)
     _, ran = run_missing(ordered, store, "local", progress, {"jobs": jobs})
     return ran
 

@@ -5,7 +5,7 @@ Python 3.12, no Jupyter), so the `paper` profile is made in pieces and committed
 
 1. the chapter's paper configs, in the order worth a GPU first (`companion.experiments.chapters`),
    less those already in the store (`results/paper/` by default, records made on any device count);
-2. grouped by config, seeds stacked (`plan_groups`, `run_group`: one process, one GPU);
+2. grouped as their configs' recipe says (`plan_groups`, `run_group`: seeds stacked, one process, one GPU);
 3. before a group starts, its time is estimated from two short probes of that group (2 and 6
    updates, nothing stored): the slope is the cost of an update, the intercept the cost of building
    the models and of one evaluation, paid again at every evaluation. A group whose estimate does not
@@ -127,7 +127,7 @@ def _versions() -> dict:
 
 
 def run_paper(chapter: str, *, minutes: float = 9.0, root: str | Path | None = None, seeds: Sequence[int] | None = None,
-              device: str = "auto", max_members: int = 8, extra: bool = True, overrides: Sequence[str] = (),
+              device: str = "auto", extra: bool = True, overrides: Sequence[str] = (),
               dry_run: bool = False, log: Callable[[str], None] = print,
               clock: Callable[[], float] = time.monotonic, estimate=estimate_group) -> dict:
     """Make the chapter's missing paper runs that fit in `minutes`; returns the window's summary
@@ -151,7 +151,8 @@ def run_paper(chapter: str, *, minutes: float = 9.0, root: str | Path | None = N
         store.check_writable()
         store.remove_stale_temporaries()
     budget = 60.0 * minutes - MARGIN_S
-    for group in plan_groups(todo, max_members=max_members):
+    wanted = {store.path(c).stem for c in todo}
+    for group in plan_groups(todo):
         label = group_label(group)
         if dry_run:
             log(f"  would run {label}")
@@ -163,14 +164,14 @@ def run_paper(chapter: str, *, minutes: float = 9.0, root: str | Path | None = N
             log(f"  stop before {summary['stopped']}.")
             break
         t0 = clock()
-        records = run_group(group)
+        records = [r for r in run_group(group) if store.load(r.run_id) is None]  # a stored record stays as it is
         for rec in records:
             store.save(rec)  # records only: weights never enter results/paper
         took = clock() - t0
         summary["ran"].append({"group": label, "run_ids": [r.run_id for r in records], "estimated_s": round(est["seconds"], 1),
                                "seconds": round(took, 1)})
         log(f"  {label}: {took:.0f} s (estimated {est['seconds']:.0f} s)")
-    summary["remaining"] = len(todo) - sum(len(g["run_ids"]) for g in summary["ran"])
+    summary["remaining"] = len(wanted - {i for g in summary["ran"] for i in g["run_ids"]})
     summary["finished"] = _now()
     if not dry_run:
         _log_window(store.root, summary)
@@ -253,7 +254,7 @@ def _cmd_paper(args) -> int:
             return 2
         seeds = parse_seeds(args.seeds) if args.seeds else None
         summary = run_paper(args.chapter, minutes=args.minutes, root=args.store, seeds=seeds, device=args.device,
-                            max_members=args.max_members, extra=not args.no_extra, overrides=args.set,
+                            extra=not args.no_extra, overrides=args.set,
                             dry_run=args.dry_run)
     except (ValueError, OSError) as err:
         print(f"companion paper: {err}", file=sys.stderr)
@@ -268,7 +269,6 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=None, help=f"record folder (default <repo>/{DEFAULT_ROOT}, committed)")
     p.add_argument("--seeds", default=None, help="seeds instead of the chapter's own, e.g. 0-9")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cuda, cuda:1, cpu")
-    p.add_argument("--max-members", type=int, default=8, help="seeds trained together in one group")
     p.add_argument("--no-extra", action="store_true", help="only the runs the chapter reads (skip PAPER_EXTRA)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override applied to every config (changes the run ids; for tiny checks)")

@@ -5,10 +5,10 @@ The same functions chapters call (`companion.sweep`), with a progress bar and on
 
 from __future__ import annotations
 
+import argparse
 import sys
 import warnings
 
-from companion.batched import MAX_MEMBERS
 from companion.experiments import EXPERIMENTS, GRIDS, load_experiments
 from companion.store import RunStore, StoreError
 from companion.sweep import run_missing, parse_seeds, plan, plan_grid
@@ -32,22 +32,25 @@ def _cmd_list(args) -> int:
                       for n in sorted(GRIDS) for p in GRIDS[n].profiles}
     except ValueError as err:
         return _fail("list", str(err))
-    store = RunStore(args.store, read_only=True)  # list reads: it never moves or writes a file
+    # list reads: it never moves or writes a file; each profile's runs in its own records by default
+    stores = {p: RunStore(args.store, read_only=True, profile=p) for p in ("ci", "paper")}
     shown = f"   overrides: {' '.join(args.set)}" if args.set else ""
-    print(f"store: {store.root}   seeds: {args.seeds}{shown}")
-    problem = store.problem()
-    if problem:
-        print(f"companion list: warning: store {problem}; every run counts as missing, and sweep will "
-              "refuse to train into it.", file=sys.stderr)
+    where = stores["ci"].root if args.store else f"{stores['ci'].root} (ci), {stores['paper'].root} (paper)"
+    print(f"store: {where}   seeds: {args.seeds}{shown}")
+    for store in {s.root: s for s in stores.values()}.values():
+        problem = store.problem()
+        if problem:
+            print(f"companion list: warning: store {problem}; every run counts as missing, and sweep will "
+                  "refuse to train into it.", file=sys.stderr)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _print_listing(store, plans, grid_plans)
+        _print_listing(stores, plans, grid_plans)
     for message in dict.fromkeys(str(w.message) for w in caught):
         print(f"companion list: warning: {message}", file=sys.stderr)
     return 0
 
 
-def _print_listing(store: RunStore, plans: dict, grid_plans: dict) -> None:
+def _print_listing(stores: dict[str, RunStore], plans: dict, grid_plans: dict) -> None:
     """Every experiment and grid with its methods, readings and stored/missing counts."""
     print("experiments:")
     for name in sorted(EXPERIMENTS):
@@ -55,7 +58,7 @@ def _print_listing(store: RunStore, plans: dict, grid_plans: dict) -> None:
         print(f"{name}: {exp.description}")
         for profile in exp.profiles:
             print(f"  {profile:<6} methods: {', '.join(exp.methods(profile))}   "
-                  f"{_counts(store, plans[name, profile])}")
+                  f"{_counts(stores[profile], plans[name, profile])}")
         for reading, what in exp.readings:
             print(f"  reading {reading}: {what}")
     print("grids (cells of the experiments above; a run shared by two cells is one run):")
@@ -64,7 +67,7 @@ def _print_listing(store: RunStore, plans: dict, grid_plans: dict) -> None:
         print(f"{name}: {grid.description}")
         for profile in grid.profiles:
             cells = grid.cells(profile)
-            print(f"  {profile:<6} {len(cells)} cells   {_counts(store, grid_plans[name, profile])}")
+            print(f"  {profile:<6} {len(cells)} cells   {_counts(stores[profile], grid_plans[name, profile])}")
 
 
 def _counts(store: RunStore, cfgs) -> str:
@@ -89,18 +92,20 @@ def _cmd_sweep(args) -> int:
             cfgs = plan(args.experiment, args.profile, seeds, methods, args.set or ())
         if args.jobs is not None and args.jobs < 1:
             raise ValueError(f"--jobs must be >= 1, got {args.jobs}.")
-        if args.batch < 1:
-            raise ValueError(f"--batch must be >= 1 (1 runs every run alone), got {args.batch}.")
+        if args.batch is not None:
+            stack = f" ({cfgs[0].stack} for {cfgs[0].experiment})" if cfgs else ""
+            raise ValueError(f"--batch is gone: the seeds a run trains beside are part of its recipe, its config's "
+                             f"`stack`{stack}, so that one run id means one result whatever the command line. "
+                             "`--set stack=1` trains every seed alone (those are other runs, with other ids).")
     except ValueError as err:
         return _fail("sweep", str(err))
     if args.executor == "local":
-        options = {"jobs": args.jobs, "max_members": args.batch}
+        options = {"jobs": args.jobs}
     else:
         options = {"cluster": args.cluster, "timeout_min": args.timeout_min,
                    "gpus_per_node": args.gpus_per_node, "cpus_per_task": args.cpus_per_task,
-                   "array_parallelism": args.array_parallelism, "partition": args.partition,
-                   "max_members": args.batch}
-    store = RunStore(args.store)
+                   "array_parallelism": args.array_parallelism, "partition": args.partition}
+    store = RunStore(args.store, profile=args.profile)
     try:
         records, ran = run_missing(cfgs, store, args.executor, True, options)
     except StoreError as err:  # said before any run started
@@ -123,7 +128,8 @@ def add_commands(subparsers) -> None:
     p.add_argument("--seeds", default="0-4", help="seeds to count (default 0-4)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="count runs with these overrides, as given to sweep (repeatable)")
-    p.add_argument("--store", default=None, help="run store folder (default $COMPANION_RUNS or <repo>/runs)")
+    p.add_argument("--store", default=None,
+                   help="run store folder (default $COMPANION_RUNS, else each profile's records, results/<profile>)")
     p.set_defaults(func=_cmd_list)
 
     p = subparsers.add_parser("sweep", help="run the missing runs of an experiment or a grid (resumable)")
@@ -135,10 +141,9 @@ def add_commands(subparsers) -> None:
                    help="override a setting, e.g. --set train.lr=1e-4 (repeatable)")
     p.add_argument("--executor", choices=("local", "slurm"), default="local")
     p.add_argument("--jobs", type=int, default=None, help="local worker processes (default: all cores)")
-    p.add_argument("--batch", type=int, default=MAX_MEMBERS,
-                   help=f"at most this many seeds of a method train together in one job (default {MAX_MEMBERS}; "
-                        "1 runs every run alone)")
-    p.add_argument("--store", default=None, help="run store folder (default $COMPANION_RUNS or <repo>/runs)")
+    p.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)  # gone: says why and what instead
+    p.add_argument("--store", default=None,
+                   help="run store folder (default $COMPANION_RUNS, else the profile's records, results/<profile>)")
     g = p.add_argument_group("slurm executor (submitit)")
     g.add_argument("--cluster", default="slurm", choices=("slurm", "local", "debug"),
                    help="submitit cluster; local/debug run the Slurm path on this machine")

@@ -52,7 +52,8 @@ def arithmetic_configs(op: str, profile: str) -> dict[str, RunConfig]:
         task = TaskConfig.of("arithmetic", op=op, fraction=TABLE8_FRACTION[op], n_test=1000, eval_points=250)
         train = TrainConfig(optimizer="adamw", lr=1e-3, weight_decay=0.1, betas=(0.9, 0.98), batch_size=128,
                             steps=steps, schedule="onecycle", warmup=0.1, clip_norm=1.0, eval_every=steps // 5)
-    base = RunConfig(f"arith-{op}", "default", profile, 0, model, task, train)
+    # Chapter 4 reads seeds 0-4: one group of five (the recipe, `RunConfig.stack`)
+    base = RunConfig(f"arith-{op}", "default", profile, 0, model, task, train, stack=5)
     return {m: replace(base, method=m, model=method_model(model, m)) for m in METHODS}
 
 

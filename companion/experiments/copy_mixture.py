@@ -59,7 +59,8 @@ def copymix_configs(profile: str) -> dict[str, RunConfig]:
     task = TaskConfig.of("copy-mixture")
     train = TrainConfig(optimizer="adamw", lr=3e-3, weight_decay=0.01, betas=(0.9, 0.98), batch_size=64,
                         steps=steps, schedule="cosine", warmup=0.05, clip_norm=1.0, eval_every=steps // 10)
-    base = RunConfig("copymix", "goat", profile, 0, model, task, train)
+    # Chapter 7 reads seeds 0-2 and Chapter 8 seeds 0-1: one group of three (the recipe, `RunConfig.stack`)
+    base = RunConfig("copymix", "goat", profile, 0, model, task, train, stack=3)
     return {m: replace(base, method=m, model=prior_model(model, m), readouts=GOAT_READOUTS if m == "goat" else READOUTS)
             for m in METHODS}
 

@@ -105,7 +105,9 @@ def extrapolation_configs(experiment: str, profile: str) -> dict[str, RunConfig]
             else TaskConfig.of("passkey", seq_len=length))
     train = TrainConfig(optimizer="adamw", lr=lr, weight_decay=0.01, betas=(0.9, 0.98), batch_size=32,
                         steps=steps, schedule="cosine", warmup=0.05, clip_norm=1.0, eval_every=steps // 8)
-    base = RunConfig(experiment, "goat", profile, 0, model, task, train)
+    # Chapter 7 reads charlm seeds 0-2 and Chapter 9 both experiments' seeds 0-1: groups of three and
+    # two (the recipe, `RunConfig.stack`)
+    base = RunConfig(experiment, "goat", profile, 0, model, task, train, stack=3 if experiment == "charlm" else 2)
     models = {m: prior_model(model, m.removesuffix("-uniform")) for m in METHODS}
     models["goat"] = replace(models["goat"], prior=replace(models["goat"].prior, goat_init="seeded"))
     return {m: replace(base, method=m, model=models[m], readouts=method_readouts(experiment, profile, m))

@@ -51,7 +51,8 @@ def gotu_configs(function: str, profile: str) -> dict[str, RunConfig]:
         task = TaskConfig.of("boolean", function=function, n_bits=15, n_train=CI_TRAIN_POINTS, eval_points=1024)
         train = TrainConfig(optimizer="adam", lr=3e-3, weight_decay=1e-3, batch_size=64, steps=CI_STEPS,
                             eval_every=CI_STEPS // 5)
-    base = RunConfig(f"gotu-{function}", "default", profile, 0, model, task, train, readouts=READOUTS)
+    # Chapters 3 and 6 read seeds 0-4: one group of five (the recipe, `RunConfig.stack`)
+    base = RunConfig(f"gotu-{function}", "default", profile, 0, model, task, train, readouts=READOUTS, stack=5)
     return {m: replace(base, method=m, model=method_model(model, m, variant="support")) for m in METHODS}
 
 

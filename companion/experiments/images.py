@@ -70,7 +70,8 @@ def vit_configs(dataset: str, profile: str) -> dict[str, RunConfig]:
                              **_data_params(dataset))
         train = TrainConfig(optimizer="adamw", lr=3e-3, weight_decay=0.05, batch_size=64, steps=CI_STEPS,
                             schedule="cosine", warmup=0.1, eval_every=CI_STEPS // 5)
-    base = RunConfig(f"vit-{dataset}", "default", profile, 0, model, task, train)
+    # Chapter 5 reads seeds 0-5: one group of six (the recipe, `RunConfig.stack`)
+    base = RunConfig(f"vit-{dataset}", "default", profile, 0, model, task, train, stack=6)
     return {m: replace(base, method=m, model=method_model(model, m, variant="local:1")) for m in METHODS}
 
 
@@ -87,7 +88,8 @@ def lm_configs(profile: str) -> dict[str, RunConfig]:
         train = TrainConfig(optimizer="adamw", lr=3e-3, weight_decay=0.01, betas=(0.9, 0.98), batch_size=32,
                             steps=CI_LM_STEPS, schedule="cosine", warmup=0.05, clip_norm=1.0,
                             eval_every=CI_LM_STEPS // 4)
-    base = RunConfig("lm-local", "default", profile, 0, model, task, train)
+    # Chapter 5 reads seeds 0-11: two groups of six (the recipe, `RunConfig.stack`)
+    base = RunConfig("lm-local", "default", profile, 0, model, task, train, stack=6)
     return {m: replace(base, method=m, model=method_model(model, m, variant=f"local:{WINDOW[profile]}"))
             for m in LM_METHODS}
 
