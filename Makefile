@@ -8,7 +8,7 @@ HTML    := _build/html/.built
 PIP     := $(BIN)/python -m pip --disable-pip-version-check -q
 BOOK_INPUTS := _config.yml _toc.yml $(shell find book -type f -not -name '*.tmp' 2>/dev/null)
 
-.PHONY: book test install chapters html unit nbval sources scoreboard-check strict browser clean
+.PHONY: book test install chapters html unit nbval sources scoreboard-check reproduce records strict browser clean
 
 book: chapters $(HTML)
 
@@ -24,7 +24,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Execute the chapters (skips those whose inputs are unchanged) and refresh the scoreboard.
+# Execute the chapters from the committed records in results/ci (skips those whose inputs are unchanged;
+# trains only runs the records lack, none in a clean clone) and refresh the scoreboard.
 chapters: $(STAMP)
 	$(BIN)/companion chapters --profile $(PROFILE)
 
@@ -34,7 +35,7 @@ $(HTML): $(STAMP) $(BOOK_INPUTS)
 
 html: $(HTML)
 
-test: $(STAMP) unit sources scoreboard-check nbval strict browser
+test: $(STAMP) unit sources scoreboard-check reproduce nbval strict browser
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests --ignore=tests/browser -q
@@ -46,10 +47,18 @@ sources: $(STAMP)
 scoreboard-check: $(STAMP)
 	$(BIN)/companion scoreboard --check
 
-# nbval re-executes the committed chapters; their runs are trained first in one sweep (a clone
-# whose store is empty), so the chapters' cells only read the store.
+# Retrain every run the chapters read, cold, into _build/reproduce/runs, and compare with the committed
+# records: bitwise where this host computes like theirs, by verdict elsewhere (report in _build/reproduce/).
+reproduce: $(STAMP)
+	$(BIN)/companion reproduce
+
+# After a numerics change (a new companion.identity.NUMERICS) or a new preset: train the records the
+# chapters lack into results/ci and remove those no chapter reads; then `make book` and commit both.
+records: $(STAMP)
+	$(BIN)/companion chapters --runs-only --prune --profile ci
+
+# nbval re-executes the committed chapters, which read the committed records.
 nbval: $(STAMP)
-	$(BIN)/companion chapters --runs-only --profile ci
 	$(BIN)/python -m pytest -p no:cacheprovider --nbval --nbval-current-env \
 	  --nbval-sanitize-with tests/sanitize.cfg book/chapters -q
 

@@ -86,21 +86,23 @@ def _gpu(device: str) -> dict[str, Any] | None:
 
 
 @lru_cache(maxsize=8)
-def _describe(device: str, threads: int, env: tuple) -> dict[str, Any]:
+def _describe(device: str, threads: int, env: tuple, flush: bool) -> dict[str, Any]:
     return {
         "cpu": _cpu(), "isa": torch.backends.cpu.get_cpu_capability(), "blas": _blas(),
         "env": dict(env), "torch": torch.__version__, "torch_git": (torch.version.git_version or "")[:12],
-        "threads": threads, "gpu": _gpu(device), "python": platform.python_version(),
+        "threads": threads, "flush_denormal": flush, "gpu": _gpu(device), "python": platform.python_version(),
         "system": f"{platform.system()} {platform.machine()}",
     }
 
 
-def describe(device: str = "cpu", threads: int | None = None) -> dict[str, Any]:
+def describe(device: str = "cpu", threads: int | None = None, flush_denormal: bool = False) -> dict[str, Any]:
     """The host as a record states it: CPU (model, vendor, family and model numbers, a digest of its
     ISA flags, cores), the ISA torch dispatches to, the BLAS, the kernel switches set in the
-    environment, torch's version and build, the run's threads, the GPU (CUDA runs) and Python."""
+    environment, torch's version and build, the run's threads and whether subnormals were flushed,
+    the GPU (CUDA runs) and Python."""
     env = tuple((k, os.environ[k]) for k in ENV_SWITCHES if k in os.environ)
-    return _describe(str(device), int(threads if threads is not None else torch.get_num_threads()), env)
+    return _describe(str(device), int(threads if threads is not None else torch.get_num_threads()), env,
+                     bool(flush_denormal))
 
 
 def numerics_key(host: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -109,7 +111,8 @@ def numerics_key(host: dict[str, Any] | None) -> dict[str, Any] | None:
     if not host:
         return None
     cpu = {k: v for k, v in host.get("cpu", {}).items() if k != "cores"}
-    return {"cpu": cpu, **{k: host.get(k) for k in ("isa", "blas", "env", "torch", "torch_git", "threads", "gpu")}}
+    return {"cpu": cpu, **{k: host.get(k) for k in ("isa", "blas", "env", "torch", "torch_git", "threads",
+                                                     "flush_denormal", "gpu")}}
 
 
 def same_numerics(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:

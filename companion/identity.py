@@ -30,7 +30,8 @@ from companion.config import RunConfig, canonical_json, config_to_dict
 __all__ = ["NUMERICS", "UNHASHED", "core_modules", "run_files", "code_version", "run_id"]
 
 # The numerics version. History: 1 (2026-12-02) the first declared version: the code of 14ce3bd
-# with the seeds a run is stacked with fixed by its config (`RunConfig.stack`).
+# with the seeds a run is stacked with fixed by its config (`RunConfig.stack`) and subnormals flushed
+# to zero in every run (`companion.runs.FLUSH_DENORMAL`).
 NUMERICS = 1
 
 # Subpackages a run never executes (so never in `code_version(task)`).

@@ -2,7 +2,7 @@
 
 A run's recipe is its config: the weights come from `stream(seed, "init")`, the batch order from
 `stream(seed, "order")`, the task's data from its own task-level seed, every run trains on `THREADS`
-torch threads, and a config with `stack` > 1 trains seed-stacked beside the other seeds of its block
+torch threads with subnormals flushed to zero (`recipe_context`), and a config with `stack` > 1 trains seed-stacked beside the other seeds of its block
 (`group_configs`, `companion.batched`). Nothing a caller chooses (the executor, `--jobs`, which seeds
 it asks for, a resume) enters the computation, so on one host one id gives one result, to the bit.
 
@@ -31,7 +31,8 @@ from companion.identity import NUMERICS, code_version, run_id
 from companion.paths import repo_root
 
 __all__ = ["SCHEMA_VERSION", "READABLE_SCHEMAS", "RECORD_KEYS", "THREADS", "Record", "run", "run_group",
-           "group_configs", "check_group", "stream", "git_commit", "execution_note", "machine_name"]
+           "group_configs", "check_group", "recipe_context", "stream", "git_commit", "execution_note", "machine_name",
+    "FLUSH_DENORMAL"]
 
 SCHEMA_VERSION = 6  # 2: threads; 3: execution; 4: readouts; 5: compact curves; 6: ids from the numerics
 # version (`companion.identity.NUMERICS`), the host stated exactly, the group's seeds in `execution`
@@ -55,9 +56,15 @@ LOSS_DIGITS, DRIFT_DIGITS = 7, 6
 # run under the same id (an id that named the threads would depend on the machine, and a chapter would
 # not find the runs a cluster made). One thread: the runs here are small, a sweep gets its parallelism
 # from running one run per core (`--jobs`), and the common case already ran so (a chapter with jobs =
-# cores = 2 gave each run one thread), so its numbers stay what they were. A constant of a core
-# module: changing it changes every run id, as it changes every result.
+# cores = 2 gave each run one thread), so its numbers stay what they were. Part of the recipe:
+# changing it changes every result, so it comes with a new `companion.identity.NUMERICS`.
 THREADS = 1
+# Every run computes with subnormal floats flushed to zero (FTZ/DAZ, `torch.set_flush_denormal`).
+# A prior that pushes scores far down (GOAT's sink lane: s·j grows with the key's position) drives
+# exponentials below float32's smallest normal number, 1.2e-38, where some CPUs compute about 4× more
+# slowly (an Intel Xeon with AVX-512; measured in benchmarks/attention.py); a weight of 1e-38 changes no
+# sum it enters. Part of the recipe, like the threads.
+FLUSH_DENORMAL = True
 
 
 @lru_cache(maxsize=1)
@@ -180,18 +187,21 @@ def run(cfg: RunConfig, *, progress: bool = False, return_model: bool = False):
     """
     if cfg.stack > 1:
         return run_group(group_configs(cfg), progress=progress, return_models=return_model)[cfg.seed % cfg.stack]
-    with _run_threads():
+    with recipe_context():
         return _run(cfg, progress, return_model)
 
 
 @contextlib.contextmanager
-def _run_threads():
-    """Torch on `THREADS` intra-op threads inside, the caller's setting restored afterwards."""
+def recipe_context():
+    """Torch as every run computes: `THREADS` intra-op threads, subnormals flushed to zero
+    (`FLUSH_DENORMAL`); afterwards the caller's threads and torch's default (no flushing) again."""
     before = torch.get_num_threads()
     torch.set_num_threads(THREADS)
+    torch.set_flush_denormal(FLUSH_DENORMAL)
     try:
         yield
     finally:
+        torch.set_flush_denormal(False)
         torch.set_num_threads(before)
 
 
@@ -251,7 +261,8 @@ def _record(cfg: RunConfig, hist, tracker, wall_time: float, seeds: list[int], r
         run_id=run_id(cfg), config=cfg, metrics=hist.final(), curves=compact_curves(hist),
         drift=compact_drift(tracker.result()), wall_time=wall_time,
         code_version=code_version(cfg.task.name), numerics=NUMERICS,
-        device=cfg.device, threads=threads, host=describe_host(cfg.device, threads), git_commit=git_commit(),
+        device=cfg.device, threads=threads, host=describe_host(cfg.device, threads, FLUSH_DENORMAL),
+        git_commit=git_commit(),
         finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         execution=execution_note(seeds, cfg.device), readouts=readouts,
     )
@@ -311,7 +322,7 @@ def run_group(cfgs, *, progress: bool = False, return_models: bool = False) -> l
     """
     cfgs = list(cfgs)
     check_group(cfgs)
-    with _run_threads():
+    with recipe_context():
         if len(cfgs) == 1:
             return [_run(cfgs[0], progress, return_models)]
         return _run_group(cfgs, progress, return_models)

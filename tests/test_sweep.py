@@ -123,6 +123,8 @@ def test_parse_seeds():
     (["sweep", "smoke", "--set", "train.lr=fast"], "train.lr='fast': expected float"),
     (["sweep", "smoke", "--set", "model.n_layers=2.5"], "expected int"),
     (["sweep", "smoke", "--jobs", "0"], "--jobs must be >= 1"),
+    (["sweep", "smoke", "--batch", "1"], "--batch is gone: the seeds a run trains beside are part of its recipe"),
+    (["sweep", "smoke", "--set", "stack=0"], "RunConfig.stack must be in 1..16"),
     (["list", "--seeds", "x"], "malformed seeds"),
     (["sweep", "smoke", "--set", "train.lr=nan"], "override train.lr='nan': expected a finite float"),
     (["sweep", "smoke", "--set", "train.clip_norm=inf"], "override train.clip_norm='inf': expected a finite float"),

@@ -33,7 +33,7 @@ from companion.paths import repo_root
 from companion.identity import code_version
 
 __all__ = ["toc_chapters", "input_hash", "strip_volatile", "run_chapters", "source_outputs", "train_runs",
-           "relative_cost"]
+           "relative_cost", "prune_records"]
 
 PROFILES = ("ci", "paper")
 CHAPTER_DIR = Path("book") / "chapters"
@@ -78,7 +78,7 @@ def input_hash(root: Path, name: str, profile: str) -> str:
     h.update(json.dumps(_code_and_markdown(json.loads(src.read_text())), sort_keys=True).encode())
     h.update(code_version(everything=True).encode())
     data = [root / "book" / "claims.yml", *(root / "benchmarks" / "results").rglob("*.json"),
-            *(root / "results").rglob("*.json")]
+            *(root / "results" / "ci").glob("*.json"), *(root / "results" / "paper").rglob("*.json")]
     _files_digest(h, root, [p for p in data if p.is_file()])
     return h.hexdigest()
 
@@ -204,8 +204,28 @@ def train_runs(names: list[str], profile: str, *, jobs: int | None = None, store
     return ran
 
 
+def prune_records(root: Path, profile: str = "ci") -> list[str]:
+    """Remove from the committed records of `profile` (results/<profile>) every record, and its weights,
+    that no chapter needs (`recorded_runs`): what a numerics or preset change left behind. Returns the
+    names removed. Only `ci`: paper-profile records are made on borrowed GPUs and never removed here."""
+    from companion.experiments.chapters import recorded_runs
+    from companion.identity import run_id
+
+    if profile != "ci":
+        raise ValueError("only the ci records are pruned; paper-profile records are kept whatever reads them.")
+    folder = root / "results" / profile
+    keep = {run_id(c) for c in recorded_runs(None, profile)}
+    removed = []
+    for path in sorted(folder.glob("*.json")):
+        if path.stem not in keep:
+            path.unlink()
+            path.with_suffix(".pt").unlink(missing_ok=True)
+            removed.append(path.name)
+    return removed
+
+
 def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: bool = False, root: Path | None = None,
-                 runs_only: bool = False) -> int:
+                 runs_only: bool = False, prune: bool = False) -> int:
     """Execute chapters (all in toc order by default), after training the runs they read in one
     sweep (`train_runs`); with `runs_only`, train and execute nothing. Returns an exit code."""
     from companion.book import scoreboard
@@ -234,6 +254,9 @@ def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: 
             print(f"training the chapters' runs failed: {err}", file=sys.stderr)
             return 1
         print(f"runs the chapters read at profile {profile!r}: {ran} trained in {time.perf_counter() - total:.1f} s")
+    if prune:
+        removed = prune_records(root, profile)
+        print(f"records no chapter reads, removed from results/{profile}: {len(removed)}")
     if runs_only:
         return 0
     kernel = _kernel_name()
@@ -278,6 +301,9 @@ def add_commands(sub) -> None:
     p.add_argument("--force", action="store_true", help="execute even if the executed copy is current")
     p.add_argument("--runs-only", action="store_true",
                    help="only train (in one sweep) the runs the chapters read and the store lacks; execute nothing")
-    p.set_defaults(func=lambda a: run_chapters(a.names, profile=a.profile, force=a.force, runs_only=a.runs_only))
+    p.add_argument("--prune", action="store_true",
+                   help="also remove the ci records no chapter reads (left by a numerics or preset change)")
+    p.set_defaults(func=lambda a: run_chapters(a.names, profile=a.profile, force=a.force, runs_only=a.runs_only,
+                                               prune=a.prune))
     c = sub.add_parser("check-sources", help="fail if a chapter source carries outputs")
     c.set_defaults(func=_check_sources)

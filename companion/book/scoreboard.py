@@ -317,19 +317,21 @@ def _rule_text(rule: dict | None) -> str:
 
 
 def main(args) -> int:
+    from companion.book import reproductions
+
     root = repo_root()
     page, js = build(root)
-    targets = {root / PAGE: page, root / JSON: js}
+    targets = {root / PAGE: page, root / JSON: js, root / reproductions.PAGE: reproductions.build_page(root)}
     if getattr(args, "check", False):
         stale = [str(p.relative_to(root)) for p, text in targets.items() if not p.is_file() or p.read_text() != text]
         if stale:
-            print(f"scoreboard is stale: {', '.join(stale)}; run `companion scoreboard` and commit.", file=sys.stderr)
+            print(f"generated pages are stale: {', '.join(stale)}; run `companion scoreboard` and commit.", file=sys.stderr)
             return 1
         print("scoreboard is current")
         return 0
     for p, text in targets.items():
         p.write_text(text)
-    print(f"wrote {PAGE} and {JSON}")
+    print(f"wrote {', '.join(str(p.relative_to(root)) for p in targets)}")
     return 0
 
 

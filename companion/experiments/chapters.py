@@ -20,7 +20,7 @@ from companion.config import RunConfig
 from companion.experiments import Request, get_grid
 
 __all__ = ["Block", "CHAPTERS", "PAPER_FIRST", "PAPER_EXTRA", "chapter_key", "chapter_requests", "chapter_runs",
-           "paper_runs"]
+           "recorded_runs", "paper_runs"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,21 @@ def chapter_runs(chapter: str, profile: str, seeds: Sequence[int] | None = None)
     if seeds is not None:
         pairs = [(r, tuple(seeds)) for r, _ in pairs]
     return _configs(pairs, profile)
+
+
+def recorded_runs(chapters: Sequence[str] | None = None, profile: str = "ci") -> list[RunConfig]:
+    """Every config whose record the chapters need at `profile` (default: all chapters): what they read,
+    in whole groups (`companion.runs.group_configs`: a group trains and stores every member), each once."""
+    from companion.runs import group_configs
+
+    out, seen = [], set()
+    for chapter in (chapters if chapters is not None else list(CHAPTERS)):
+        for cfg in chapter_runs(chapter, profile):
+            for member in group_configs(cfg):
+                if member not in seen:
+                    seen.add(member)
+                    out.append(member)
+    return out
 
 
 def paper_runs(chapter: str, seeds: Sequence[int] | None = None, *, extra: bool = True) -> list[RunConfig]:

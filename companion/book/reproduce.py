@@ -1,0 +1,311 @@
+"""Retrain the committed `ci` records cold and say how the new ones compare: `companion reproduce`.
+
+The book's numbers come from the records in `results/ci/`, which the chapters read without training.
+`reproduce(chapters)` retrains every run those chapters read (their whole groups) into an empty
+scratch store, then compares:
+
+- **run by run**, every number a record holds (metrics, curves, drift, readouts): equal to the bit, or
+  the largest absolute and relative difference and where it is. Two records must agree to the bit
+  exactly when their hosts compute alike (`companion.host.same_numerics`: same CPU family and model,
+  ISA, BLAS and switches, torch build, threads); elsewhere float rounding differs from the first
+  matrix product on, and a trained run may end anywhere its seed's neighbourhood allows;
+- **claim by claim**, the chapter's own `claims()` on the retrained records against the measures of
+  the executed chapters (`book/chapters/scoreboard.json`): verdict equal or not, and the measure's
+  difference against its margin, the distance from the committed measure to the nearest threshold
+  of its rule (a difference within the margin cannot change the verdict).
+
+It passes (`Report.ok`) when every verdict is equal, every record the chapters read is committed,
+every retrained record has the committed one's structure (same keys, same curve lengths, no number
+that became NaN), and every record from a host like this one is equal to the bit. A difference on
+another host is reported, not failed: that is the stated tolerance, by verdict. The report is
+written as JSON and Markdown (`_build/reproduce/`); `--record` also keeps its summary in
+`results/reproductions/`, which the book's Reproductions page reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib
+import json
+import math
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from companion.paths import repo_root
+
+__all__ = ["REPORT_DIR", "RECORDS_DIR", "ReproductionReport", "compare_records", "numbers", "margin",
+           "reproduce", "markdown", "write", "add_commands"]
+
+REPORT_DIR = Path("_build") / "reproduce"
+RECORDS_DIR = Path("results") / "reproductions"
+SCOREBOARD = Path("book") / "chapters" / "scoreboard.json"
+
+
+def numbers(obj: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """(path, leaf) of every leaf of a record's nested dicts and lists, in a fixed order."""
+    if isinstance(obj, dict):
+        for k in sorted(obj, key=str):
+            yield from numbers(obj[k], f"{path}.{k}" if path else str(k))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from numbers(v, f"{path}[{i}]")
+    else:
+        yield path, obj
+
+
+def _result(record) -> dict:
+    """What a record computed: metrics, curves without wall time, drift and readouts."""
+    return {"metrics": record.metrics, "curves": {k: v for k, v in record.curves.items() if k != "wall_time"},
+            "drift": record.drift, "readouts": record.readouts}
+
+
+def compare_records(committed, new) -> dict:
+    """How `new` (retrained) compares with `committed`: {bitwise, same_host, structure (None, or what
+    differs in shape), largest_abs, largest_rel, where (the path of the largest relative difference)}."""
+    from companion.host import same_numerics
+
+    a, b = dict(numbers(_result(committed))), dict(numbers(_result(new)))
+    out = {"run_id": committed.run_id, "label": f"{committed.config.experiment}/{committed.config.method}/seed "
+           f"{committed.seed}", "same_host": same_numerics(committed.host, new.host), "bitwise": a == b,
+           "structure": None, "largest_abs": 0.0, "largest_rel": 0.0, "where": ""}
+    if a.keys() != b.keys():
+        only = sorted(a.keys() ^ b.keys())
+        out["structure"] = f"{len(only)} entries in one record only, e.g. {only[0]}"
+        return out
+    for path, x in a.items():
+        y = b[path]
+        if x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)):
+            continue
+        if not (_is_number(x) and _is_number(y)):
+            out["structure"] = f"{path}: {x!r} against {y!r}"
+            return out
+        if math.isnan(float(y)) != math.isnan(float(x)):
+            out["structure"] = f"{path} became {y!r} (committed {x!r})"
+            return out
+        diff = abs(float(x) - float(y))
+        rel = diff / max(abs(float(x)), abs(float(y)), 1e-30)
+        out["largest_abs"] = max(out["largest_abs"], diff)
+        if rel > out["largest_rel"]:
+            out["largest_rel"], out["where"] = rel, path
+    return out
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def margin(rule: dict | None, measure) -> float | None:
+    """Distance from `measure` to the nearest threshold of `rule` (a numeric rule), or None."""
+    if not rule or not _is_number(measure) or math.isnan(float(measure)):
+        return None
+    kind, x = rule["kind"], float(measure)
+    if kind in ("at_least", "at_most"):
+        edges = [rule["threshold"], rule.get("partly_threshold")]
+    elif kind == "close":
+        t = float(rule["target"])
+        edges = [t + s * float(rule[k]) for k in ("tol", "partly_tol") if k in rule for s in (-1, 1)]
+    else:
+        return None
+    return min(abs(x - float(e)) for e in edges if e is not None)
+
+
+@dataclass
+class ReproductionReport:
+    """What `reproduce` found; `ok` and `problems` decide the exit status."""
+
+    chapters: list[str]
+    host: dict
+    started: str
+    commit: str | None
+    train_seconds: float = 0.0
+    runs: list[dict] = field(default_factory=list)
+    claims: list[dict] = field(default_factory=list)
+    missing_committed: list[str] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        out = [f"{c['id']}: verdict {c['committed_verdict']!r} committed, {c['verdict']!r} retrained"
+               for c in self.claims if c["verdict"] != c["committed_verdict"]]
+        out += [f"{name}: not in results/ci (the chapters read it; commit it)" for name in self.missing_committed]
+        out += [f"{r['label']}: {r['structure']}" for r in self.runs if r["structure"]]
+        out += [f"{r['label']}: differs on a host that computes like the one that made it (largest relative "
+                f"difference {r['largest_rel']:.3g} at {r['where']})"
+                for r in self.runs if r["same_host"] and not r["bitwise"] and not r["structure"]]
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> dict:
+        """The report without its per-run rows: what results/reproductions/ keeps."""
+        from companion.host import summary as host_summary
+
+        same = [r for r in self.runs if r["same_host"]]
+        return {
+            "date": self.started[:10], "commit": self.commit, "host": self.host, "host_summary": host_summary(self.host),
+            "chapters": self.chapters, "train_seconds": round(self.train_seconds, 1),
+            "runs": len(self.runs), "same_host_runs": len(same), "bitwise_equal": sum(r["bitwise"] for r in self.runs),
+            "largest_rel": max((r["largest_rel"] for r in self.runs), default=0.0),
+            "claims": self.claims, "verdicts_equal": sum(c["verdict"] == c["committed_verdict"] for c in self.claims),
+            "ok": self.ok, "problems": self.problems,
+        }
+
+    def to_dict(self) -> dict:
+        return {**self.summary(), "runs_compared": self.runs, "missing_committed": self.missing_committed}
+
+
+def _committed_claims(root: Path, chapters: Sequence[str]) -> dict[str, dict]:
+    data = json.loads((root / SCOREBOARD).read_text())
+    names = {f"chapters/{c}" for c in chapters}
+    return {c["id"]: c for c in data["claims"] if c.get("chapter") in names and c["profile"] == "ci"}
+
+
+def _claims(chapter: str, store) -> list:
+    from companion.book.claim_cli import chapter_module
+
+    module = importlib.import_module(chapter_module(f"chapters/{chapter}"))
+    return module.claims("ci", None, store=store, train=False)
+
+
+def reproduce(chapters: Sequence[str] | None = None, *, jobs: int | None = None, scratch: Path | None = None,
+              resume: bool = False, progress: bool = False, root: Path | None = None) -> ReproductionReport:
+    """Retrain the `ci` runs of `chapters` (default: every chapter that trains) cold into `scratch`
+    (default `_build/reproduce/runs`, emptied first unless `resume`) and compare them with the committed
+    records and the executed chapters' claims (module docstring)."""
+    from companion.book.runner import toc_chapters
+    from companion.experiments.chapters import CHAPTERS, chapter_key, recorded_runs
+    from companion.host import describe
+    from companion.runs import FLUSH_DENORMAL, THREADS, git_commit
+    from companion.store import RunStore
+    from companion.sweep import run_missing
+
+    root = root or repo_root()
+    names = [CHAPTERS[chapter_key(c)][0] for c in chapters] if chapters else toc_chapters(root)
+    names = [n for n in names if CHAPTERS[chapter_key(n)][1]]  # chapters 1, 2, 10 train nothing
+    scratch = Path(scratch) if scratch else root / REPORT_DIR / "runs"
+    if scratch.exists() and not resume:
+        shutil.rmtree(scratch)
+    report = ReproductionReport(names, describe("cpu", THREADS, FLUSH_DENORMAL),
+                                _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), git_commit())
+    cfgs = recorded_runs(names)
+    committed, new = RunStore(root / "results" / "ci", read_only=True), RunStore(scratch)
+    start = time.perf_counter()
+    run_missing(cfgs, new, "local", progress, {"jobs": jobs})
+    report.train_seconds = time.perf_counter() - start
+    for cfg in cfgs:
+        old, fresh = committed.load(cfg), new.load(cfg)
+        if old is None:
+            report.missing_committed.append(f"{cfg.experiment}/{cfg.method}/seed {cfg.seed}")
+            continue
+        report.runs.append(compare_records(old, fresh))
+    from companion.book.claims import load_ledger
+
+    ledger, before = load_ledger(), _committed_claims(root, names)
+    for name in names:
+        for result in _claims(name, RunStore(scratch, read_only=True)):
+            if result.id not in before:
+                continue
+            old = before[result.id]
+            old_m = old["by_profile"]["ci"]["ours"] if "by_profile" in old else old["ours"]
+            diff = (float(result.measure) - float(old_m)) if _is_number(result.measure) and _is_number(old_m) else None
+            report.claims.append({
+                "id": result.id, "chapter": name, "committed_measure": old_m, "measure": result.measure,
+                "difference": diff, "margin": margin(ledger[result.id].rule, old_m),
+                "committed_verdict": old.get("by_profile", {}).get("ci", {}).get("verdict", old["verdict"]),
+                "verdict": result.verdict})
+    return report
+
+
+def markdown(report: dict) -> str:
+    """The report as a page a reader can scan: the host, the counts, the claims, the largest differences."""
+    lines = [f"# Reproduction of the `ci` records, {report['date']}", "",
+             f"Host: {report['host_summary']}. Commit: {report['commit'] or 'unknown'}. "
+             f"Chapters: {', '.join(report['chapters'])}. Training took {report['train_seconds'] / 60:.1f} min.", "",
+             f"- runs retrained: {report['runs']}; equal to the bit: {report['bitwise_equal']}; from a host that "
+             f"computes like the committed records' host: {report['same_host_runs']}",
+             f"- largest relative difference of any number of any run: {report['largest_rel']:.3g}",
+             f"- verdicts equal: {report['verdicts_equal']} of {len(report['claims'])}",
+             f"- result: {'passed' if report['ok'] else 'FAILED'}", ""]
+    if report["problems"]:
+        lines += ["## Problems", ""] + [f"- {p}" for p in report["problems"]] + [""]
+    lines += ["## Claims", "", "| claim | verdict | committed | retrained | difference | margin |",
+              "|---|---|---|---|---|---|"]
+    for c in report["claims"]:
+        verdict = c["verdict"] if c["verdict"] == c["committed_verdict"] else f"{c['committed_verdict']} → {c['verdict']}"
+        lines.append(f"| {c['id']} | {verdict} | {_fmt(c['committed_measure'])} | {_fmt(c['measure'])} | "
+                     f"{_fmt(c['difference'])} | {_fmt(c['margin'])} |")
+    worst = sorted(report.get("runs_compared", []), key=lambda r: -r["largest_rel"])[:15]
+    if worst and worst[0]["largest_rel"] > 0:
+        lines += ["", "## Largest differences, run by run", "", "| run | largest relative | at |", "|---|---|---|"]
+        lines += [f"| {r['label']} | {r['largest_rel']:.3g} | {r['where']} |" for r in worst if r["largest_rel"] > 0]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(v) -> str:
+    from companion.book.display import number
+
+    return "—" if v is None else number(v)
+
+
+def write(report: ReproductionReport, out: Path, record_dir: Path | None = None) -> list[Path]:
+    """The report as `report.json` and `report.md` in `out`; with `record_dir`, its summary as
+    `<date>-<cpu vendor>-<commit>.json` there too (what the Reproductions page reads)."""
+    out.mkdir(parents=True, exist_ok=True)
+    data = report.to_dict()
+    paths = [out / "report.json", out / "report.md"]
+    paths[0].write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    paths[1].write_text(markdown(data))
+    if record_dir is not None:
+        record_dir.mkdir(parents=True, exist_ok=True)
+        vendor = report.host.get("cpu", {}).get("vendor", "cpu").lower()
+        path = record_dir / f"{data['date']}-{vendor}-{(report.commit or 'nocommit')[:7]}.json"
+        path.write_text(json.dumps(report.summary(), indent=1, sort_keys=True) + "\n")
+        paths.append(path)
+    return paths
+
+
+def _cmd(args) -> int:
+    from companion.store import StoreError
+
+    root = repo_root()
+    try:
+        report = reproduce(args.chapters or None, jobs=args.jobs, scratch=args.scratch, resume=args.resume,
+                           progress=sys.stderr.isatty(), root=root)
+    except (ValueError, LookupError) as err:
+        print(f"companion reproduce: error: {err}", file=sys.stderr)
+        return 2
+    except (StoreError, RuntimeError) as err:
+        print(f"companion reproduce: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted: the runs retrained so far are kept; `companion reproduce --resume` continues.",
+              file=sys.stderr)
+        return 130
+    paths = write(report, root / REPORT_DIR, root / RECORDS_DIR if args.record else None)
+    s = report.summary()
+    print(f"reproduce: {s['runs']} runs retrained in {s['train_seconds'] / 60:.1f} min on {s['host_summary']}; "
+          f"{s['bitwise_equal']} equal to the bit ({s['same_host_runs']} from a host like the records'); "
+          f"verdicts equal {s['verdicts_equal']} of {len(s['claims'])}.")
+    for problem in report.problems:
+        print(f"  problem: {problem}", file=sys.stderr)
+    print(f"report: {', '.join(str(p.relative_to(root)) for p in paths)}")
+    return 0 if report.ok else 1
+
+
+def add_commands(sub) -> None:
+    """Register `companion reproduce` on the command line."""
+    p = sub.add_parser("reproduce", help="retrain the committed ci records cold and compare run by run and claim by claim",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("chapters", nargs="*", metavar="CHAPTER", help="chapters to retrain, e.g. 03 (default: all)")
+    p.add_argument("--jobs", type=int, default=None, help="training processes (default: all cores)")
+    p.add_argument("--scratch", type=Path, default=None, help=f"where to retrain (default {REPORT_DIR}/runs)")
+    p.add_argument("--resume", action="store_true", help="keep what the scratch store holds (a killed reproduce)")
+    p.add_argument("--record", action="store_true",
+                   help=f"also keep the report's summary in {RECORDS_DIR}/ (the book's Reproductions page)")
+    p.set_defaults(func=_cmd)
