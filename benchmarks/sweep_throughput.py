@@ -1,8 +1,8 @@
 """Runs per hour of a sweep, seeds run one by one against seeds trained together (seed-batched).
 
-For each method, the same seeds of the GOTU experiment run twice in this process: one by one
-(`companion.runs.run`, what a sweep did before) and as one group (`companion.runs.run_group`, what
-the executors now do), whole runs each time (build, training, every evaluation, drift tracking), on
+For each method, the same seeds of the GOTU experiment run twice in this process: one by one (the
+configs with `stack=1`, each `companion.runs.run` alone) and as one group (`stack` = the number of
+seeds, `companion.runs.run_group`), whole runs each time (build, training, every evaluation, drift tracking), on
 `companion.runs.THREADS` torch threads. The two alternate per repeat, so background load hits both
 alike; the ratio is runs/hour batched over runs/hour one by one, both measured in this run. Each
 record pair is also compared (`identical`: curves, metrics and drift equal to the last bit).
@@ -18,7 +18,7 @@ than the device's default (`train_stacked(shared_eval=...)`: on CUDA from one st
 CPU one by one), so `eval_arm.ratio_vs_batched` prices `companion.shared_forward` on that device.
 
 With `--pool N` (CPU), the whole request (every method × seed) also goes through the local executor
-with N worker processes, once with every run alone (`max_members=1`) and once grouped: the figure a
+with N worker processes, once with every run alone (`stack=1`) and once grouped: the figure a
 chapter's sweep sees on N cores, worker start-up included.
 
     python benchmarks/sweep_throughput.py                       # CPU: GOTU ci, default + mask, 5 seeds
@@ -53,11 +53,14 @@ from companion.train import shares_evaluation
 
 
 def _computed(record) -> dict:
-    data = record.to_dict()
-    for key in ("wall_time", "finished_at", "execution"):
-        del data[key]
-    data["curves"] = {k: v for k, v in data["curves"].items() if k != "wall_time"}
-    return data
+    """The numbers a run computed (its id and config aside: a run alone and stacked are two recipes)."""
+    return {"metrics": record.metrics, "curves": {k: v for k, v in record.curves.items() if k != "wall_time"},
+            "drift": record.drift, "readouts": record.readouts}
+
+
+def _stacked(exp, profile: str, method: str, seeds: list[int], overrides: list[str], stack: int | None = None) -> list:
+    """The configs of `seeds` (a block from 0) trained `stack` at a time (default: all together)."""
+    return [exp.config(profile, method, s, [*overrides, f"stack={stack or len(seeds)}"]) for s in seeds]
 
 
 def _max_metric_diff(a, b) -> float:
@@ -101,7 +104,8 @@ def evaluation(shared: bool):
 def bench_method(experiment: str, profile: str, method: str, seeds: list[int], overrides: list[str],
                  repeats: int, compiled: bool = False, eval_arm: bool = False) -> dict:
     exp = get_experiment(experiment)
-    cfgs = [exp.config(profile, method, s, overrides) for s in seeds]
+    cfgs = _stacked(exp, profile, method, seeds, overrides)
+    alone = _stacked(exp, profile, method, seeds, overrides, stack=1)
     solo_t, batched_t, compiled_t, flipped_t, extra, records = [], [], [], [], {}, None
     default_shared = shares_evaluation(cfgs[0].device)  # train_stacked's default (shared_eval=None)
     if compiled:
@@ -111,7 +115,7 @@ def bench_method(experiment: str, profile: str, method: str, seeds: list[int], o
             extra["compile_first_s"] = time.perf_counter() - start
     for _ in range(repeats):  # the arms alternate, so background load hits each alike
         start = time.perf_counter()
-        solo = [run(c) for c in cfgs]
+        solo = [run(c) for c in alone]
         solo_t.append(time.perf_counter() - start)
         start = time.perf_counter()
         together = run_group(cfgs)
@@ -157,13 +161,15 @@ def bench_pool(experiment: str, profile: str, methods: list[str], seeds: list[in
     from companion.store import RunStore
 
     exp = get_experiment(experiment)
-    cfgs = [exp.config(profile, m, s, overrides) for m in methods for s in seeds]
+    arms = {name: [c for m in methods for c in _stacked(exp, profile, m, seeds, overrides, stack)]
+            for name, stack in (("solo", 1), ("batched", len(seeds)))}
+    cfgs = arms["batched"]
     out = {"jobs": jobs, "runs": len(cfgs), "solo_s": [], "batched_s": []}
     for _ in range(repeats):  # alternate, so background load hits both alike
-        for name, ex in (("solo", LocalExecutor(jobs=jobs, max_members=1)), ("batched", LocalExecutor(jobs=jobs))):
+        for name in ("solo", "batched"):
             with tempfile.TemporaryDirectory() as root:
                 start = time.perf_counter()
-                failures = ex.execute(cfgs, RunStore(root))
+                failures = LocalExecutor(jobs=jobs).execute(arms[name], RunStore(root))
                 out[f"{name}_s"].append(time.perf_counter() - start)
                 if failures:
                     raise RuntimeError("\n".join(failures))
@@ -215,9 +221,10 @@ def main() -> None:
                      "eval_arm": args.eval_arm},
         "methods": {},
     }
-    warm = get_experiment(args.experiment).config(args.profile, methods[0], 0, overrides + ["train.steps=2", "train.epochs=0", "train.eval_every=0"])
-    run_group([warm, get_experiment(args.experiment).config(args.profile, methods[0], 1, overrides + ["train.steps=2", "train.epochs=0", "train.eval_every=0"])])
-    run(warm)  # pay the one-off imports (the optimiser's first step) before any timing
+    short = ["train.steps=2", "train.epochs=0", "train.eval_every=0"]
+    warm = _stacked(get_experiment(args.experiment), args.profile, methods[0], [0, 1], overrides + short)
+    run_group(warm)
+    run(_stacked(get_experiment(args.experiment), args.profile, methods[0], [0], overrides + short)[0])  # one-off imports
     for method in [] if args.pool_only else methods:
         r = bench_method(args.experiment, args.profile, method, seeds, overrides, args.repeats, args.compile,
                          args.eval_arm)
@@ -286,9 +293,9 @@ def _several(args, tag: str, overrides: list[str], seeds: list[int]) -> None:
         methods = _methods_of(args.methods, name, args.profile)
         exp = get_experiment(name)
         short = ["train.steps=2", "train.epochs=0", "train.eval_every=0", "train.schedule=constant"]
-        warm = [exp.config(args.profile, methods[0], s, ov + short) for s in (0, 1)]
+        warm = _stacked(exp, args.profile, methods[0], [0, 1], ov + short)
         run_group(warm)
-        run(warm[0])  # the one-off imports and the task's data, before any timing
+        run(_stacked(exp, args.profile, methods[0], [0], ov + short)[0])  # the one-off imports and the task's data
         entry = result["experiments"][name] = {"overrides": ov, "methods": {}}
         for method in methods:
             r = bench_method(name, args.profile, method, seeds, ov, args.repeats)

@@ -76,8 +76,21 @@ def classify(source: str, tags: list[str]) -> set[str]:
     return set()
 
 
+def _trains(name: str) -> bool:
+    """Whether the chapter reads trained runs (`companion.experiments.chapters.CHAPTERS`)."""
+    from companion.experiments.chapters import CHAPTERS
+
+    return bool(CHAPTERS.get(name[:2], ("", ()))[1])
+
+
 def rerun_note(name: str) -> str:
-    """The note at the top of a chapter: how to rerun it at both profiles."""
+    """The note at the top of a chapter: how to rerun it at both profiles, and where its runs come from."""
+    if _trains(name):
+        runs = ("into the book. At `ci` the chapter reads the committed run records in `results/ci/`, so a\n"
+                f"clean clone trains nothing; `.venv/bin/companion reproduce {name[:2]}` retrains them from nothing\n"
+                "and compares, run by run and claim by claim ({ref}`reproductions`).\n")
+    else:
+        runs = "into the book. This chapter trains nothing.\n"
     return (
         ":::{admonition} Rerun this chapter\n"
         ":class: tip dropdown\n"
@@ -91,8 +104,7 @@ def rerun_note(name: str) -> str:
         "```\n"
         "\n"
         f"`.venv/bin/companion chapters {name} --profile ci` does the same and writes the executed copy\n"
-        "into the book; trained runs are cached, so a second run only reads them back.\n"
-        ":::"
+        + runs + ":::"
     )
 
 

@@ -604,3 +604,24 @@ def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int
     ret = retention(map_summary(records, masks), frame, masks, tm["gain_tasks"])
     results += record_all(figure5_claims(ret), preconditions=figure5_preconditions(ret), glue=False)
     return results
+
+
+def older_paper(frame: pd.DataFrame | None) -> tuple[pd.DataFrame | None, dict]:
+    """The older single-seed paper-profile runs (`companion.book.paper.older_runs`) as the page shows
+    them (task, method, cube / seen / unseen accuracy in %, unseen MSE, wall time) and the numbers its
+    prose cites: ch3_older_<method>_cube and ch3_older_unseen (the range over the 2Parity runs)."""
+    if frame is None:
+        return None, {}
+    table = pd.DataFrame({
+        "task": frame["experiment"].str.removeprefix("gotu-").map(task_title), "method": frame["method"].map(label),
+        "seed": frame["seed"], **{f"{s} accuracy (%)": (100 * frame[f"{s}.acc"]).round(1) for s in ("cube", "seen", "unseen")},
+        "unseen MSE": frame["unseen.mse"].round(2), "wall time (s)": frame["wall time (s)"]})
+    parity = frame[frame["experiment"] == "gotu-2parity"]
+
+    def span(values) -> str:
+        lo, hi = float(min(values)), float(max(values))
+        return pct(lo) if lo == hi else f"{pct(lo)} to {pct(hi)}"
+
+    numbers = {f"ch3_older_{m}_cube": span(g["cube.acc"]) for m, g in parity.groupby("method")}
+    numbers["ch3_older_unseen"] = span(parity["unseen.acc"])
+    return table, numbers

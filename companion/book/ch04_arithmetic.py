@@ -21,7 +21,7 @@ import pandas as pd
 
 from companion.book.frames import curves, records_frame
 from companion.book.labels import label, task_title
-from companion.book.prose import diff_interval, mean_sd, p_text
+from companion.book.prose import diff_interval, mean_sd, p_text, pct
 from companion.book.stats import Paired, Summary, paired, summarize
 from companion.experiments import get_experiment
 from companion.experiments.arithmetic import (FIGURE2_METHODS, FRACTIONS, LONG_BUDGET, METHODS, MUL_METHODS,
@@ -478,3 +478,21 @@ def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int
     _, frame = load_runs(profile, seeds, jobs=jobs, store=store, train=train)
     return record_all(claim_measures(frame, profile), details=claim_details(frame, profile),
                       preconditions=claim_preconditions(frame, profile), glue=False)
+
+
+def older_paper(frame: pd.DataFrame | None) -> tuple[pd.DataFrame | None, dict]:
+    """The older single-seed paper-profile runs of arithmetic (`companion.book.paper.older_runs`) as the
+    page shows them, and the numbers its prose cites: the updates the run made against the paper
+    profile's budget, and its test sequence accuracy."""
+    if frame is None:
+        return None, {}
+    table = pd.DataFrame({"experiment": frame["experiment"], "method": frame["method"].map(label), "seed": frame["seed"],
+                          "test sequence accuracy (%)": (100 * frame["test.seq_acc"]).round(2),
+                          "train sequence accuracy (%)": (100 * frame["train.seq_acc"]).round(2),
+                          "wall time (s)": frame["wall time (s)"], "changed from the profile": frame["changed"]})
+    row = frame.iloc[0]
+    steps = int(row["changed"].split("train.steps=")[1].split(",")[0]) if "train.steps=" in row["changed"] else None
+    budget = get_experiment(row["experiment"]).configs("paper")[row["method"]].train.steps
+    numbers = {"ch4_older_seq": pct(float(row["test.seq_acc"]), 2), "ch4_older_budget": f"{budget:,}",
+               "ch4_older_steps": f"{steps:,}" if steps else f"{budget:,}"}
+    return table, numbers

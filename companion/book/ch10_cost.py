@@ -1,7 +1,8 @@
 """Chapter 10: what a prior costs, read from the attention benchmark's JSON (`benchmarks/attention.py`).
 
-Nothing here times anything: the machine's peak rates come in from
-`companion.cost.roofline.measure_peak`, and the chapter's small live sweep goes through
+Nothing here times anything: the machine's peak rates come in from the
+committed `benchmarks/peak.py` result (`load_peak`), or from `companion.cost.roofline.measure_peak`
+when the notebook reruns on the executing machine, and the chapter's small live sweep goes through
 `companion.cost.run_benchmark` and comes back as the same JSON. `frame(result)` flattens a result into
 one row per (variant, L, mode) with time, ratio to plain SDPA (same run) and peak memory; the tables,
 figure data, claim measures and glued numbers of the chapter are read from such frames. Variant
@@ -30,12 +31,14 @@ __all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "CHUNKED_RESULT", "chunked_ta
            "ratio_table", "flex_backward_note", "gpu_flex_status", "quadratic_reference", "growth_exponent", "growth_table",
            "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_mask_ratios", "gpu_mask_ratio", "GPU_GOALS", "gpu_frame",
            "gpu_ratio_table", "gpu_goal_table", "gpu_provenance", "gpu_prose_numbers", "load_steps", "step_frame",
-           "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers", "claims"]
+           "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers", "claims",
+           "PEAK_RESULT", "load_peak"]
 
 RESULTS = Path("benchmarks") / "results"
 CPU_RESULT = "attention-cpu-vm-2core"  # the committed CPU sweep the chapter reads
 BF16_RESULT = "attention-cpu-vm-2core-bf16"  # GOAT's lanes in bfloat16 on the same CPU (gate and time)
 CHUNKED_RESULT = "attention-cpu-vm-2core-chunked"  # GOAT's lanes a few heads at a time, beside one call
+PEAK_RESULT = "peak-cpu-vm-2core"  # the sweep machine's peak rates (benchmarks/peak.py): the roofline's divisor
 MODES = ("fwd", "fwd+bwd")
 GOAL_L = 4096  # the length at which the goals are judged, forward + backward
 LIVE_VARIANTS = "sdpa,goat-lanes,mask-sdpa,mask-attend,eager-bias"
@@ -64,6 +67,14 @@ def load(path: str | Path, required=("machine", "settings", "results", "ratios",
 def committed(pattern: str = "attention-*.json") -> dict[str, dict]:
     """The committed results in benchmarks/results, keyed by file stem."""
     return {p.stem: load(p) for p in sorted((repo_root() / RESULTS).glob(pattern))}
+
+
+def load_peak(stem: str = PEAK_RESULT) -> dict:
+    """The committed peak rates (`benchmarks/peak.py`) as `measure_peak` gives them, with `source`: where
+    and when they were measured (a live `measure_peak` has no `source`: the executing machine, now)."""
+    result = load(repo_root() / RESULTS / f"{stem}.json", ("machine", "peak", "finished"))
+    return {**result["peak"], "source": f"measured by `benchmarks/peak.py` on {result['machine']['cpu_model']}, "
+                                        f"{result['finished'][:10]}"}
 
 
 def gpu_results(results: dict[str, dict]) -> dict[str, dict]:
@@ -632,13 +643,13 @@ def prose_numbers(result: dict, peak: dict, steps: pd.DataFrame, live_lengths: l
     out["ch10_mib_mask_8192"] = f"{mem.loc['mask-sdpa', 8192] / 1024:.1f}"
     out["ch10_peak_gflops"] = f"{peak['peak_flops'] / 1e9:.0f}"
     out["ch10_bandwidth"] = f"{peak['bandwidth_bytes_s'] / 1e9:.1f}"
+    out["ch10_peak_source"] = peak.get("source", "measured on the machine that executed this page, as it did")
     share = shares.loc["sdpa", 4096]
-    # the floor uses the peak measured while the page executes, the times are the committed sweep's: a
-    # share above 1 means this machine measured a lower peak now than it ran at then (load), not a
-    # call faster than the floor
+    # the floor and the times were measured at different times on a shared machine: a share above 1
+    # means the peak was measured at a busier moment than the sweep ran, not a call faster than the floor
     out["ch10_sdpa_share"] = (f"{share:.0%}" if share <= 1 else
-                              f"{share:.0%} (above 1 only because the peak measured while this page executed "
-                              "is below the rate the committed sweep ran at)")
+                              f"{share:.0%} (above 1 only because the peak was measured at a busier moment "
+                              "than the sweep ran)")
     out["ch10_goat_mem_ratio"] = f"{_at(cpu, 'goat-lanes', 'memory_ratio'):.2f}"
     out["ch10_step_goat"] = f"{steps.loc['goat', 'memory vs RoPE']:.2f}"
     out["ch10_step_rope_mib"] = f"{steps.loc['rope', 'peak MiB']:.0f}"

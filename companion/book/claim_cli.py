@@ -165,8 +165,8 @@ def add_commands(subparsers) -> None:
                         "the committed records in results/paper)")
     p.add_argument("--seeds", default=None, help="e.g. 0-4 or 0,2,5 (default: the chapter's own seeds)")
     p.add_argument("--store", default=None,
-                   help="run store folder (default: $COMPANION_RUNS or <repo>/runs; results/paper with "
-                        "--profile paper)")
+                   help="run store folder (default: $COMPANION_RUNS, else the profile's committed records, results/ci or "
+                        "results/paper)")
     p.add_argument("--jobs", type=int, default=None,
                    help="training processes when runs are missing (default: all cores)")
     p.add_argument("--train", action=argparse.BooleanOptionalAction, default=None,

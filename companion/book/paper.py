@@ -26,7 +26,7 @@ from companion.paths import repo_root
 
 __all__ = ["PAPER_DIR", "Coverage", "paper_store", "coverage", "available", "provenance", "status_text", "status_markdown",
            "paper_claims",
-           "paper_table", "chapter_module", "measures"]
+           "paper_table", "chapter_module", "measures", "older_runs", "OLDER_DIR"]
 
 PAPER_DIR = Path("results") / "paper"
 
@@ -149,3 +149,34 @@ def paper_table(module, chapter: str, root: Path | None = None):
 
     results = paper_claims(module, chapter, root)
     return None if results is None else verdict_table(results)
+
+
+OLDER_DIR = PAPER_DIR / "older"  # run summaries made before records were committed (single seeds, older code)
+
+
+def older_runs(experiments, root: Path | None = None):
+    """(table, provenance) of the older paper-profile run summaries (`results/paper/older/*.json`) of
+    `experiments`: one row per run (experiment, method, seed, the split metrics the chapter reads, wall
+    time, what it changed from the profile), and one sentence saying where, when and by what code
+    they were made and what they are not. (None, "") when there is none."""
+    import json
+
+    import pandas as pd
+
+    rows, sources = [], []
+    for path in sorted(((root or repo_root()) / OLDER_DIR).glob("*.json")):
+        data = json.loads(path.read_text())
+        runs = [r for r in data["runs"] if r["experiment"] in experiments]
+        if not runs:
+            continue
+        sources.append(f"{len(runs)} run{'s' if len(runs) != 1 else ''} made on one {data['machine']} (torch "
+                       f"{data['torch']}) on {data['date']} by this package at commit `{data['commit']}`. "
+                       f"{data['note']}")
+        for r in runs:
+            row = {"experiment": r["experiment"], "method": r["method"], "seed": r["seed"]}
+            for split, metrics in r["metrics"].items():
+                row.update({f"{split}.{k}": v for k, v in metrics.items() if k in ("acc", "mse", "seq_acc")})
+            rows.append({**row, "wall time (s)": r["wall_time"], "changed": ", ".join(r.get("overrides", [])) or "—"})
+    if not rows:
+        return None, ""
+    return pd.DataFrame(rows), " ".join(sources)
