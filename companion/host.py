@@ -140,7 +140,8 @@ def summary(host: dict[str, Any] | None) -> str:
     switches = ", ".join(f"{k}={v}" for k, v in host.get("env", {}).items())
     gpu = f"{host['gpu']['name']}, " if host.get("gpu") else ""
     threads = host.get("threads")
-    return (f"{gpu}{cpu.get('model', '?')} ({cpu.get('vendor', '?')} {cpu.get('family', '?')}/"
-            f"{cpu.get('model_number', '?')}, {host.get('isa', '?')}), {host.get('blas', '?')}"
+    numbers = f" {cpu['family']}/{cpu['model_number']}" if cpu.get("family", "?") != "?" else ""
+    return (f"{gpu}{cpu.get('model', '?')} ({cpu.get('vendor', '?')}{numbers}, {host.get('isa', '?')}), "
+            f"{host.get('blas', '?')}"
             f"{' [' + switches + ']' if switches else ''}, torch {host.get('torch', '?')}, "
             f"{threads} thread{'s' if threads != 1 else ''}")

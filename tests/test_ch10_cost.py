@@ -282,8 +282,8 @@ def test_the_committed_h200_results_decide_c02_on_bfloat16():
 def test_prose_numbers_of_a_synthetic_sweep():
     result, steps = _sweep(), cr.step_frame(_steps())
     F = attention_flops(4096, B=1, H=2, D=4, mode="fwd+bwd")
-    peak = {"peak_flops": 4 * F, "bandwidth_bytes_s": 22.4e9}  # SDPA at 4096 takes 1 s, its floor 0.25 s
-    text = cr.prose_numbers(result, peak, steps, [256, 512])
+    peak = {"peak_flops": 4 * F, "bandwidth_bytes_s": 22.4e9, "source": "measured by `benchmarks/peak.py` on X"}
+    text = cr.prose_numbers(result, peak, steps, [256, 512])  # SDPA at 4096 takes 1 s, its floor 0.25 s
     assert text == {
         "ch10_live_lengths": "256, 512", "ch10_threads": "2", "ch10_heads": "2", "ch10_head_dim": "4",
         "ch10_cpu": "AMD EPYC", "ch10_t_goat-lanes_1024": "1.05", "ch10_t_goat-lanes_4096": "1.05",
@@ -293,18 +293,20 @@ def test_prose_numbers_of_a_synthetic_sweep():
         "ch10_exp_mask-sdpa": "2.00", "ch10_mib_mask-sdpa": "2,048.0", "ch10_mib_mask_8192": "8.0",
         "ch10_peak_gflops": f"{4 * F / 1e9:.0f}", "ch10_bandwidth": "22.4", "ch10_sdpa_share": "25%",
         "ch10_goat_mem_ratio": "2.00", "ch10_step_goat": "0.99", "ch10_step_rope_mib": "136",
-        "ch10_step_goat_mib": "135",
+        "ch10_step_goat_mib": "135", "ch10_peak_source": "measured by `benchmarks/peak.py` on X",
     }
+    live = cr.prose_numbers(result, {k: v for k, v in peak.items() if k != "source"}, steps, [256])
+    assert live["ch10_peak_source"] == "measured on the machine that executed this page, as it did"
 
 
-def test_a_share_above_the_floor_is_said_to_come_from_the_live_peak():
-    """The floor uses the peak measured while the page executes, the times are the committed sweep's:
-    a machine measuring a lower peak now makes SDPA look faster than the floor, and the prose says why."""
+def test_a_share_above_the_floor_is_said_to_come_from_when_the_peak_was_measured():
+    """The floor and the times are measured at different moments on a shared machine: a peak measured
+    at a busier moment makes SDPA look faster than the floor, and the prose says why."""
     result, steps = _sweep(), cr.step_frame(_steps())
     F = attention_flops(4096, B=1, H=2, D=4, mode="fwd+bwd")
     peak = {"peak_flops": F / 1.25, "bandwidth_bytes_s": 22.4e9}  # floor 1.25 s against a 1 s call
     share = cr.prose_numbers(result, peak, steps, [256])["ch10_sdpa_share"]
-    assert share.startswith("125% (above 1 only because the peak measured while this page executed")
+    assert share == "125% (above 1 only because the peak was measured at a busier moment than the sweep ran)"
 
 
 def test_the_live_rerun_sits_beside_the_committed_sweep():

@@ -6,11 +6,13 @@ hash of the source, so a refactor keeps every id. What catches a change of numer
 bump the version is this test: each golden group is trained again and must give its committed record
 to the bit where this host computes like the host that made them (`companion.host.same_numerics`).
 On another host (another CPU family, another torch) the last bits differ from the first matrix
-product on, and the comparison is at a stated tolerance: the per-update training loss within 1e-3
-relative over these 12 updates, a drift that float reassociation stays far below (measured between
-an AMD EPYC and an Intel Xeon: about 1e-6 after 12 updates of the smoke model) and that a real
-change (another initialisation, data order, schedule or prior) exceeds by orders of magnitude (one
-Adam step moves the loss by more than 1e-2).
+product on and grow with every update, and the comparison is at a stated tolerance: the loss before
+the first update and after it within 1e-3 relative, the whole 12-update loss curve within 5e-2.
+Measured on this project's AMD host under other kernels (`MKL_CBWR=COMPATIBLE`, `SSE4_2`,
+`ATEN_CPU_CAPABILITY=avx2` or `default`, each a host that computes otherwise): the first two losses
+within 1.3e-4, the whole curve within 5.6e-3 (the structured-SVD model, whose loss oscillates,
+amplifies the most). A real change shows at once: another initialisation or data order moves the
+first loss, another learning rate, schedule or optimiser the second, by far more than 1e-3.
 
 After a deliberate numerics change: bump `NUMERICS`, regenerate with `python tests/test_golden.py`,
 remake the book's records (`make records`), and say why in the commit.
@@ -59,8 +61,16 @@ CASES = {
     "vit-mask": ("vit-digits", "mask", ("task.eval_points=64", "train.batch_size=16", "stack=2")),
     "text-local-mask": ("lm-local", "mask", (*DECODER, "stack=2")),
 }
-# the loss curve's tolerance on a host that computes otherwise (module docstring)
-RTOL, ATOL = 1e-3, 1e-5
+# the loss curve's tolerances on a host that computes otherwise (module docstring): the first two
+# losses, then the whole curve
+FIRST_RTOL, CURVE_RTOL = 1e-3, 5e-2
+
+
+def within_tolerance(old, new) -> bool:
+    """Whether `new`'s loss curve is `old`'s within the tolerances of a host that computes otherwise."""
+    a, b = (torch.tensor(r.curves["train_loss"], dtype=torch.float64) for r in (old, new))
+    return (a.shape == b.shape and torch.allclose(b[:2], a[:2], rtol=FIRST_RTOL, atol=0)
+            and torch.allclose(b, a, rtol=CURVE_RTOL, atol=0))
 
 
 def golden_group(case: str) -> list:
@@ -87,8 +97,18 @@ def test_a_golden_group_retrained_gives_its_committed_records(case):
             strip = lambda r: ({k: v for k, v in r.curves.items() if k != "wall_time"}, r.metrics, r.drift, r.readouts)  # noqa: E731
             assert strip(new) == strip(old), f"{case} seed {new.seed}: numerics changed without a new NUMERICS"
         else:
-            assert torch.allclose(torch.tensor(new.curves["train_loss"], dtype=torch.float64),
-                                  torch.tensor(old.curves["train_loss"], dtype=torch.float64), rtol=RTOL, atol=ATOL)
+            assert within_tolerance(old, new), f"{case} seed {new.seed}: loss curve beyond the stated tolerance"
+
+
+@pytest.mark.parametrize("change", ["train.lr=0.0011", "model.qk_init=mimetic", "task.n_train=31"])
+def test_the_other_host_tolerance_still_catches_a_real_change(change):
+    """The null of the tolerance: a small real change (10 % more learning rate, another query-key
+    initialisation, one training point fewer) fails it, on any host."""
+    from companion.config import apply_overrides
+
+    cfgs = golden_group("boolean-mask")
+    changed = run_group([apply_overrides(c, [change]) for c in cfgs])
+    assert not any(within_tolerance(_store().load(c), n) for c, n in zip(cfgs, changed))
 
 
 def test_the_golden_cases_cover_every_kind_and_both_paths():
@@ -106,13 +126,13 @@ def test_the_golden_cases_cover_every_kind_and_both_paths():
 
 
 def test_the_golden_records_differ_where_the_prior_matters():
-    """The mask fits the toy task y = x0·x1 within a few updates and the default does not, on this host
-    and on the one that made the records: the golden set holds contrasts, so a change that made every
+    """Within 12 updates the mask already fits the toy task y = x0·x1 better than the default (lower
+    test MSE than either default seed): the golden set holds contrasts, so a change that made every
     method compute the same could not keep it."""
     store = _store()
     default = [store.load(c) for c in golden_group("toy-default-stacked")]
     mask = store.load(golden_group("toy-mask-alone")[0])
-    assert mask.curves["train_loss"][-1] < 0.5 * default[0].curves["train_loss"][-1]
+    assert mask.metrics["test"]["mse"] < min(d.metrics["test"]["mse"] for d in default)
     assert default[0].curves["train_loss"] != default[1].curves["train_loss"]  # two seeds, two runs
 
 

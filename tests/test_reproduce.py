@@ -67,7 +67,7 @@ def test_equal_records_compare_equal_and_every_difference_is_located(record):
     assert moved["largest_rel"] == pytest.approx(1e-6, rel=1e-3)
     shorter = compare_records(record, replace(record, curves={**record.curves, "train_loss": loss[:-1]}))
     assert shorter["structure"].startswith("1 entries in one record only")
-    nan = compare_records(record, replace(record, metrics={"test": {**record.metrics["test"], "acc": float("nan")}}))
+    nan = compare_records(record, replace(record, metrics={**record.metrics, "test": {**record.metrics["test"], "acc": float("nan")}}))
     assert "became nan" in nan["structure"]
     assert dict(numbers({"a": [1, {"b": 2}]})) == {"a[0]": 1, "a[1].b": 2}
 
@@ -79,7 +79,7 @@ def _report(rows, claims=(), missing=()) -> ReproductionReport:
 
 def test_what_fails_a_reproduction_and_what_does_not(record):
     other_host = replace(record, host={**record.host, "isa": "AVX2"},
-                         metrics={"test": {**record.metrics["test"], "mse": record.metrics["test"]["mse"] * 1.01}})
+                         metrics={**record.metrics, "test": {**record.metrics["test"], "mse": record.metrics["test"]["mse"] * 1.01}})
     claim = {"id": "S2-07", "chapter": "03", "committed_measure": 0.6276, "measure": 0.6242, "difference": -0.0034,
              "margin": 0.2924, "committed_verdict": "inconclusive", "verdict": "inconclusive"}
     # a host that computes otherwise: its numbers may move; an equal verdict passes

@@ -123,7 +123,6 @@ def test_parse_seeds():
     (["sweep", "smoke", "--set", "train.lr=fast"], "train.lr='fast': expected float"),
     (["sweep", "smoke", "--set", "model.n_layers=2.5"], "expected int"),
     (["sweep", "smoke", "--jobs", "0"], "--jobs must be >= 1"),
-    (["sweep", "smoke", "--batch", "1"], "--batch is gone: the seeds a run trains beside are part of its recipe"),
     (["sweep", "smoke", "--set", "stack=0"], "RunConfig.stack must be in 1..16"),
     (["list", "--seeds", "x"], "malformed seeds"),
     (["sweep", "smoke", "--set", "train.lr=nan"], "override train.lr='nan': expected a finite float"),
@@ -136,6 +135,22 @@ def test_cli_bad_input_is_one_readable_line_exit_2(capsys, argv, needle, tmp_pat
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err and err.count("\n") == 1
     assert not list(tmp_path.iterdir())  # nothing ran
+
+
+def test_batch_is_ignored_with_a_note_and_changes_nothing(capsys, tmp_path):
+    """`--batch` once chose the groups; the recipe does now. Old scripts still run, get told why, and
+    store the same runs as without it."""
+    args = ["sweep", "smoke", "--seeds", "0-1", "--methods", "mask", "--jobs", "1"] + SETS + ["--set", "stack=2"]
+    assert main(args + ["--batch", "1", "--store", str(tmp_path / "a")]) == 0
+    assert "--batch is ignored: the seeds a run trains beside are part of its recipe" in capsys.readouterr().err
+    assert main(args + ["--store", str(tmp_path / "b")]) == 0
+    a, b = _records(tmp_path / "a"), _records(tmp_path / "b")
+    assert len(a) == 2 and a.keys() == b.keys()
+    for name in a:
+        strip = lambda d: {k: v for k, v in json.loads(d).items() if k not in ("wall_time", "finished_at", "checksum")}  # noqa: E731
+        da, db = strip(a[name]), strip(b[name])
+        da["curves"].pop("wall_time"), db["curves"].pop("wall_time")
+        assert da == db
 
 
 def test_cli_list_counts_stored_and_missing(capsys, tmp_path):

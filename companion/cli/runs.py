@@ -92,13 +92,13 @@ def _cmd_sweep(args) -> int:
             cfgs = plan(args.experiment, args.profile, seeds, methods, args.set or ())
         if args.jobs is not None and args.jobs < 1:
             raise ValueError(f"--jobs must be >= 1, got {args.jobs}.")
-        if args.batch is not None:
-            stack = f" ({cfgs[0].stack} for {cfgs[0].experiment})" if cfgs else ""
-            raise ValueError(f"--batch is gone: the seeds a run trains beside are part of its recipe, its config's "
-                             f"`stack`{stack}, so that one run id means one result whatever the command line. "
-                             "`--set stack=1` trains every seed alone (those are other runs, with other ids).")
     except ValueError as err:
         return _fail("sweep", str(err))
+    if args.batch is not None:  # older scripts keep working, and get the same runs as without it
+        stack = f" ({cfgs[0].stack} for {cfgs[0].experiment})" if cfgs else ""
+        print(f"companion sweep: note: --batch is ignored: the seeds a run trains beside are part of its recipe, "
+              f"its config's `stack`{stack}, so that one run id means one result whatever the command line. "
+              "`--set stack=1` trains every seed alone (other runs, with other ids).", file=sys.stderr)
     if args.executor == "local":
         options = {"jobs": args.jobs}
     else:
@@ -141,7 +141,7 @@ def add_commands(subparsers) -> None:
                    help="override a setting, e.g. --set train.lr=1e-4 (repeatable)")
     p.add_argument("--executor", choices=("local", "slurm"), default="local")
     p.add_argument("--jobs", type=int, default=None, help="local worker processes (default: all cores)")
-    p.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)  # gone: says why and what instead
+    p.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)  # ignored, with a note saying why
     p.add_argument("--store", default=None,
                    help="run store folder (default $COMPANION_RUNS, else the profile's records, results/<profile>)")
     g = p.add_argument_group("slurm executor (submitit)")
