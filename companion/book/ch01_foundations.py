@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from companion.attention import attend, visible_keys
+from companion.book.prose import below
 
 __all__ = [
     "causal_visibility", "SOURCE_FIG_004", "source_comparison", "matches_source", "random_qkv", "causal_weights",
@@ -197,9 +198,10 @@ def equivariance_trials(n: int, d: int, trials: int, *, generator: torch.Generat
 
 
 def gap_summary(gaps: dict[str, list[float]]) -> pd.DataFrame:
-    """Largest and smallest gap per setting, as text: rounding-level gaps in e-notation, others to 3 places."""
+    """Largest and smallest gap per setting, as text: rounding-level gaps as a bound (`prose.below`),
+    small ones in e-notation, others to 3 places."""
     summary = pd.DataFrame({s: {"largest gap": max(v), "smallest gap": min(v)} for s, v in gaps.items()}).T
-    return summary.map(lambda x: f"{x:.1e}" if x < 1e-6 else f"{x:.3f}")
+    return summary.map(lambda x: below(x) if x < 1e-6 else f"{x:.3f}")
 
 
 def stated_pe2() -> Tensor:
@@ -238,7 +240,7 @@ def prose_numbers(table: pd.DataFrame, cases: Blocking, gaps: dict[str, list[flo
         "ch1_load_before": str(round(float(cases.open[1]), 4)),
         "ch1_load_after": str(round(float(cases.blocked[1]), 4)),
         "ch1_trials": str(len(gaps[SETTINGS[0]])),
-        "ch1_gap_equivariant": f"{max(gaps[SETTINGS[0]]):.1e}",
+        "ch1_gap_equivariant": below(max(gaps[SETTINGS[0]])),
         "ch1_gap_causal_min": str(round(min(gaps[SETTINGS[1]]), 3)),
         "ch1_gap_positions_min": str(round(min(gaps[SETTINGS[2]]), 3)),
         "ch1_pe1_sin": str(round(float(pe2[1, 0]), 4)),

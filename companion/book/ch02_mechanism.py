@@ -33,9 +33,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from companion.book.prose import DIFFERENCES, ROUNDOFF, below
+
 __all__ = [
     "mask_probs", "dp_dm", "dp_dq", "dp_dk", "autograd_jacobian", "central_difference",
-    "norm_sweep", "SWEEP_COLUMNS", "sweep_table", "contrast_sweep", "log_sigmoid_values", "theorem1_gaps", "qk_gaps", "ROUNDING", "within_rounding",
+    "norm_sweep", "SWEEP_COLUMNS", "sweep_table", "contrast_sweep", "log_sigmoid_values", "theorem1_gaps", "qk_gaps", "ROUNDING", "gap_texts", "within_rounding",
     "corollary1_worst_ratio", "key_growth", "peak_scale", "growth_share", "saturation", "grad_at", "content_sweep",
     "adam_first_step", "claim_measures", "prose_numbers", "claims", "DRAWS",
 ]
@@ -183,6 +185,12 @@ def qk_gaps(generator: torch.Generator, *, n: int = 6, d: int = 8) -> dict[str, 
             "∂p/∂k vs finite differences": float((dp_dk(q, k) - central_difference(probs_k, k)).abs().max())}
 
 
+def gap_texts(gaps: dict[str, float]) -> dict[str, str]:
+    """Each gap as the page writes it: against autograd under float64's rounding floor, against finite
+    differences under theirs, as a bound (`prose.below`), so the page is the same on every processor."""
+    return {name: below(v, DIFFERENCES if "finite differences" in name else ROUNDOFF) for name, v in gaps.items()}
+
+
 def within_rounding(gaps: dict[str, float]) -> dict[str, bool]:
     """Whether each gap is below ROUNDING."""
     return {name: v < ROUNDING for name, v in gaps.items()}
@@ -277,8 +285,8 @@ def prose_numbers(values: pd.Series, draws: int, gaps: dict[str, float], worst: 
         "ch2_closed": f"{values[-10.0]:.7f}",
         "ch2_ratio": f"{math.exp(values[-10.0] - values[10.0]):.3g}",
         "ch2_draws": str(draws),
-        "ch2_gap_autograd": f"{gaps['autograd']:.1e}",
-        "ch2_gap_fd": f"{gaps['finite differences']:.1e}",
+        "ch2_gap_autograd": below(gaps["autograd"]),
+        "ch2_gap_fd": below(gaps["finite differences"], DIFFERENCES),
         "ch2_worst_ratio": str(round(worst, 3)),
         "ch2_key_growth": str(round(key_growth(sweep), 1)),
         "ch2_peak_scale": str(peak_scale(sweep)),

@@ -32,6 +32,7 @@ import torch
 from companion.book.claims import load_ledger
 from companion.book.frames import by_method, readout, records_frame
 from companion.book.labels import label
+from companion.book.prose import below
 from companion.book.transport import objective, solve_entropic
 from companion.experiments.copy_mixture import METHODS
 from companion.sweep import ensure_runs
@@ -100,8 +101,9 @@ def propositions(lengths: Sequence[int] = (4, 64, 1024), taus: Sequence[float] =
 
 
 def propositions_table(eot: pd.DataFrame) -> pd.DataFrame:
-    """`propositions` as shown: the gaps in scientific notation, one digit."""
-    return eot.map(lambda v: f"{v:.1e}" if isinstance(v, float) else v)
+    """`propositions` as shown: the gaps in scientific notation, one digit, and under float64's rounding
+    floor as a bound (`prose.below`: the same on every processor)."""
+    return eot.map(lambda v: below(v) if isinstance(v, float) else v)
 
 
 def proposition_checks(eot: pd.DataFrame) -> dict[str, object]:
@@ -181,9 +183,10 @@ def sensitivity(lengths: Sequence[int] = (4, 64, 1024), *, rows: int = 64, width
 
 
 def sensitivity_table(sens: pd.DataFrame) -> pd.DataFrame:
-    """`sensitivity` as shown: gaps in scientific notation (one digit), Ψ and the bound to three decimals."""
+    """`sensitivity` as shown: gaps in scientific notation (one digit; under float64's rounding floor as a
+    bound, `prose.below`), Ψ and the bound to three decimals."""
     gaps = [SENS, SENS_TIGHT, UNIFORM, SINK, SINK_TIGHT, MARGIN]
-    return sens.assign(**{c: sens[c].map(lambda v: f"{v:.0e}") for c in gaps}).round(3)
+    return sens.assign(**{c: sens[c].map(lambda v: below(v, fmt=".0e")) for c in gaps}).round(3)
 
 
 def sensitivity_checks(sens: pd.DataFrame) -> dict[str, object]:
@@ -209,16 +212,16 @@ def sensitivity_measures(sens: pd.DataFrame) -> dict[str, float]:
 
 def sensitivity_details(sens: pd.DataFrame) -> dict[str, str]:
     """What the verdict rows add: how tight the bounds are where they are attained."""
-    return {"S3-20": f"aligned perturbations attain it to {sens[SENS_TIGHT].max():.0e}",
-            "S3-23": f"the extremal prior attains the sink bound to {sens[SINK_TIGHT].max():.0e}"}
+    return {"S3-20": f"aligned perturbations attain it to {below(sens[SENS_TIGHT].max(), fmt='.0e')}",
+            "S3-23": f"the extremal prior attains the sink bound to {below(sens[SINK_TIGHT].max(), fmt='.0e')}"}
 
 
 def sensitivity_numbers(sens: pd.DataFrame) -> dict[str, str]:
     """The numbers the section's text cites, by glue name."""
     lengths = list(sens.index)
-    return {"ch7_sens_worst": f"{sens[SENS].max():.0e}", "ch7_sens_tight": f"{sens[SENS_TIGHT].max():.0e}",
-            "ch7_limit_worst": f"{max(sens[UNIFORM].max(), sens[SINK].max(), sens[MARGIN].max()):.0e}",
-            "ch7_sink_tight": f"{sens[SINK_TIGHT].max():.0e}", "ch7_sens_lmax": f"{lengths[-1]:,}",
+    return {"ch7_sens_worst": below(sens[SENS].max(), fmt=".0e"), "ch7_sens_tight": below(sens[SENS_TIGHT].max(), fmt=".0e"),
+            "ch7_limit_worst": below(max(sens[UNIFORM].max(), sens[SINK].max(), sens[MARGIN].max()), fmt=".0e"),
+            "ch7_sink_tight": below(sens[SINK_TIGHT].max(), fmt=".0e"), "ch7_sens_lmax": f"{lengths[-1]:,}",
             "ch7_psi_uniform_lmax": f"{sens[PSI_UNIFORM].iloc[-1]:.3f}",
             "ch7_psi_logl_lmax": f"{sens[PSI_LOG_L].iloc[-1]:.3f}"}
 
@@ -403,7 +406,7 @@ def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.
                   control: Mapping[str, pd.DataFrame], heads: pd.DataFrame, pooled: float) -> dict[str, str]:
     """Every number the chapter's text cites, by glue name (`heads` is `sink_heads` of the
     copy-mixture models, `pooled` GOAT's `pooled_shed`)."""
-    out = {"ch7_prop22": f"{eot[PROP22].max():.1e}", "ch7_prop31": f"{eot[PROP31].max():.1e}",
+    out = {"ch7_prop22": below(eot[PROP22].max()), "ch7_prop31": below(eot[PROP31].max()),
            "ch7_thm_worst": f"{thm['max violation'].max():.1e}", "ch7_thm_checked": f"{int(thm['checked'].sum()):,}",
            "ch7_thm_recompute": f"{thm['recomputed vs forward'].max():.0e}",
            "ch7_thm_tight": f"{thm['tightness'].max():.2f}", "ch7_pooled_goat": f"{pooled:.2f}"}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from companion.book.prose import DIFFERENCES, ROUNDOFF, below
 from companion.paths import repo_root
 
 __all__ = ["DASHBOARD", "anchor", "badge", "load_dashboard", "ours_text", "rule_words", "number"]
@@ -50,6 +51,11 @@ def load_dashboard(path: Path | None = None) -> dict:
 # ---------------------------------------------------------------- words for numbers
 
 
+# Units of float64 checks whose exact answer is 0: written as a bound under their floor
+# (`companion.book.prose.ROUNDOFF`, `DIFFERENCES`).
+_FLOORS = {"roundoff": ROUNDOFF, "differences": DIFFERENCES}
+
+
 def _unit(units: dict, cid: str) -> tuple[str, str]:
     kind, _, suffix = str(units.get(cid, "number")).partition(":")
     return kind.strip(), suffix.strip()
@@ -64,6 +70,8 @@ def _in_unit(x: float, kind: str, *, signed: bool = False, exact: bool = False) 
         return f"{'+' if signed and x > 0 else ''}{value} points"
     if kind == "ratio":
         return f"{x:.3g} ×"
+    if kind in _FLOORS:  # a gap that rounding alone makes: a bound, the same on every processor
+        return below(x, _FLOORS[kind], ".3g")
     return number(x)
 
 

@@ -12,6 +12,7 @@ log axis labels its ticks (`log_ticks`). `layout_problems` lists what a figure b
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -101,6 +102,18 @@ def mean_interval(ax, data, *, x: str, y: str, hue: str = "method", interval: st
     if handles:
         ax.legend(handles, [names.get(t, t) for t in texts])
     return ax
+
+
+@contextlib.contextmanager
+def fixed_jitter(seed: int = 0):
+    """NumPy's global generator seeded inside (seaborn's strip plots jitter their dots with it), the
+    caller's state restored afterwards: a figure with jittered dots is the same image every time."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 def panels(nrows: int = 1, ncols: int = 1, *, height: float, width: float = COLUMN_IN, **kwargs):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -41,6 +42,7 @@ STAMP_DIR = Path("_build") / ".chapters"
 SOURCE_DIR = Path("notebooks")
 _CELL_VOLATILE = ("papermill", "execution", "ExecuteTime")
 _PAPERMILL_KEEP = ("parameters", "default_parameters")
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+(?=>)")
 
 
 def toc_chapters(root: Path) -> list[str]:
@@ -88,8 +90,9 @@ def _code_and_markdown(nb: dict) -> list:
 
 
 def strip_volatile(nb: dict) -> dict:
-    """Drop timestamps, durations and machine paths; keep outputs, glue data, tags and parameters; tag
-    papermill's injected-parameters cell `remove-cell` so the page does not show it."""
+    """Drop timestamps, durations, machine paths and objects' addresses in plain-text reprs
+    ("<…Styler at 0x7f…>"); keep outputs, glue data, tags and parameters; tag papermill's
+    injected-parameters cell `remove-cell` so the page does not show it."""
     meta = nb.setdefault("metadata", {})
     pm = meta.get("papermill")
     if pm is not None:
@@ -99,6 +102,13 @@ def strip_volatile(nb: dict) -> dict:
         cm = cell.get("metadata", {})
         for key in _CELL_VOLATILE:
             cm.pop(key, None)
+        for out in cell.get("outputs", []):  # an object's address in its plain-text repr changes every run
+            plain = out.get("data", {}).get("text/plain")
+            if isinstance(plain, (str, list)):
+                text = "".join(plain)
+                fixed = _ADDRESS.sub("", text)
+                if fixed != text:
+                    out["data"]["text/plain"] = fixed
         if "injected-parameters" in cm.get("tags", []):
             cell["id"] = "injected-parameters"  # papermill draws a random id for the cell it inserts
             if "remove-cell" not in cm["tags"]:

@@ -42,8 +42,9 @@ def paired(diffs: pd.DataFrame, order: Sequence[str]):
     import seaborn as sns
 
     fig, ax = plots.panels(height=3.0)
-    sns.stripplot(data=diffs, y="method", x="difference", order=order, hue="method", hue_order=order,
-                  palette={m: colour(m) for m in order}, alpha=0.45, size=4, legend=False, ax=ax)
+    with plots.fixed_jitter():
+        sns.stripplot(data=diffs, y="method", x="difference", order=order, hue="method", hue_order=order,
+                      palette={m: colour(m) for m in order}, alpha=0.45, size=4, legend=False, ax=ax)
     sns.pointplot(data=diffs, y="method", x="difference", order=order, color="k", errorbar=("ci", 95), seed=0,
                   linestyle="none", markers="d", ax=ax)
     ax.axvline(0, color="k", lw=0.8, ls="--")
@@ -90,8 +91,9 @@ def perplexity(pairs: pd.DataFrame, interval):
                   ax=axes[0])
     axes[0].set_xticks([0, 1], ["Default", "Local mask"])
     axes[0].set_xlabel("")
-    sns.stripplot(data=pairs.assign(pct=100 * pairs["relative change"]), x="pct", color=colour("mask"), size=5,
-                  ax=axes[1])
+    with plots.fixed_jitter():
+        sns.stripplot(data=pairs.assign(pct=100 * pairs["relative change"]), x="pct", color=colour("mask"), size=5,
+                      ax=axes[1])
     axes[1].axvline(0, color="k", lw=0.8, ls="--")
     axes[1].axvspan(100 * interval.lo, 100 * interval.hi, color=colour("mask"), alpha=0.15)
     axes[1].set(xlabel="mask / default − 1 (%) per seed;\nband: 95 % interval", ylabel="")
