@@ -2,7 +2,8 @@
 
 It sets MyST substitutions (enable the `substitution` extension) that any page may use:
 - `{{ book_commit }}`, `{{ book_date }}`: the commit the book was built from (with "+ local changes"
-  when the work tree differs from it) and the UTC date and time of the build;
+  when the work tree differs from it) and its UTC date and time (the build's, with local changes), so
+  a clean checkout of one commit builds the same pages on every machine;
 - `{{ n_claims }}` and `{{ n_<verdict> }}` (`n_reproduced`, `n_partly`, `n_not_reproduced`,
   `n_inconclusive`, `n_not_run`, `n_not_rebuilt`): the counts of `book/chapters/scoreboard.json`;
 - `{{ headline_misses }}`: a list of the headline claims that did not reproduce (not reproduced or
@@ -38,14 +39,23 @@ def git_commit(root: Path) -> str:
     return head + (" + local changes" if dirty else "")
 
 
-def _build_time() -> dt.datetime:
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")  # reproducible builds pin the date
+def _build_time(root: Path, commit: str) -> dt.datetime:
+    """$SOURCE_DATE_EPOCH if set (reproducible builds pin it); else the commit's time when the work tree
+    is the commit; else now."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if not epoch and commit != "unknown" and "local changes" not in commit:
+        try:
+            epoch = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=root, capture_output=True, text=True,
+                                   check=True).stdout.strip() or None
+        except (OSError, subprocess.CalledProcessError):
+            epoch = None
     return dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc) if epoch else dt.datetime.now(dt.timezone.utc)
 
 
 def build_facts(root: Path) -> dict[str, str]:
     """The substitutions, from the scoreboard JSON and git."""
-    facts = {"book_commit": git_commit(root), "book_date": _build_time().strftime("%Y-%m-%d %H:%M UTC")}
+    commit = git_commit(root)
+    facts = {"book_commit": commit, "book_date": _build_time(root, commit).strftime("%Y-%m-%d %H:%M UTC")}
     path = root / "book" / "chapters" / "scoreboard.json"
     doc = json.loads(path.read_text()) if path.is_file() else {"counts": {}, "claims": [], "headlines": []}
     counts = doc.get("counts", {})
