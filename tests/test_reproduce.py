@@ -129,3 +129,46 @@ def test_whole_groups_cover_what_each_chapter_reads_and_nothing_more():
     # Chapter 9 reads charlm seeds 0-1, whose recipe trains them beside seed 2 (Chapter 7 reads it)
     charlm = [c for c in recorded_runs(["09"]) if c.experiment == "charlm" and c.method == "sinusoidal"]
     assert sorted(c.seed for c in charlm) == [0, 1, 2]
+
+
+def test_the_reproductions_page_lists_every_recorded_host(tmp_path):
+    from companion.book.reproductions import SUMMARIES, build_page, load_summaries
+
+    summaries = load_summaries()
+    assert {s["host"]["cpu"]["vendor"] for s in summaries} >= {"AuthenticAMD", "GenuineIntel"}
+    page = build_page()
+    for s in summaries:
+        assert f"| {s['date']} | {s['host_summary']} |" in page
+        assert f"{s['verdicts_equal']} of {len(s['claims'])} verdicts equal" in page
+    # a claim that moved is shown against its margin; one whose verdict changed says from what to what
+    moved = dict(summaries[0], claims=[{"id": "S2-07", "committed_measure": 0.6, "measure": 0.7, "difference": 0.1,
+                                         "margin": 0.05, "committed_verdict": "partly", "verdict": "reproduced"}])
+    folder = tmp_path / SUMMARIES
+    folder.mkdir(parents=True)
+    (folder / "a.json").write_text(json.dumps(moved))
+    assert "| S2-07 | partly → reproduced | 0.6 | 0.7 | 0.1 | 0.05 |" in build_page(tmp_path)
+    (folder / "b.json").write_text("{}")
+    with pytest.raises(ValueError, match="b.json is not a reproduction summary"):
+        load_summaries(tmp_path)
+
+
+def test_chapter_10_reads_the_committed_peak():
+    from companion.book import ch10_cost as cr
+
+    peak = cr.load_peak()
+    assert peak["peak_flops"] > 1e9 and peak["bandwidth_bytes_s"] > 1e9 and peak["threads"] == 2
+    assert peak["source"].startswith("measured by `benchmarks/peak.py` on AMD EPYC, 2026-")
+
+
+def test_a_finished_reports_summary_is_recorded_without_retraining(tmp_path, record):
+    from companion.book.reproduce import record_report, write
+
+    report = _report([compare_records(record, record)], [])
+    report.host = record.host
+    paths = write(report, tmp_path / "out")
+    kept = record_report(paths[0], tmp_path / "kept")
+    assert kept.name == f"2026-12-02-{record.host['cpu']['vendor'].lower()}-abc.json"
+    assert json.loads(kept.read_text()) == json.loads(json.dumps(report.summary()))
+    (tmp_path / "bad.json").write_text("[]")
+    with pytest.raises(ValueError, match="bad.json is not a reproduction report"):
+        record_report(tmp_path / "bad.json", tmp_path / "kept")

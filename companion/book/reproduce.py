@@ -19,7 +19,8 @@ every retrained record has the committed one's structure (same keys, same curve 
 that became NaN), and every record from a host like this one is equal to the bit. A difference on
 another host is reported, not failed: that is the stated tolerance, by verdict. The report is
 written as JSON and Markdown (`_build/reproduce/`); `--record` also keeps its summary in
-`results/reproductions/`, which the book's Reproductions page reads.
+`results/reproductions/`, which the book's Reproductions page reads (`--record-report` does it for a
+reproduction that already ran, such as the one `make test` makes).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from companion.paths import repo_root
 
-__all__ = ["REPORT_DIR", "RECORDS_DIR", "ReproductionReport", "compare_records", "numbers", "margin",
+__all__ = ["REPORT_DIR", "RECORDS_DIR", "ReproductionReport", "compare_records", "numbers", "margin", "record_report",
            "reproduce", "markdown", "write", "add_commands"]
 
 REPORT_DIR = Path("_build") / "reproduce"
@@ -270,10 +271,35 @@ def write(report: ReproductionReport, out: Path, record_dir: Path | None = None)
     return paths
 
 
+def record_report(report: Path, record_dir: Path) -> Path:
+    """Keep the summary of a finished reproduction (its `report.json`, e.g. from `make test`) in
+    `record_dir`, as `--record` does at the end of a run: the report without its per-run rows."""
+    try:
+        data = json.loads(Path(report).read_text())
+        summary = {k: v for k, v in data.items() if k not in ("runs_compared", "missing_committed")}
+        vendor = summary["host"].get("cpu", {}).get("vendor", "cpu").lower()
+        name = f"{summary['date']}-{vendor}-{(summary['commit'] or 'nocommit')[:7]}.json"
+        summary["claims"], summary["ok"]  # noqa: B018  (the keys the page reads)
+    except (OSError, ValueError, KeyError, AttributeError) as err:
+        raise ValueError(f"{report} is not a reproduction report ({err}); `companion reproduce` writes one to "
+                         f"{REPORT_DIR}/report.json.") from None
+    record_dir.mkdir(parents=True, exist_ok=True)
+    (record_dir / name).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    return record_dir / name
+
+
 def _cmd(args) -> int:
     from companion.store import StoreError
 
     root = repo_root()
+    if args.record_report:
+        try:
+            path = record_report(args.record_report, root / RECORDS_DIR)
+        except ValueError as err:
+            print(f"companion reproduce: error: {err}", file=sys.stderr)
+            return 2
+        print(f"recorded {path.relative_to(root)}; `companion scoreboard` regenerates the Reproductions page")
+        return 0
     try:
         report = reproduce(args.chapters or None, jobs=args.jobs, scratch=args.scratch, resume=args.resume,
                            progress=sys.stderr.isatty(), root=root)
@@ -308,4 +334,7 @@ def add_commands(sub) -> None:
     p.add_argument("--resume", action="store_true", help="keep what the scratch store holds (a killed reproduce)")
     p.add_argument("--record", action="store_true",
                    help=f"also keep the report's summary in {RECORDS_DIR}/ (the book's Reproductions page)")
+    p.add_argument("--record-report", type=Path, default=None, metavar="REPORT",
+                   help=f"retrain nothing: keep the summary of a finished reproduction's report.json (e.g. "
+                        f"{REPORT_DIR}/report.json after `make test`) in {RECORDS_DIR}/")
     p.set_defaults(func=_cmd)

@@ -1,7 +1,7 @@
 """The Reproductions page: every host on which the book's runs were retrained, and what came out.
 
-Reads the summaries in `results/reproductions/*.json` (written by `companion reproduce --record`, or
-assembled from a retraining made elsewhere, with its provenance in `note`) and writes
+Reads the summaries in `results/reproductions/*.json` (written by `companion reproduce --record` or
+`--record-report`, or assembled from a retraining made elsewhere, with its provenance in `note`) and writes
 `book/reproductions.md`: per host the CPU, its ISA, the BLAS, torch, the date and commit, how many runs
 were retrained and how many equal the committed records to the bit, how many verdicts are equal, and
 the claims whose measure moved most, each against its margin (the distance from the committed measure
@@ -94,8 +94,8 @@ def build_page(root: Path | None = None) -> str:
              "verdict must be equal. The tables show, per host, the claims whose measure moved most, each "
              "beside its margin (the distance from the committed measure to the nearest threshold of its "
              "rule; a difference inside the margin cannot change the verdict).", "",
-             "Anyone can add a host: `make reproduce`, then `companion reproduce --resume --record` to keep "
-             "its summary in `results/reproductions/`.", ""]
+             "Anyone can add a host: `make reproduce` (or `make test`), then `companion reproduce "
+             "--record-report _build/reproduce/report.json` keeps its summary in `results/reproductions/`.", ""]
     if not summaries:
         return "\n".join(lines + ["No reproduction has been recorded yet.", ""])
     lines += ["## Hosts", "", "| date | host | runs equal to the bit | verdicts equal |", "|---|---|---|---|"]
