@@ -161,13 +161,15 @@ def test_chapter_10_reads_the_committed_peak():
 
 
 def test_a_finished_reports_summary_is_recorded_without_retraining(tmp_path, record):
-    from companion.book.reproduce import record_report, write
+    from companion.book.reproduce import record_report, summary_name, write
 
     report = _report([compare_records(record, record)], [])
     report.host = record.host
     paths = write(report, tmp_path / "out")
     kept = record_report(paths[0], tmp_path / "kept")
-    assert kept.name == f"2026-12-02-{record.host['cpu']['vendor'].lower()}-abc.json"
+    assert kept.name.startswith(f"2026-12-02-{record.host['cpu']['vendor'].lower()}-") and kept.name.endswith("-abc.json")
+    other = dict(report.summary(), host={**record.host, "env": {"MKL_CBWR": "COMPATIBLE"}})
+    assert summary_name(other) != kept.name  # the same machine with another BLAS switch is another host
     assert json.loads(kept.read_text()) == json.loads(json.dumps(report.summary()))
     (tmp_path / "bad.json").write_text("[]")
     with pytest.raises(ValueError, match="bad.json is not a reproduction report"):

@@ -40,6 +40,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from companion.paths import repo_root
 
 __all__ = ["REPORT_DIR", "RECORDS_DIR", "ReproductionReport", "compare_records", "numbers", "margin", "record_report",
+           "summary_name",
            "reproduce", "markdown", "write", "add_commands"]
 
 REPORT_DIR = Path("_build") / "reproduce"
@@ -264,11 +265,22 @@ def write(report: ReproductionReport, out: Path, record_dir: Path | None = None)
     paths[1].write_text(markdown(data))
     if record_dir is not None:
         record_dir.mkdir(parents=True, exist_ok=True)
-        vendor = report.host.get("cpu", {}).get("vendor", "cpu").lower()
-        path = record_dir / f"{data['date']}-{vendor}-{(report.commit or 'nocommit')[:7]}.json"
+        path = record_dir / summary_name(report.summary())
         path.write_text(json.dumps(report.summary(), indent=1, sort_keys=True) + "\n")
         paths.append(path)
     return paths
+
+
+def summary_name(summary: dict) -> str:
+    """`<date>-<cpu vendor>-<8 hex of the host's numerics key>-<commit>.json`: one file per host, kind of
+    host and commit (the same machine with another BLAS switch is another host)."""
+    import hashlib
+
+    from companion.host import numerics_key
+
+    key = hashlib.sha256(json.dumps(numerics_key(summary["host"]), sort_keys=True).encode()).hexdigest()[:8]
+    vendor = summary["host"].get("cpu", {}).get("vendor", "cpu").lower()
+    return f"{summary['date']}-{vendor}-{key}-{(summary['commit'] or 'nocommit')[:7]}.json"
 
 
 def record_report(report: Path, record_dir: Path) -> Path:
@@ -277,8 +289,7 @@ def record_report(report: Path, record_dir: Path) -> Path:
     try:
         data = json.loads(Path(report).read_text())
         summary = {k: v for k, v in data.items() if k not in ("runs_compared", "missing_committed")}
-        vendor = summary["host"].get("cpu", {}).get("vendor", "cpu").lower()
-        name = f"{summary['date']}-{vendor}-{(summary['commit'] or 'nocommit')[:7]}.json"
+        name = summary_name(summary)
         summary["claims"], summary["ok"]  # noqa: B018  (the keys the page reads)
     except (OSError, ValueError, KeyError, AttributeError) as err:
         raise ValueError(f"{report} is not a reproduction report ({err}); `companion reproduce` writes one to "
