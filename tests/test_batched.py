@@ -104,14 +104,17 @@ def _together_vs_alone(cases) -> dict:
 
 def test_members_trained_together_equal_the_runs_alone_in_a_reproducible_blas_mode():
     """Every case (each architecture, position kind and prior the stack admits), trained as a group of
-    two and as two runs alone, in a process with MKL in its COMPATIBLE mode: equal to the last bit
-    (the condition under which this holds on AMD and Intel hosts alike; module docstring)."""
+    two and as two runs alone, in a process with MKL in its COMPATIBLE mode: equal to the last bit with
+    torch 2.14 (the condition under which this holds on AMD and Intel hosts alike; module docstring),
+    within float tolerance on any build."""
     proc = subprocess.run([sys.executable, __file__, *CASES], capture_output=True, text=True, timeout=900,
                           env={**os.environ, **REPRODUCIBLE_BLAS})
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert set(report) == set(CASES)
-    assert {c: r for c, r in report.items() if not (r["bitwise"] and r["close"] and r["worst_weight_diff"] == 0.0)} == {}
+    assert {c: r for c, r in report.items() if not r["close"]} == {}
+    if BITWISE:  # measured on torch 2.14; another build is held to float tolerance only
+        assert {c: r for c, r in report.items() if not (r["bitwise"] and r["worst_weight_diff"] == 0.0)} == {}
 
 
 def _models(case: str, seeds=(0, 1, 2), overrides=()):

@@ -283,12 +283,13 @@ def summary_name(summary: dict) -> str:
     return f"{summary['date']}-{vendor}-{key}-{(summary['commit'] or 'nocommit')[:7]}.json"
 
 
-def record_report(report: Path, record_dir: Path) -> Path:
+def record_report(report: Path, record_dir: Path, note: str = "") -> Path:
     """Keep the summary of a finished reproduction (its `report.json`, e.g. from `make test`) in
     `record_dir`, as `--record` does at the end of a run: the report without its per-run rows."""
     try:
         data = json.loads(Path(report).read_text())
         summary = {k: v for k, v in data.items() if k not in ("runs_compared", "missing_committed")}
+        summary.update({"note": note} if note else {})
         name = summary_name(summary)
         summary["claims"], summary["ok"]  # noqa: B018  (the keys the page reads)
     except (OSError, ValueError, KeyError, AttributeError) as err:
@@ -305,7 +306,7 @@ def _cmd(args) -> int:
     root = repo_root()
     if args.record_report:
         try:
-            path = record_report(args.record_report, root / RECORDS_DIR)
+            path = record_report(args.record_report, root / RECORDS_DIR, args.note)
         except ValueError as err:
             print(f"companion reproduce: error: {err}", file=sys.stderr)
             return 2
@@ -345,6 +346,8 @@ def add_commands(sub) -> None:
     p.add_argument("--resume", action="store_true", help="keep what the scratch store holds (a killed reproduce)")
     p.add_argument("--record", action="store_true",
                    help=f"also keep the report's summary in {RECORDS_DIR}/ (the book's Reproductions page)")
+    p.add_argument("--note", default="", help="with --record-report: a sentence the Reproductions page shows "
+                                              "under the host (what was special about it)")
     p.add_argument("--record-report", type=Path, default=None, metavar="REPORT",
                    help=f"retrain nothing: keep the summary of a finished reproduction's report.json (e.g. "
                         f"{REPORT_DIR}/report.json after `make test`) in {RECORDS_DIR}/")
