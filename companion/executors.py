@@ -26,11 +26,13 @@ did finish is whole anyway: every write is atomic (`companion.store`).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -42,7 +44,7 @@ from tqdm import tqdm  # the console bar: chapters run quietly, so no notebook w
 
 from companion.config import RunConfig, canonical_json, config_from_dict, config_to_dict
 from companion.runs import group_configs, run_group
-from companion.store import RunStore
+from companion.store import RunStore, StoreFull
 
 __all__ = ["EXECUTORS", "LocalExecutor", "SlurmExecutor", "execute_group", "plan_groups", "same_result",
            "make_executor"]
@@ -115,6 +117,27 @@ def _init_worker(parent: int) -> None:
     # Ctrl-C reaches the whole process group: let it end a worker at once (its run, unsaved, is
     # simply missing) instead of raising inside the run and letting the worker take the next one.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # tqdm guards its bars with a multiprocessing lock, made at the first bar (even a disabled one): a
+    # semaphore registered with the sweep's resource tracker, which a killed worker never releases and
+    # the tracker then reports as leaked. A worker draws no bar of its own: a thread lock does.
+    tqdm.set_lock(threading.RLock())
+
+
+@contextlib.contextmanager
+def _workers_start_deaf():
+    """Spawn pool workers (`submit` starts them) with Ctrl-C ignored, a disposition a new process
+    inherits, so a Ctrl-C that reaches a worker while it is still starting (importing torch) does not
+    print a KeyboardInterrupt traceback from inside multiprocessing; `_init_worker` then restores the
+    default, under which Ctrl-C ends a worker at once. The sweep itself ignores Ctrl-C only while it
+    submits (milliseconds), and only in the main thread, where Python handles signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _orphaned() -> bool:
@@ -128,6 +151,42 @@ def _pool_run(cfgs: list[dict], root: str):
     if _orphaned():
         os._exit(1)
     return execute_group(cfgs, root)
+
+
+def _disk_full(err: StoreFull, store: RunStore, cfgs: Sequence[RunConfig]) -> StoreFull:
+    """The one line a sweep stopped by a full disk says: what is saved, what is not, and about how much
+    space the rest needs (the mean size of the records and weights this sweep saved, or the failed write's
+    size when none was saved)."""
+    ids = list(dict.fromkeys(store.path(c).stem for c in cfgs))
+    sizes = [sum(p.stat().st_size for p in (store.root / f"{rid}.json", store.root / f"{rid}.pt") if p.is_file())
+             for rid in ids if (store.root / f"{rid}.json").is_file()]
+    left = len(ids) - len(sizes)
+    each = sum(sizes) / len(sizes) if sizes else err.needed
+    return StoreFull(f"{err}. The sweep stopped: {len(sizes)} of {len(ids)} runs are saved, {left} are not; "
+                     f"they need about {_size(each * left)} ({_size(each)} a run{'' if sizes else ' at least'}). "
+                     "Free that much space (or point --store elsewhere) and rerun the same command: saved runs "
+                     "are kept.", int(each * left))
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:,.1f} GB"
+
+
+def _stop_pool(pool: ProcessPoolExecutor, kill: bool) -> None:
+    """Stop a pool the sweep is leaving: queued groups are cancelled; with `kill` (an interrupt) the
+    running ones end at once (unsaved, so simply missing), else (a full disk) they are left to finish
+    or fail their own write. Then wait for the pool's processes and threads, so that none outlives the
+    sweep and its queues are closed (an abandoned pool makes multiprocessing's resource tracker warn
+    of leaked semaphores at exit)."""
+    if kill:
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            if proc.is_alive():
+                proc.kill()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass
@@ -151,8 +210,9 @@ class LocalExecutor:
 
         asked = {store.path(c).stem for c in cfgs}
 
-        def failed(group, err) -> None:
-            failures.extend(f"{_label(c)}: {type(err).__name__}: {err}" for c in group if store.path(c).stem in asked)
+        def failed(group, err) -> None:  # a member saved before the group failed is not a failure
+            failures.extend(f"{_label(c)}: {type(err).__name__}: {err}" for c in group
+                            if store.path(c).stem in asked and not store.path(c).is_file())
 
         def done(group) -> int:
             return sum(store.path(c).stem in asked for c in group)
@@ -162,6 +222,8 @@ class LocalExecutor:
                 for group in groups:
                     try:
                         execute_group([config_to_dict(c) for c in group], str(store.root))
+                    except StoreFull as err:  # every later run would train and be thrown away: stop
+                        raise _disk_full(err, store, cfgs) from None
                     except Exception as err:  # noqa: BLE001  (report, keep going)
                         failed(group, err)
                     bar.update(done(group))
@@ -170,19 +232,23 @@ class LocalExecutor:
             pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
                                        initargs=(os.getpid(),))
             try:
-                futures = {pool.submit(_pool_run, [config_to_dict(c) for c in g], str(store.root)): g
-                           for g in groups}
+                with _workers_start_deaf():
+                    futures = {pool.submit(_pool_run, [config_to_dict(c) for c in g], str(store.root)): g
+                               for g in groups}
                 for fut in as_completed(futures):
                     err = fut.exception()
                     if isinstance(err, BrokenProcessPool):
                         # a worker was killed (Ctrl-C reaches the whole process group, or the OS
                         # killed it): stop like an interrupt; finished runs are already stored
                         raise KeyboardInterrupt from err
+                    if isinstance(err, StoreFull):
+                        raise _disk_full(err, store, cfgs) from None
                     if err is not None:
                         failed(futures[fut], err)
                     bar.update(done(futures[fut]))
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
+            except BaseException as err:
+                _stop_pool(pool, kill=not isinstance(err, StoreFull))
+                del pool  # its queues' semaphores are released now, not reported as leaked at exit
                 raise
             pool.shutdown()
             return failures
@@ -240,7 +306,7 @@ class SlurmExecutor:
                             job.result()
                         except Exception as err:  # noqa: BLE001
                             failures.extend(f"{_label(c)} (job {job.job_id}): {err}" for c in groups[i]
-                                            if store.path(c).stem in asked)
+                                            if store.path(c).stem in asked and not store.path(c).is_file())
                         del pending[i]
                         bar.update(sum(store.path(c).stem in asked for c in groups[i]))
                 if pending:

@@ -1,33 +1,41 @@
 """The run store: a folder of `<run_id>.json` records (one per finished run), weights beside them.
 
 Writes are atomic (temp file in the same folder, flush, fsync, `os.replace`), so a reader sees a
-whole record or none. A file that fails to load (not JSON, wrong schema, missing keys, a name
-that is not the hash of its config and numerics version, contents that do not match the checksum
-written with them) is reported, set aside as `<run_id>.json.corrupt` and treated as missing: never
-half-read.
+whole record or none. A record is trusted only when it is what the store itself wrote: valid JSON of
+a readable schema, named by the hash of its config and numerics version, its contents matching the
+checksum written with them, and its numbers consistent with each other and with its config
+(`companion.validate.record_problem`: finite metrics, every split, curves of the run's length, the
+config's seed). A file that fails is reported in one line, set aside under a name that never
+overwrites another (`<run_id>.json.corrupt`, then `<run_id>.json.2.corrupt`, …) and treated as
+missing, so a sweep reruns it: never half-read. A record that fails the same checks is never written
+(`save` raises), so a run whose loss went to NaN is a failed run, not a stored one.
 
 Faults, and what the store does about them:
 - a store opened `read_only` (what `companion list` uses) never writes: an unusable file is reported
   and left where it is;
 - `check_writable` says what is wrong (not a folder, no permission, a read-only file system) before
   a sweep trains anything it could not save;
-- a write killed between its temporary file and the rename leaves `.<id>-<pid>-<writer>-*.tmp`;
-  `remove_stale_temporaries` (run when a sweep starts) deletes those whose writer process is gone
-  (same machine and pid namespace) or that are older than `STALE_AGE_S` (any other writer);
+- a full disk (or quota) raises `StoreFull` at the first write that fails, saying how many bytes the
+  write needed; the partial file is removed, so nothing half-written stays;
+- a write killed between its temporary file and the rename leaves `.companion-<id>-<pid>-<writer>-*.tmp`;
+  `remove_stale_temporaries` (run when a sweep starts) deletes those alone (never a file whose name the
+  store does not make): whose writer process is gone (same machine and pid namespace) or that are older
+  than `STALE_AGE_S` (any other writer);
 - files get the mode 0o666 minus the umask (a store shared by a group stays shared), not the 0o600
   of a bare temporary file.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import io
 import json
 import os
 import re
 import socket
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import torch
@@ -36,17 +44,36 @@ from companion.config import RunConfig
 from companion.config import PROFILES
 from companion.identity import run_id
 from companion.paths import repo_root
+from companion.notice import StoreWarning, warn
 from companion.runs import READABLE_SCHEMAS, RECORD_KEYS, SCHEMA_VERSION, Record, stream
+from companion.validate import record_problem
 
-__all__ = ["RunStore", "StoreError", "default_store_root", "record_checksum", "STALE_AGE_S", "RESULTS_DIR"]
+__all__ = ["RunStore", "StoreError", "StoreFull", "default_store_root", "record_checksum", "STALE_AGE_S",
+           "RESULTS_DIR", "TEMP_PREFIX"]
 
 # A temporary file older than this is a dead write whoever made it: an atomic write takes seconds.
 STALE_AGE_S = 3600.0
-_TEMP = re.compile(r"^\.(?P<stem>[^-]*)-(?P<pid>\d+)-(?P<writer>[0-9a-f]{8})-[^/]*\.tmp$")
+# Every temporary file the store makes is named `.companion-<stem>-<pid>-<writer>-<random>.tmp`; the
+# clean-up removes files of that form alone, so a user's `.notes.tmp` in the folder is never touched.
+TEMP_PREFIX = ".companion-"
+_TEMP = re.compile(r"^\.companion-(?P<stem>[0-9A-Za-z_]{1,12})-(?P<pid>\d+)-(?P<writer>[0-9a-f]{8})-[0-9A-Za-z_]+\.tmp$")
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 class StoreError(RuntimeError):
     """The store cannot do what was asked (it is not a folder, or cannot be written)."""
+
+
+class StoreFull(StoreError):
+    """A write failed for want of space (a full disk or a quota). `needed` is the bytes of the write
+    that failed; nothing of it was left on disk."""
+
+    def __init__(self, message: str, needed: int = 0):
+        super().__init__(message)
+        self.needed = needed
+
+    def __reduce__(self):  # crosses from a pool worker to the sweep with its byte count
+        return (type(self), (str(self), self.needed))
 
 
 class _Unreadable(Exception):
@@ -163,21 +190,24 @@ class RunStore:
 
     @staticmethod
     def _temp_prefix(stem: str) -> str:
-        return f".{stem[:12]}-{os.getpid()}-{_writer_tag()}-"
+        return f"{TEMP_PREFIX}{stem[:12]}-{os.getpid()}-{_writer_tag()}-"
 
     def remove_stale_temporaries(self, max_age_s: float = STALE_AGE_S) -> list[str]:
         """Delete the temporary files of killed writes: those whose writer (same machine and pid
         namespace, named in the file) is no longer running, and any older than `max_age_s`. Returns
-        the names removed. Never touches records, weights or `.corrupt` files."""
+        the names removed. Only names of the store's own form (`TEMP_PREFIX`…) are candidates: records,
+        weights, `.corrupt` files and anything else in the folder are never touched."""
         if self.read_only or not self.root.is_dir():
             return []
         removed, here, now = [], _writer_tag(), time.time()
-        for path in self.root.glob(".*.tmp"):
+        for path in self.root.glob(f"{TEMP_PREFIX}*.tmp"):
             m = _TEMP.match(path.name)
+            if m is None:  # not a name the store makes
+                continue
             try:
-                if not path.is_file():
+                if not path.is_file() or path.is_symlink():
                     continue
-                dead = m is not None and m["writer"] == here and not _pid_alive(int(m["pid"]))
+                dead = m["writer"] == here and not _pid_alive(int(m["pid"]))
                 if dead or now - path.stat().st_mtime > max_age_s:
                     path.unlink()
                     removed.append(path.name)
@@ -198,41 +228,57 @@ class RunStore:
     def weights_path(self, rid: str) -> Path:
         return self.root / f"{rid}.pt"
 
-    def _atomic_write(self, final: Path, write) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=self._temp_prefix(final.stem), suffix=".tmp")
+    def _atomic_write(self, final: Path, payload: bytes) -> None:
+        """Write `payload` to `final` atomically; StoreFull (nothing left behind) when space runs out."""
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=self._temp_prefix(final.stem), suffix=".tmp")
+        except OSError as err:
+            self._raise_full(err, final, len(payload))
+            raise
         try:
             with os.fdopen(fd, "wb") as fh:
                 os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0o600; a record gets what open() would give
-                write(fh)
+                fh.write(payload)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
-        except BaseException:
+        except BaseException as err:
             Path(tmp).unlink(missing_ok=True)
+            if isinstance(err, OSError):
+                self._raise_full(err, final, len(payload))
             raise
+
+    def _raise_full(self, err: OSError, final: Path, size: int) -> None:
+        if err.errno in _NO_SPACE:
+            raise StoreFull(f"no space left in {self.root} ({err.strerror}) writing {final.name} "
+                            f"({size:,} bytes); nothing of it was kept", size) from None
 
     def save(self, record: Record, state: dict[str, torch.Tensor] | None = None) -> Path:
         """Write the weights `state` (if given), then `record`, each atomically; returns the record's path.
         StoreError if the store is read-only."""
         if self.read_only:
             raise StoreError(f"run store {self.root} was opened read-only; open it with RunStore(root) to save.")
+        data = record.to_dict()
+        problem = record_problem(data)
+        if problem:  # checked before anything is written: a record that could not be read back is not kept
+            raise ValueError(f"run {record.run_id[:12]} was not saved: {problem}.")
         self.root.mkdir(parents=True, exist_ok=True)
         if state is not None:
             self.save_weights(record.run_id, state)
         # compact: a record is read by programs, and half the bytes of an indented one (records are committed)
-        data = record.to_dict()
         data["checksum"] = record_checksum(data)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=True)
         final = self.path(record.run_id)
-        self._atomic_write(final, lambda fh: fh.write(text.encode("utf-8")))
+        self._atomic_write(final, text.encode("utf-8"))
         return final
 
     def save_weights(self, rid: str, state: dict[str, torch.Tensor]) -> Path:
         """Write the weights of the stored run `rid` atomically (its record stays as it is)."""
         if self.read_only:
             raise StoreError(f"run store {self.root} was opened read-only; open it with RunStore(root) to save.")
-        cpu = {k: v.detach().cpu() for k, v in state.items()}
-        self._atomic_write(self.weights_path(rid), lambda fh: torch.save(cpu, fh))
+        buffer = io.BytesIO()  # serialised first: a full disk then fails in our write, not inside torch
+        torch.save({k: v.detach().cpu() for k, v in state.items()}, buffer)
+        self._atomic_write(self.weights_path(rid), buffer.getvalue())
         return self.weights_path(rid)
 
     def has_weights(self, rid: str) -> bool:
@@ -270,15 +316,30 @@ class RunStore:
             raise ValueError(f"weights of run {record.run_id[:12]} do not fit its model: {err}") from None
         return model.to(device).eval()
 
-    def _problem(self, path: Path) -> tuple[Record | None, str]:
+    def _problem(self, path: Path) -> tuple[Record | None, str, tuple | None]:
+        """(record, "", identity) for a trusted record, else (None, why, identity): `identity` is the
+        (device, inode, size, mtime) of the file that was read, None when it could not be opened."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            with open(path, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                raw = fh.read()
         except PermissionError as err:
             raise _Unreadable(f"run store: {path} cannot be read ({err.strerror}); the run counts as missing. "
                               "Ask its owner to make it readable (records are written with the umask's "
                               "mode, so a group-shared store wants a umask such as 0o002).") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            return None, f"not readable JSON ({err}); probably a partial write"
+        except FileNotFoundError:  # set aside or replaced by another process meanwhile
+            return None, "", None
+        except OSError as err:
+            return None, f"not readable ({err.strerror or err})", None
+        identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            return None, f"not readable JSON ({err}); probably a partial write", identity
+        return (*self._check(data, path.stem), identity)
+
+    @staticmethod
+    def _check(data, stem: str) -> tuple[Record | None, str]:
         if not isinstance(data, dict):
             return None, "not a JSON object"
         version = data.get("schema_version")
@@ -290,45 +351,63 @@ class RunStore:
             return None, f"missing keys {missing}"
         if data.get("checksum") != record_checksum(data):
             return None, "its contents do not match the checksum written with them (edited or damaged)"
-        if data["run_id"] != path.stem:
+        if data["run_id"] != stem:
             return None, f"run_id {data['run_id']!r} does not match the file name"
         if not isinstance(data["config"], dict) or not isinstance(data["numerics"], int) \
-                or run_id(data["config"], data["numerics"]) != path.stem:
+                or run_id(data["config"], data["numerics"]) != stem:
             return None, "the hash of the stored config and numerics version does not match the file name"
+        problem = record_problem(data)
+        if problem:
+            return None, problem
         try:
             return Record.from_dict(data), ""
         except (TypeError, ValueError, KeyError) as err:
             return None, f"config does not parse ({err})"
 
     def load(self, cfg_or_id: RunConfig | str) -> Record | None:
-        """The stored record, or None if missing or unusable. An unusable file is reported with a
-        warning and moved aside to `<id>.json.corrupt`, unless the store is read-only (or refuses the
-        rename), where it stays and the warning says so."""
+        """The stored record, or None if missing or unusable. An unusable file is reported in one line
+        (a `StoreWarning`) and set aside (`_set_aside`: a name that overwrites nothing), unless the store
+        is read-only (or refuses the rename), where it stays and the line says so."""
         path = self.path(cfg_or_id)
         if not path.is_file():
             return None
         try:
-            record, problem = self._problem(path)
+            record, problem, identity = self._problem(path)
         except _Unreadable as err:  # not damaged, only not ours to read: never moved aside
-            warnings.warn(str(err), stacklevel=2)
+            warn(str(err), StoreWarning)
             return None
-        if record is None:
-            warnings.warn(f"run store: {path} is unusable: {problem}. {self._set_aside(path)}", stacklevel=2)
+        if record is None and problem:
+            warn(f"run store: {path} is unusable: {problem}. {self._set_aside(path, identity)}", StoreWarning)
         return record
 
-    def _set_aside(self, path: Path) -> str:
-        """Move an unusable record to `<name>.corrupt` (unless read-only); returns what happened, in words."""
+    def _set_aside(self, path: Path, identity: tuple | None) -> str:
+        """Move the unusable record `path` (the file read, `identity`) aside to `<name>.corrupt`, or
+        `<name>.<n>.corrupt` with the first n that names no file (unless read-only); returns what
+        happened, in words. The move never overwrites a file, and never moves a file other than the
+        one that was read (another sweep may have replaced it by a good record meanwhile)."""
         if self.read_only:
             return "Left in place (read-only); a sweep will set it aside and rerun the run."
-        aside = path.with_name(path.name + ".corrupt")
-        try:
-            os.replace(path, aside)
-        except FileNotFoundError:  # another process moved it aside first
-            pass
-        except OSError as err:
-            return (f"It could not be moved aside ({err.strerror or err}); the run counts as missing, and "
-                    "the store must be writable to rerun it.")
-        return f"Moved aside to {aside.name}; the run counts as missing and will be rerun."
+        for n in range(1, 10_000):
+            aside = path.with_name(f"{path.name}.corrupt" if n == 1 else f"{path.name}.{n}.corrupt")
+            try:
+                os.link(path, aside)  # fails if `aside` exists: never overwrites
+            except FileExistsError:
+                continue
+            except FileNotFoundError:  # another process moved it aside first
+                return "Another process set it aside; the run counts as missing and will be rerun."
+            except OSError as err:
+                return (f"It could not be set aside ({err.strerror or err}); the run counts as missing, and "
+                        "the store must be writable to rerun it.")
+            st = os.stat(aside)
+            if identity is not None and (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != identity:
+                os.unlink(aside)  # the name now holds another file (rewritten meanwhile): leave it be
+                return "It was replaced meanwhile; the new file is read next time."
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            return f"Set aside as {aside.name}; the run counts as missing and will be rerun."
+        return "It could not be set aside (10,000 set-aside copies already); the run counts as missing."
 
     def has(self, cfg: RunConfig) -> bool:
         """Whether a loadable record exists (validates, so a corrupt file answers False)."""

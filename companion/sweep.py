@@ -18,13 +18,39 @@ from companion.identity import run_id
 from companion.runs import Record
 from companion.store import RunStore
 
-__all__ = ["parse_seeds", "plan", "plan_grid", "run_missing", "ensure_runs", "ensure_many", "ensure_grid",
+__all__ = ["parse_seeds", "plan", "plan_grid", "max_runs", "MAX_RUNS", "run_missing", "ensure_runs", "ensure_many", "ensure_grid",
            "MissingRuns", "stored_record", "DEVICES"]
 
 # Where a run may have been made. A record read back without training (`train=False`: committed
 # `paper` records made on a GPU) is found under any of them; a run to be trained here is the exact
 # config (its device is part of its identity: another device rounds otherwise).
 DEVICES = ("cpu", "cuda", "mps")
+
+# The most runs one command may plan (seeds, or seeds × methods × cells): far above every chapter (120
+# runs) and every paper-profile grid, far below what a typo makes (`--seeds 0-99999999999` once tried to
+# allocate 22 GB). `$COMPANION_MAX_RUNS` raises it for a sweep that really is that large.
+MAX_RUNS = 10_000
+
+
+def max_runs() -> int:
+    """`$COMPANION_MAX_RUNS` if set (an integer >= 1), else `MAX_RUNS`."""
+    text = os.environ.get("COMPANION_MAX_RUNS")
+    if text is None:
+        return MAX_RUNS
+    try:
+        value = int(text)
+        if value < 1:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"COMPANION_MAX_RUNS={text!r} is not an integer >= 1; unset it or give one.") from None
+    return value
+
+
+def _check_count(count: int, what: str) -> None:
+    limit = max_runs()
+    if count > limit:
+        raise ValueError(f"{what} make {count:,} runs, more than the {limit:,} one command may plan (a typo?). "
+                         f"If you mean it, raise the limit: COMPANION_MAX_RUNS={count}.")
 
 
 class MissingRuns(RuntimeError):
@@ -33,6 +59,9 @@ class MissingRuns(RuntimeError):
     def __init__(self, message: str, found: int, total: int, missing: list[RunConfig]):
         super().__init__(message)
         self.found, self.total, self.missing = found, total, missing
+
+    def _render_traceback_(self) -> list[str]:  # IPython (a chapter's cell): the one line, not the frames
+        return [f"{type(self).__name__}: {self}"]
 
 
 def stored_record(store: RunStore, cfg: RunConfig, any_device: bool = False) -> Record | None:
@@ -53,7 +82,7 @@ def stored_record(store: RunStore, cfg: RunConfig, any_device: bool = False) -> 
 
 def parse_seeds(text: str) -> list[int]:
     """"0-4" → [0, 1, 2, 3, 4]; "0,2,5" and "0-2,7" work too; duplicates are dropped, order kept."""
-    seeds: list[int] = []
+    ranges = []
     try:
         for part in text.split(","):
             lo, dash, hi = part.strip().partition("-")
@@ -61,12 +90,13 @@ def parse_seeds(text: str) -> list[int]:
             b = int(hi) if dash else a
             if a < 0 or b < a:
                 raise ValueError
-            seeds += [s for s in range(a, b + 1) if s not in seeds]
+            ranges.append((a, b))
     except ValueError:
         raise ValueError(
             f"malformed seeds {text!r}: use a range like 0-4, a list like 0,1,2, or both (0-2,7)."
         ) from None
-    return seeds
+    _check_count(sum(b - a + 1 for a, b in ranges), f"seeds {text!r}")  # counted before any list is made
+    return list(dict.fromkeys(s for a, b in ranges for s in range(a, b + 1)))
 
 
 def plan(experiment: str, profile: str, seeds: Iterable[int], methods: Sequence[str] | None = None,
@@ -74,6 +104,8 @@ def plan(experiment: str, profile: str, seeds: Iterable[int], methods: Sequence[
     """The configs of methods × seeds (method-major), overrides applied; validates every name."""
     exp = get_experiment(experiment)
     names = list(methods) if methods else exp.methods(profile)
+    seeds = list(seeds)
+    _check_count(len(names) * len(seeds), f"{len(names)} methods × {len(seeds):,} seeds of {experiment}")
     return [exp.config(profile, m, s, overrides) for m in names for s in seeds]
 
 
@@ -81,8 +113,10 @@ def plan_grid(grid: str, profile: str, seeds: Iterable[int], overrides: Sequence
     """The configs of every cell of `grid` (cell order, then method-major), `overrides` applied after
     each cell's own; a config shared by two cells appears twice (it runs once)."""
     seeds = list(seeds)
-    return [c for r in get_grid(grid).cells(profile).values()
-            for c in plan(r.experiment, profile, seeds, r.methods, (*r.overrides, *overrides))]
+    cells = get_grid(grid).cells(profile).values()
+    _check_count(sum(len(r.methods or get_experiment(r.experiment).methods(profile)) for r in cells) * len(seeds),
+                 f"the {len(cells)} cells of {grid} × {len(seeds):,} seeds")
+    return [c for r in cells for c in plan(r.experiment, profile, seeds, r.methods, (*r.overrides, *overrides))]
 
 
 def run_missing(cfgs: list[RunConfig], store: RunStore, executor: str, progress: bool,
@@ -101,7 +135,7 @@ def run_missing(cfgs: list[RunConfig], store: RunStore, executor: str, progress:
             names = sorted({f"{c.experiment}/{c.method}" for c in missing})
             raise MissingRuns(f"{len(missing)} of {len(cfgs)} runs are not in {store.root} ({found} found; missing: "
                               f"{', '.join(names[:6])}{' …' if len(names) > 6 else ''}); make them with `companion "
-                              f"paper CHAPTER` or `companion sweep`, or read them with training allowed.",
+                              f"paper CHAPTER` on a GPU or `companion sweep`, or allow training (a chapter's -p train True).",
                               found, len(cfgs), missing)
         return records, 0
     missing, seen = [], set()

@@ -50,6 +50,7 @@ def _refuse_writes(monkeypatch):
 
     monkeypatch.setattr(store_module.tempfile, "mkstemp", denied)
     monkeypatch.setattr(store_module.os, "replace", denied)
+    monkeypatch.setattr(store_module.os, "link", denied)
 
 
 def _corrupt(root: Path) -> Path:
@@ -80,7 +81,7 @@ def test_sweep_into_an_unwritable_store_says_so_before_training(tmp_path, capsys
     before = _snapshot(tmp_path)
     _refuse_writes(monkeypatch)
     _no_training(monkeypatch)
-    with pytest.warns(UserWarning, match=r"could not be moved aside \(Permission denied\)"):
+    with pytest.warns(UserWarning, match=r"could not be set aside \(Permission denied\)"):
         assert main(SWEEP + ["--store", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err == (f"companion sweep: error: run store {tmp_path} is not writable (Permission denied): a sweep "
@@ -161,14 +162,14 @@ def test_a_read_only_store_object_never_writes(tmp_path):
 
 def test_a_record_we_may_not_read_is_reported_and_never_set_aside(tmp_path, monkeypatch):
     path = _corrupt(tmp_path)
-    real = Path.read_text
+    real = open
 
-    def denied(self, *args, **kwargs):
-        if self == path:
+    def denied(file, *args, **kwargs):  # what a file of another user's, mode 0600, does (root reads anything)
+        if Path(file) == path:
             raise PermissionError(errno.EACCES, "Permission denied")
-        return real(self, *args, **kwargs)
+        return real(file, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_text", denied)
+    monkeypatch.setattr(store_module, "open", denied, raising=False)
     with pytest.warns(UserWarning, match=r"cannot be read \(Permission denied\); the run counts as missing.*umask"):
         assert RunStore(tmp_path).load(CFG) is None
     assert path.exists() and not path.with_name(path.name + ".corrupt").exists()
@@ -221,38 +222,41 @@ def test_stale_temporaries_are_swept_and_nothing_else(tmp_path):
     here = store_module._writer_tag()
     dead, alive, old = _dead_pid(), os.getpid(), time.time() - STALE_AGE_S - 60
     names = {
-        f".0123456789ab-{dead}-{here}-k1l2m3n4.tmp": "removed",  # its writer is gone
-        f".0123456789ab-{alive}-{here}-a1b2c3d4.tmp": "kept",  # a write in progress
-        f".0123456789ab-{dead}-0badc0de-e5f6g7h8.tmp": "kept",  # another machine's: judged by age
-        f".fedcba987654-{dead}-0badc0de-i9j0k1l2.tmp": "old",
-        ".0123456789ab-q8w7e6r5.tmp": "old",  # the naming before writers were named
-        ".0123456789ab-t5y4u3i2.tmp": "kept",
+        f".companion-0123456789ab-{dead}-{here}-k1l2m3n4.tmp": "removed",  # its writer is gone
+        f".companion-0123456789ab-{alive}-{here}-a1b2c3d4.tmp": "kept",  # a write in progress
+        f".companion-0123456789ab-{dead}-0badc0de-e5f6g7h8.tmp": "kept",  # another machine's: judged by age
+        f".companion-fedcba987654-{dead}-0badc0de-i9j0k1l2.tmp": "old",
+        f".companion-probe-{dead}-0badc0de-x1y2.tmp": "old",
+        # names the store does not make are never touched, however old (a user's files in the folder)
+        ".notes.tmp": "kept, old",
+        ".draft.ipynb.tmp": "kept, old",
+        f".0123456789ab-{dead}-{here}-q8w7e6r5.tmp": "kept, old",
+        ".companion-notes.tmp": "kept, old",
         "0123456789ab.json": "kept",
-        "0123456789ab.json.corrupt": "kept",
-        "notes.tmp": "kept",
+        "0123456789ab.json.corrupt": "kept, old",
+        "notes.tmp": "kept, old",
     }
     for name, fate in names.items():
         (tmp_path / name).write_text("x")
-        if fate == "old":
+        if fate.endswith("old"):
             os.utime(tmp_path / name, (old, old))
     (tmp_path / ".submitit").mkdir()
     removed = RunStore(tmp_path).remove_stale_temporaries()
-    assert sorted(removed) == sorted(n for n, fate in names.items() if fate != "kept")
+    assert sorted(removed) == sorted(n for n, fate in names.items() if not fate.startswith("kept"))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [n for n, fate in names.items() if fate == "kept"] + [".submitit"])
+        [n for n, fate in names.items() if fate.startswith("kept")] + [".submitit"])
     assert RunStore(tmp_path, read_only=True).remove_stale_temporaries(max_age_s=0) == []
 
 
 KILLED_WRITE = """
-import sys, time
+import os, sys, time
 from companion.store import RunStore
 store = RunStore(sys.argv[1])
-def write(fh):
-    fh.write(b"half a rec")
-    fh.flush()
+def stuck(fd):  # the write is in the temporary file, not yet renamed: kill it here
     print("writing", flush=True)
     time.sleep(600)
-store._atomic_write(store.path(sys.argv[2]), write)
+os.fsync = stuck
+store._atomic_write(store.path(sys.argv[2]), b"half a rec")
 """
 
 
@@ -269,7 +273,7 @@ def test_a_write_killed_midway_leaves_a_temporary_that_the_next_sweep_removes(tm
         proc.kill()
         proc.wait()
     [tmp] = tmp_path.glob(".*.tmp")
-    assert tmp.name.startswith(f".{rid[:12]}-{proc.pid}-{store_module._writer_tag()}-")
+    assert tmp.name.startswith(f".companion-{rid[:12]}-{proc.pid}-{store_module._writer_tag()}-")
     assert list(tmp_path.glob("*.json")) == []  # the record was never half-written under its name
     [record] = ensure_runs("smoke", "ci", [0], ["mask"], store=tmp_path, jobs=1, overrides=TINY)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{rid}.json", f"{rid}.pt"]

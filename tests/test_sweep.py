@@ -179,7 +179,7 @@ def test_reading_without_training_finds_records_of_any_device_and_counts_the_mis
     from dataclasses import replace as _replace
 
     from companion.identity import run_id
-    from companion.runs import run
+    from companion.runs import execution_note, run
     from companion.sweep import MissingRuns
 
     store = RunStore(tmp_path)
@@ -188,7 +188,7 @@ def test_reading_without_training_finds_records_of_any_device_and_counts_the_mis
     # a record made on another device (as a GPU window makes it) under that device's id
     def on_gpu(cfg):
         gpu = _replace(cfg, device="cuda")
-        return _replace(made, config=gpu, run_id=run_id(gpu))
+        return _replace(made, config=gpu, run_id=run_id(gpu), execution=execution_note([gpu.seed], "cuda"))
 
     store.save(on_gpu(cfgs[0]))
     with pytest.raises(MissingRuns, match=r"1 of 2 runs are not in .* \(1 found; missing: smoke/mask\)") as err:

@@ -32,7 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:  # every command: one line and the shell's code for Ctrl-C, no traceback
+        print(f"\ncompanion {args.command}: interrupted; what had finished is stored, and the same command "
+              "continues from there.", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
