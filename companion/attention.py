@@ -24,7 +24,20 @@ Notable choices:
 Shapes: b batch, h heads, i query positions, j key positions, d head dim (q, k), e value dim.
 
 Bad input: the contract.
-- `scale` is checked on every call (a Python number costs nothing): it must be finite and > 0.
+- On every call and every backend, whatever `check` says, the arguments' types and the tensors'
+  metadata (no element is read, nothing waits for a GPU). `causal` must be a bool and `scale` a real
+  number (int or float, not a bool: True would read as 1) or None; anything else is a TypeError that
+  names the argument and the type received. A `scale` that is not finite and > 0, q, k, v and bias
+  on more than one device, q, k, v of different dtypes, or a bias neither bool nor floating is a
+  ValueError naming each tensor's device or dtype and the fix, raised before a kernel fails.
+- The bias's dtype (`_bias_as`, the one place): a bool bias keeps its meaning (True = visible) for every
+  q. A floating bias of another dtype than q is cast to q's dtype before either path adds it: the
+  scores are computed, and the output returned, in q's dtype. Its gradient comes back in the bias's
+  own dtype. The package relies on this cast for mixed precision: a prior holds float32 parameters
+  (`LearnableMask`, `GoatPrior`) while the attention runs in bfloat16 or float16 (the eager-bias,
+  mask-attend and eager-goat variants of `companion.cost.variants` at --dtype bfloat16,
+  `GoatPrior.attend(backend="eager")` on 16-bit inputs). What the cast can lose in 16 bits is what
+  "Precision" below warns about.
 - `check=True` (the default of `attend`, and of the analysis path that asks for weights): nothing
   undefined reaches a kernel. q, k and v must be 4-D floating tensors of one dtype, finite (no NaN,
   no ±inf), with matching batch, heads and head dim, at least one key and a head dim of at least 1;
@@ -49,11 +62,28 @@ Bad input: the contract.
   Making SDPA return NaN for every NaN query row costs one more pass over q per call (+30 % on a CPU
   forward + backward of the attention at the smoke experiment's shape, +9 % at batch 64, 4 heads,
   128 positions, 32 channels), which the training path does not pay: a NaN there shows in the loss.
+
+Precision (q in bfloat16 or float16, `check=True`). The bias is added to scores of order 1 in q's
+dtype. From `BIAS_LIMIT[dtype]` = 1/eps on (bfloat16 2⁷ = 128, float16 2¹⁰ = 1024) adjacent values of
+the dtype are 1 or more apart, so a bias entry that large keeps no fraction, and on the eager path
+neither does a score added to it: the O(1) differences that set the weights are rounded away. (The
+causal GOAT sink u(j) ∋ s·j reaches 128 at s = 1/2, j = 256, the length from which its bfloat16
+lanes fail the cost gate; `companion.goat`.) Softmax ignores a constant per row, and entries far
+below their row's largest get no weight whatever their rounding (a -1e4 "soft block", ALiBi's
+distant keys), so what counts is each query row's largest visible entry, rounded to q's dtype: if
+any has magnitude ≥ the limit (or overflows to ±inf), attend warns with `PrecisionWarning` (one
+masked amax over the bias). The fix: shift each row so that its largest visible entry is 0 (softmax
+is unchanged), rescale the bias, or compute in float32. The limit is where everything is lost, not
+where nothing is: below it a logit still rounds by up to |bias|·eps/2 (0.25 at 64 in bfloat16).
+float32 and float64 are never checked, nor are the scores q·k themselves (that would be a second
+attention).
 """
 
 from __future__ import annotations
 
 import math
+import numbers
+import warnings
 from typing import Literal
 
 import torch
@@ -61,10 +91,21 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-__all__ = ["attend", "check_qkv", "check_scale", "visible_keys", "sdpa_backends", "BACKENDS"]
+from companion.notice import CompanionWarning
+
+__all__ = ["attend", "check_qkv", "check_scale", "check_placement", "visible_keys", "sdpa_backends",
+           "BACKENDS", "BIAS_LIMIT", "PrecisionWarning"]
 
 BACKENDS = ("auto", "eager", "sdpa")
 Backend = Literal["auto", "eager", "sdpa"]
+
+# The magnitude from which a 16-bit dtype spaces its values 1 or more apart, 1/eps (module docstring,
+# "Precision"): a row's largest visible bias entry at or beyond it draws a PrecisionWarning.
+BIAS_LIMIT = {dtype: 1.0 / torch.finfo(dtype).eps for dtype in (torch.bfloat16, torch.float16)}
+
+
+class PrecisionWarning(CompanionWarning):
+    """A bias too large for the 16-bit dtype attention runs in (module docstring, "Precision")."""
 
 
 def _shape(t: Tensor) -> str:
@@ -72,11 +113,12 @@ def _shape(t: Tensor) -> str:
 
 
 def check_scale(scale: float) -> float:
-    """`scale` as a float; ValueError unless it is a finite number > 0."""
-    try:
-        value = float(scale)
-    except (TypeError, ValueError):
-        raise ValueError(f"scale={scale!r} is not a number; pass a float > 0 (or None for 1/√d).") from None
+    """`scale` as a float: TypeError unless it is a real number (int or float, not a bool: `True` would
+    read as 1), ValueError unless it is finite and > 0."""
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale={scale!r} is not a number (got {type(scale).__name__}); pass a float > 0, "
+                        "or None for 1/√d.")
+    value = float(scale)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(
             f"scale={value} multiplies every score: it must be finite and > 0 (a NaN scale makes every row "
@@ -112,6 +154,32 @@ def _check_finite(name: str, t: Tensor) -> None:
         )
 
 
+def check_placement(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None = None) -> None:
+    """q, k, v (and the bias) on one device, q, k and v of one dtype, the bias bool or floating.
+    Reads metadata only (no element, no GPU wait), so `attend` runs it on every call.
+
+    Raises:
+        ValueError: naming each tensor's device or dtype and the fix.
+    """
+    named = (("q", q), ("k", k), ("v", v)) + ((("bias", bias),) if bias is not None else ())
+    if len({t.device for _, t in named}) > 1:
+        where = ", ".join(f"{name} on {t.device}" for name, t in named)
+        raise ValueError(f"{where}: attention reads them together, so they must be on one device. Move "
+                         "them to q's, e.g. k.to(q.device).")
+    if not q.dtype == k.dtype == v.dtype:
+        raise ValueError(f"q, k and v have dtypes {q.dtype}, {k.dtype}, {v.dtype}; attention needs one "
+                         "dtype. Cast them to one, e.g. k.to(q.dtype).")
+    if bias is not None and bias.dtype != torch.bool and not bias.is_floating_point():
+        raise ValueError(f"bias has dtype {bias.dtype}; use a float tensor (additive) or a bool tensor "
+                         "(True = key visible).")
+
+
+def _check_causal(causal: bool) -> None:
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal={causal!r} has type {type(causal).__name__}; pass True or False "
+                        "(e.g. bool(causal)).")
+
+
 def check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
     """Validate q, k, v for attention (module docstring, "Bad input"): 4-D floating tensors of one
     dtype, matching batch, heads and head dim, at least one key and channel, every entry finite.
@@ -143,9 +211,7 @@ def check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
                 f"{name} has batch/heads {tuple(t.shape[:2])} but q has {tuple(q.shape[:2])}; "
                 "repeat or reshape so that batch and head axes agree."
             )
-    if not q.dtype == k.dtype == v.dtype:
-        raise ValueError(f"q, k and v have dtypes {q.dtype}, {k.dtype}, {v.dtype}; attention needs one "
-                         "dtype. Cast them to one, e.g. k.to(q.dtype).")
+    check_placement(q, k, v)
     if k.shape[-2] == 0:
         raise ValueError(
             f"k has shape {_shape(k)}: no keys, so every query row would normalise over an empty set, "
@@ -173,12 +239,7 @@ def _check_bias(bias: Tensor, b: int, h: int, i: int, j: int) -> None:
                 f"bias has shape {_shape(bias)}; its leading axes {lead} do not broadcast to the "
                 f"(batch, heads) = ({b}, {h}) of q. Use 1 or the full size on each leading axis."
             )
-    if bias.dtype != torch.bool:
-        if not bias.is_floating_point():
-            raise ValueError(
-                f"bias has dtype {bias.dtype}; use a float tensor (additive) or a bool tensor "
-                "(True = key visible)."
-            )
+    if bias.dtype != torch.bool:  # floating (`check_placement`)
         bad_nan = torch.isnan(bias)
         if bool(bad_nan.any()):
             where = bad_nan.nonzero()[0].tolist()
@@ -229,9 +290,38 @@ def _check_rows(allowed: Tensor) -> None:
         )
 
 
+def _check_range(bias: Tensor, allowed: Tensor, dtype: torch.dtype) -> None:
+    """PrecisionWarning if a query row's largest visible bias entry, rounded to `dtype`, has magnitude
+    ≥ BIAS_LIMIT[dtype] (module docstring, "Precision"); nothing for other dtypes or a bool bias."""
+    limit = BIAS_LIMIT.get(dtype)
+    if limit is None or bias.dtype == torch.bool or bias.numel() == 0:
+        return
+    top = torch.where(allowed, bias.detach(), -math.inf).amax(dim=-1)  # (..., i): each row's largest
+    top = top.masked_fill(torch.isneginf(top), 0)  # a row without a visible key has nothing to weigh
+    seen = top.to(dtype).abs()
+    if float(seen.amax()) < limit:
+        return
+    at = int(seen.argmax())
+    value = top.flatten()[at].item()
+    fate = "overflows to ±inf" if math.isinf(seen.flatten()[at].item()) else "is kept"
+    warnings.warn(
+        f"bias: a query row's largest visible entry is {value:g}, which {fate} in {dtype}, where values of "
+        f"magnitude ≥ {limit:g} are 1 or more apart: the bias keeps no fraction there, nor (eager) do the "
+        "scores added to it. Shift each row so its largest visible entry is 0 (softmax is unchanged), "
+        "rescale the bias, or compute in float32 (q, k, v .float()).", PrecisionWarning, stacklevel=3)
+
+
+def _bias_as(bias: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """The bias as both paths add it: a floating bias in q's dtype (cast if it differs: the module
+    docstring's rule, applied here only), a bool one unchanged."""
+    if bias is None or bias.dtype in (torch.bool, dtype):
+        return bias
+    return bias.to(dtype)
+
+
 def _float_bias(bias: Tensor | None, dtype: torch.dtype) -> Tensor | None:
     if bias is None or bias.dtype != torch.bool:
-        return bias if bias is None else bias.to(dtype)
+        return bias
     zero = torch.zeros((), dtype=dtype, device=bias.device)
     return torch.where(bias, zero, torch.full_like(zero, -math.inf))
 
@@ -282,8 +372,6 @@ def _sdpa_call(q, k, v, bias, causal, scale, q_start=0):
         # SDPA refuses attn_mask together with is_causal, and its is_causal is top-left aligned: fold
         # the causal rule (key ≤ q_start + query) into the mask.
         bias = _with_causal(bias, q.shape[-2], k.shape[-2], q.dtype, q.device, q_start)
-    if bias.dtype != torch.bool:
-        bias = bias.to(q.dtype)
     # Give the mask all four axes: torch 2.14 sends a 3-D mask to the MATH kernel on CPU, while the
     # same mask as (1, h, i, j) may take the fused one (benchmarks/attention.py, mask-attend).
     bias = bias.reshape((1,) * (4 - bias.dim()) + tuple(bias.shape))
@@ -312,9 +400,10 @@ def attend(
         k: keys (b, h, j, d).
         v: values (b, h, j, e).
         bias: float (additive, -inf blocks a key) or bool (True = visible); shape (…, i, j) with
-            leading axes broadcastable to (b, h).
-        causal: query i may read keys j ≤ i only.
-        scale: multiplier of q·k; 1/√d if None.
+            leading axes broadcastable to (b, h). A float bias of another dtype than q is cast to
+            q's dtype (module docstring, "Bad input").
+        causal: a bool; True lets query i read keys j ≤ i only.
+        scale: multiplier of q·k, a real number > 0; 1/√d if None.
         backend: "eager" (explicit scores), "sdpa" (fused kernel) or "auto" (SDPA unless the
             weights are requested).
         return_weights: also return the (b, h, i, j) attention weights (eager path).
@@ -329,23 +418,35 @@ def attend(
         out (b, h, i, e), or (out, weights) if `return_weights`.
 
     Raises:
-        ValueError: on a scale that is not finite and > 0, an unknown backend, and (with `check`)
+        TypeError: on a `causal` that is not a bool or a `scale` that is not a real number (or None).
+        ValueError: on a scale that is not finite and > 0, an unknown backend, tensors on different
+            devices, q, k, v of different dtypes, a bias neither bool nor floating, and (with `check`)
             a bad shape or dtype, mismatched head dims, no keys, a non-finite q, k or v, NaN or +inf in
             the bias, or a query row whose keys are all blocked.
+
+    Warns:
+        PrecisionWarning: (with `check`, q in bfloat16 or float16) a query row's largest visible bias
+            entry reaches BIAS_LIMIT[q.dtype] in magnitude (module docstring, "Precision").
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}.")
     if isinstance(q_start, bool) or not isinstance(q_start, int) or q_start < 0:
         raise ValueError(f"q_start={q_start!r} is the position of the first query among the keys; pass an "
                          "integer >= 0 (0 when queries and keys start together).")
+    _check_causal(causal)
+    scale = None if scale is None else check_scale(scale)
+    check_placement(q, k, v, bias)
     if check:
         check_qkv(q, k, v)
         b, h, i, _ = q.shape
         j = k.shape[-2]
         if bias is not None:
             _check_bias(bias, b, h, i, j)
-            _check_rows(visible_keys(bias, i, j, causal=causal, q_start=q_start))
-    scale = _default_scale(q.shape[-1]) if scale is None else check_scale(scale)
+            allowed = visible_keys(bias, i, j, causal=causal, q_start=q_start)
+            _check_rows(allowed)
+            _check_range(bias, allowed, q.dtype)
+    scale = _default_scale(q.shape[-1]) if scale is None else scale
+    bias = _bias_as(bias, q.dtype)
     if return_weights:
         if backend == "sdpa":
             raise ValueError(

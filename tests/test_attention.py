@@ -289,7 +289,7 @@ def test_a_positive_scale_is_used_on_every_backend():
     ref = _reference(q * 0.3 * math.sqrt(D), k, v)[0]  # scale 0.3 = the default of q·(0.3·√d)
     for backend in ("eager", "sdpa"):
         torch.testing.assert_close(attend(q, k, v, scale=0.3, backend=backend), ref, rtol=1e-10, atol=1e-12)
-    with pytest.raises(ValueError, match="is not a number"):
+    with pytest.raises(TypeError, match="is not a number"):
         attend(q, k, v, scale="big")
 
 
