@@ -8,9 +8,13 @@ HTML    := _build/html/.built
 PIP     := $(BIN)/python -m pip --disable-pip-version-check -q
 BOOK_INPUTS := _config.yml _toc.yml $(shell find book -type f -not -name '*.tmp' 2>/dev/null)
 
-.PHONY: book test install chapters html unit nbval sources scoreboard-check reproduce records strict browser clean
+.PHONY: book test install chapters html unit nbval sources scoreboard-check reproduce records strict browser clean edition
 
+ifeq ($(PROFILE),ci)
 book: chapters $(HTML)
+else
+book: edition
+endif
 
 # Install the package with the test and book extras, and register the `companion` kernel.
 $(STAMP): pyproject.toml
@@ -29,13 +33,20 @@ install: $(STAMP)
 chapters: $(STAMP)
 	$(BIN)/companion chapters --profile $(PROFILE)
 
+# The paper edition (`make book PROFILE=paper`): the book at the sources' scale from the committed records in
+# results/paper, in minutes on any machine; it trains nothing, and a chapter whose runs are missing there
+# says so. Built into _build/editions/paper/_build/html, beside the ci book.
+edition: $(STAMP)
+	$(BIN)/companion chapters --profile paper
+	$(BIN)/jupyter-book build _build/editions/paper --all -W -n --keep-going
+
 $(HTML): $(STAMP) $(BOOK_INPUTS)
 	$(BIN)/jupyter-book build . --all -W -n --keep-going
 	@touch $@
 
 html: $(HTML)
 
-test: $(STAMP) unit sources scoreboard-check reproduce nbval strict browser
+test: $(STAMP) unit sources scoreboard-check reproduce nbval strict edition browser
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests --ignore=tests/browser -q

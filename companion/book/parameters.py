@@ -4,6 +4,10 @@
 a cell; the first cell after the parameters calls `check_parameters(profile, seeds, jobs)`, which
 names the bad value and lists the valid ones. papermill's `-p` reads a number or a word, so a list
 of seeds is given with `-y "seeds: [0, 1, 2]"`.
+
+The error is a `ParameterError`, which a notebook shows as its one line (IPython prints what an
+exception's `_render_traceback_` returns instead of the frames): papermill then stops at that cell and
+adds its own report of the failed cell around the line.
 """
 
 from __future__ import annotations
@@ -12,7 +16,19 @@ from typing import Sequence
 
 from companion.config import PROFILES
 
-__all__ = ["check_parameters", "one_seed"]
+__all__ = ["check_parameters", "one_seed", "ParameterError", "may_train", "TRAIN_VALUES"]
+
+# A chapter's `train` parameter: None (the default) reads what is stored and, at `ci` only, trains what
+# the records lack (minutes on a CPU); False only reads; True also trains what is missing at `paper`,
+# on a GPU; "force" trains at `paper` even without one (days of CPU: the second word, said on purpose).
+TRAIN_VALUES = (None, False, True, "force")
+
+
+class ParameterError(ValueError):
+    """A chapter parameter that names nothing: its message says which value and what is valid."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython: the lines to show instead of the frames
+        return [f"{type(self).__name__}: {self}"]
 
 
 def _is_int(x) -> bool:
@@ -21,7 +37,7 @@ def _is_int(x) -> bool:
 
 def _check_profile(profile) -> None:
     if profile not in PROFILES:
-        raise ValueError(f"profile={profile!r} is not a profile; valid: {', '.join(PROFILES)} (ci: small models, "
+        raise ParameterError(f"profile={profile!r} is not a profile; valid: {', '.join(PROFILES)} (ci: small models, "
                          "minutes on a CPU, the rendered book; paper: the sources' settings, for a GPU). "
                          "Pass e.g. -p profile ci.")
 
@@ -29,22 +45,52 @@ def _check_profile(profile) -> None:
 def _check_seeds(seeds) -> None:
     fix = 'give a non-empty list of distinct integers >= 0, e.g. -y "seeds: [0, 1, 2]"'
     if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
-        raise ValueError(f"seeds={seeds!r} is not a list of seeds; {fix}.")
+        raise ParameterError(f"seeds={seeds!r} is not a list of seeds; {fix}.")
     if not seeds:
-        raise ValueError(f"seeds=[] names no run; {fix}.")
+        raise ParameterError(f"seeds=[] names no run; {fix}.")
     bad = [s for s in seeds if not _is_int(s) or s < 0]
     if bad:
-        raise ValueError(f"seeds={list(seeds)!r} holds {bad!r}, which are not integers >= 0; {fix}.")
+        raise ParameterError(f"seeds={list(seeds)!r} holds {bad!r}, which are not integers >= 0; {fix}.")
     repeated = sorted({s for s in seeds if list(seeds).count(s) > 1})
     if repeated:
-        raise ValueError(f"seeds={list(seeds)!r} repeats {repeated}: a seed is one run, and a repeat would "
+        raise ParameterError(f"seeds={list(seeds)!r} repeats {repeated}: a seed is one run, and a repeat would "
                          f"count it twice in every mean; {fix}.")
 
 
 def _check_jobs(jobs) -> None:
     if jobs is not None and (not _is_int(jobs) or jobs < 1):
-        raise ValueError(f"jobs={jobs!r} is not a number of processes; valid: None (one per core) or an "
+        raise ParameterError(f"jobs={jobs!r} is not a number of processes; valid: None (one per core) or an "
                          "integer >= 1, e.g. -p jobs 2.")
+
+
+def _check_train(train) -> None:
+    if not any(train is v or (isinstance(v, str) and train == v) for v in TRAIN_VALUES):
+        raise ParameterError(f"train={train!r} is not a training mode; valid: None (read; at ci also train what "
+                             "the records lack), False (read only), True (train what is missing, at paper on a "
+                             "GPU), 'force' (train at paper without a GPU). Pass e.g. -p train True.")
+
+
+def may_train(profile: str, train=None, *, gpu: bool | None = None) -> bool:
+    """Whether a chapter at `profile` may train the runs its records lack (`train`: see `TRAIN_VALUES`).
+
+    At `paper` on a machine without a GPU, `train=True` is refused (ParameterError) with what to do
+    instead: the paper-profile models take hours to days of CPU, so that needs `train="force"`."""
+    _check_profile(profile)
+    _check_train(train)
+    if train is None:
+        return profile == "ci"
+    if train is True and profile == "paper":
+        if gpu is None:
+            import torch
+
+            gpu = torch.cuda.is_available()
+        if not gpu:
+            raise ParameterError(
+                "train=True at profile 'paper' on a machine without a GPU: the sources' models would train for "
+                "hours to days here. Make the runs on a GPU (`companion paper NN`, a window at a time), on a "
+                "cluster (`companion sweep … --profile paper --executor slurm`), or see the estimate with "
+                "`companion chapters NN --profile paper --train`; -p train force trains here anyway.")
+    return bool(train)
 
 
 def check_parameters(profile: str, seeds: Sequence[int] = (0,), jobs: int | None = None) -> None:
@@ -69,5 +115,5 @@ def one_seed(seeds: Sequence[int] | None, chapter: str) -> int:
         return 0
     _check_seeds(seeds)
     if len(seeds) != 1:
-        raise ValueError(f"{chapter} draws from one seed; give one (e.g. --seeds 0), got {list(seeds)!r}.")
+        raise ParameterError(f"{chapter} draws from one seed; give one (e.g. --seeds 0), got {list(seeds)!r}.")
     return seeds[0]

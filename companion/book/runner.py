@@ -34,7 +34,7 @@ from companion.paths import repo_root
 from companion.identity import code_version
 
 __all__ = ["toc_chapters", "input_hash", "strip_volatile", "run_chapters", "source_outputs", "train_runs",
-           "relative_cost", "prune_records"]
+           "relative_cost", "prune_records", "execute_into", "train_paper"]
 
 PROFILES = ("ci", "paper")
 CHAPTER_DIR = Path("book") / "chapters"
@@ -132,17 +132,21 @@ def _kernel_name() -> str:
     return "companion" if "companion" in KernelSpecManager().find_kernel_specs() else "python3"
 
 
-def _execute(root: Path, name: str, profile: str, digest: str, kernel: str) -> float:
+def execute_into(root: Path, name: str, out_dir: Path, parameters: dict, kernel: str | None = None,
+                 meta: dict | None = None) -> float:
+    """Execute the chapter source `name` with papermill `parameters` into `out_dir/<name>.ipynb`, volatile
+    metadata stripped (`strip_volatile`) and `meta` kept under `metadata.companion`; returns the seconds
+    it took. A failed chapter's partial notebook is kept in `_build/failed/`."""
     import papermill as pm
 
     src = root / SOURCE_DIR / f"{name}.ipynb"
-    dst = root / CHAPTER_DIR / f"{name}.ipynb"
+    dst = out_dir / f"{name}.ipynb"
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / f"{name}.ipynb"
         t0 = time.perf_counter()
         try:
             pm.execute_notebook(
-                str(src), str(out), parameters={"profile": profile}, kernel_name=kernel,
+                str(src), str(out), parameters=parameters, kernel_name=kernel or _kernel_name(),
                 cwd=str(root), progress_bar=False, log_output=False, request_save_on_cell_execute=False,
             )
         except Exception:
@@ -154,11 +158,17 @@ def _execute(root: Path, name: str, profile: str, digest: str, kernel: str) -> f
             raise
         elapsed = time.perf_counter() - t0
         nb = strip_volatile(json.loads(out.read_text()))
-        nb["metadata"]["companion"] = {"profile": profile, "input_hash": digest}
+        nb["metadata"]["companion"] = meta or {"profile": parameters.get("profile")}
         dst.parent.mkdir(parents=True, exist_ok=True)
         tmp_dst = dst.with_suffix(".ipynb.tmp")
         tmp_dst.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
         tmp_dst.replace(dst)
+    return elapsed
+
+
+def _execute(root: Path, name: str, profile: str, digest: str, kernel: str) -> float:
+    elapsed = execute_into(root, name, root / CHAPTER_DIR, {"profile": profile}, kernel,
+                           {"profile": profile, "input_hash": digest})
     stamp = _stamp(root, name, profile)
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text(digest + "\n")
@@ -214,6 +224,50 @@ def train_runs(names: list[str], profile: str, *, jobs: int | None = None, store
     return ran
 
 
+def train_paper(names: list[str], profile: str = "paper", *, yes: bool = False, estimate=None) -> int:
+    """Train the runs the chapters `names` read at `profile` and `results/<profile>/` lacks, a group at a
+    time with a line per group. Without a GPU it first says what that would cost (the first group probed
+    as `companion paper` probes it, the others scaled by their size, `relative_cost`) and what to do
+    instead, and goes on only with `yes`. Returns an exit code."""
+    import torch
+
+    from companion.book.paper import paper_store
+    from companion.cli.paper import estimate_group, group_label
+    from companion.executors import plan_groups
+    from companion.experiments.chapters import CHAPTERS, chapter_runs
+    from companion.store import RunStore
+    from companion.sweep import run_missing, stored_record
+
+    store = paper_store()
+    keys = [k for k, (notebook, _) in CHAPTERS.items() if notebook in names]
+    missing = [c for k in keys for c in chapter_runs(k, profile) if stored_record(store, c, any_device=True) is None]
+    groups = plan_groups(list(dict.fromkeys(missing)))
+    if not groups:
+        print(f"every run these chapters read at {profile!r} is stored: nothing to train")
+        return 0
+    gpu = torch.cuda.is_available()
+    runs = len(set(missing))
+    if not gpu and not yes:
+        first = (estimate or estimate_group)(groups[0])["seconds"]
+        unit = first / sum(relative_cost(c) for c in groups[0])
+        total = unit * sum(relative_cost(c) for g in groups for c in g)
+        print(f"{runs} runs in {len(groups)} groups are missing at profile {profile!r}. This machine has no GPU: "
+              f"they would train for about {total / 3600:,.1f} hours here (the first group, {group_label(groups[0])}, "
+              f"probed at {first:,.0f} s; the others scaled by their size). Instead, make them on a GPU with "
+              f"`companion paper {' '.join(sorted(keys))}` (a window at a time, resumable) or on a Slurm cluster "
+              f"(`companion sweep … --profile {profile} --executor slurm`). To train here anyway, repeat the "
+              "command with --yes.", file=sys.stderr)
+        return 2
+    device = "cuda" if gpu else "cpu"
+    target = RunStore(store.root)
+    for i, group in enumerate(groups, 1):
+        t0 = time.perf_counter()
+        print(f"  [{i}/{len(groups)}] {group_label(group)} on {device} …", flush=True)
+        run_missing([replace(c, device=device) for c in group], target, "local", False, {"jobs": 1})
+        print(f"  [{i}/{len(groups)}] done in {time.perf_counter() - t0:,.0f} s", flush=True)
+    return 0
+
+
 def prune_records(root: Path, profile: str = "ci") -> list[str]:
     """Remove from the committed records of `profile` (results/<profile>) every record, and its weights,
     that no chapter needs (`recorded_runs`): what a numerics or preset change left behind. Returns the
@@ -235,15 +289,33 @@ def prune_records(root: Path, profile: str = "ci") -> list[str]:
 
 
 def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: bool = False, root: Path | None = None,
-                 runs_only: bool = False, prune: bool = False) -> int:
+                 runs_only: bool = False, prune: bool = False, train: bool = False, yes: bool = False) -> int:
     """Execute chapters (all in toc order by default), after training the runs they read in one
-    sweep (`train_runs`); with `runs_only`, train and execute nothing. Returns an exit code."""
+    sweep (`train_runs`); with `runs_only`, train and execute nothing. Returns an exit code.
+
+    At `paper` nothing trains unless `train` is given: the chapters make the paper edition from the
+    committed records (`companion.book.edition`); with `train`, `train_paper` first (which, without a
+    GPU, states its estimate and needs `yes`)."""
     from companion.book import scoreboard
 
     if profile not in PROFILES:
         print(f"unknown profile {profile!r}; choose one of {PROFILES}.", file=sys.stderr)
         return 2
     root = root or repo_root()
+    if profile != "ci":  # the paper edition: read from the committed records; trains only when asked
+        from companion.book.edition import build_edition
+
+        order = toc_chapters(root)
+        unknown = [n for n in names or () if n not in order]
+        if unknown:
+            print(f"unknown chapter(s) {unknown}; the book's chapters are: {', '.join(order)}", file=sys.stderr)
+            return 2
+        chosen = sorted(names or order, key=order.index)
+        if train:
+            status = train_paper(chosen, profile, yes=yes)
+            if status:
+                return status
+        return build_edition(chosen, profile, root, execute_into=lambda *a: execute_into(*a))
     order = toc_chapters(root)
     names = names or order
     unknown = [n for n in names if n not in order]
@@ -313,7 +385,11 @@ def add_commands(sub) -> None:
                    help="only train (in one sweep) the runs the chapters read and the store lacks; execute nothing")
     p.add_argument("--prune", action="store_true",
                    help="also remove the ci records no chapter reads (left by a numerics or preset change)")
+    p.add_argument("--train", action="store_true",
+                   help="at paper: train the runs the records lack first (without a GPU it states the cost and "
+                        "needs --yes); at ci the runs the records lack always train")
+    p.add_argument("--yes", action="store_true", help="with --train at paper on a machine without a GPU: go on")
     p.set_defaults(func=lambda a: run_chapters(a.names, profile=a.profile, force=a.force, runs_only=a.runs_only,
-                                               prune=a.prune))
+                                               prune=a.prune, train=a.train, yes=a.yes))
     c = sub.add_parser("check-sources", help="fail if a chapter source carries outputs")
     c.set_defaults(func=_check_sources)

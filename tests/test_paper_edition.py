@@ -1,0 +1,98 @@
+"""The paper profile never trains by surprise: chapters read by default, the paper edition is built from
+the committed records, and training asked for without a GPU states its cost and waits for a second word."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from companion.book import runner
+from companion.book.edition import build_edition, not_run_notebook
+from companion.book.parameters import ParameterError, may_train
+from companion.sweep import MissingRuns
+
+ROOT = Path(__file__).resolve().parents[1]
+CH3 = "03_boolean_extrapolation"
+
+
+def test_reading_is_the_default_and_paper_training_needs_a_gpu_or_the_second_word():
+    assert may_train("ci") is True and may_train("ci", False) is False  # ci trains what its records lack
+    assert may_train("paper") is False and may_train("paper", False) is False
+    assert may_train("paper", True, gpu=True) is True and may_train("paper", "force", gpu=False) is True
+    with pytest.raises(ParameterError, match=r"train=True at profile 'paper' on a machine without a GPU.*"
+                                             r"companion paper NN.*-p train force trains here anyway"):
+        may_train("paper", True, gpu=False)
+    for bad in ("yes", 1, 0, "True"):
+        with pytest.raises(ParameterError, match=r"is not a training mode; valid: None"):
+            may_train("paper", bad)
+    with pytest.raises(ParameterError, match=r"profile='gpu' is not a profile"):
+        may_train("gpu")
+
+
+def test_missing_runs_show_as_one_line_in_a_notebook():
+    err = MissingRuns("3 of 5 runs are not in results/paper", 2, 5, [])
+    assert err._render_traceback_() == ["MissingRuns: 3 of 5 runs are not in results/paper"]
+
+
+def _tree(tmp_path: Path) -> Path:
+    """A copy of what the edition reads: sources, pages, ledger, config, an empty paper store."""
+    for name in ("notebooks", "book"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("*.ipynb") if name == "book" else None)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "results" / "paper").mkdir(parents=True)
+    return tmp_path
+
+
+def test_a_chapter_without_its_paper_runs_gets_a_page_that_says_so_and_keeps_its_labels(tmp_path):
+    root = _tree(tmp_path)
+    nb = not_run_notebook(root, CH3, "paper")
+    text = "\n".join(c["source"] for c in nb["cells"])
+    assert text.startswith("(ch3)=\n# Extrapolating Boolean functions\n")
+    assert "reads 120 runs at the `paper` profile; 0 of them are in `results/paper/`" in text
+    assert "`companion paper 03`" in text and "| S2-06 |" in text and "not run at this scale |" in text
+    source = json.loads((root / "notebooks" / f"{CH3}.ipynb").read_text())
+    labels = {line[1:-2] for c in source["cells"] if c["cell_type"] == "markdown"
+              for line in "".join(c["source"]).splitlines() if line.startswith("(") and line.endswith(")=")}
+    assert labels and all(f"({label})=" in text for label in labels)  # links into the chapter still resolve
+    assert nb["metadata"]["companion"] == {"profile": "paper", "not_run": [0, 120]}
+
+
+def test_the_edition_trains_nothing_and_leaves_the_ci_book_alone(tmp_path, monkeypatch, capsys):
+    root = _tree(tmp_path)
+
+    def no(*args, **kwargs):
+        raise AssertionError("the edition trained or executed a chapter whose runs are missing")
+
+    monkeypatch.setattr(runner, "train_runs", no)
+    monkeypatch.setattr(runner, "execute_into", no)
+    assert runner.run_chapters([CH3], profile="paper", root=root) == 0
+    out = capsys.readouterr().out
+    assert f"{CH3:<40} not run at this scale: 0 of 120 paper-profile runs stored" in out
+    page = root / "_build" / "editions" / "paper" / "book" / "chapters" / f"{CH3}.ipynb"
+    assert json.loads(page.read_text())["metadata"]["companion"]["not_run"] == [0, 120]
+    assert not list((root / "book" / "chapters").glob("*.ipynb"))  # the ci chapters are not written
+    cfg = (root / "_build" / "editions" / "paper" / "_config.yml").read_text()
+    assert 'title: "Attention Priors, Reproduced (paper edition)"' in cfg
+    assert build_edition([CH3], "paper", root, execute_into=no) == 0  # again: the folder is remade, not appended to
+
+
+def test_training_at_paper_without_a_gpu_states_its_cost_and_waits_for_yes(monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    probed = []
+
+    def estimate(group):
+        probed.append(group)
+        return {"seconds": 36.0}
+
+    before = sorted(p.name for p in (ROOT / "results" / "paper").iterdir())
+    assert runner.train_paper(["08_copy_mixture"], "paper", estimate=estimate) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("6 runs in 3 groups are missing at profile 'paper'. This machine has no GPU: ")
+    assert "the first group, copymix/" in err and "probed at 36 s" in err
+    assert "`companion paper 08`" in err and "repeat the command with --yes" in err
+    assert len(probed) == 1  # one probe, the other groups scaled
+    assert sorted(p.name for p in (ROOT / "results" / "paper").iterdir()) == before  # nothing trained
