@@ -4,21 +4,29 @@ The command line over `companion.cost.run_benchmark`. What is measured and how l
 variants (sdpa, goat-lanes, mask-sdpa, eager-bias, flex, eager-goat, mask-attend; optional alibi-sdpa,
 mask-sdpa-math) in companion/cost/variants.py, the float64 correctness gate in gate.py, backend
 detection, timing and memory (a fresh `python -m companion.cost.worker` process per config) in
-measure.py, the protocol (gate, warm-up, interleaved repeats, ratios to sdpa, stopping) in sweep.py.
+measure.py, the protocol (gate, warm-up, interleaved repeats, ratios to sdpa, stopping) in lengths.py.
 
     python benchmarks/attention.py                          # full sweep on the default device
     python benchmarks/attention.py --quick --out /tmp/attention-quick.json   # smoke run
     python benchmarks/attention.py --device cuda --dtype bfloat16 --memory inprocess --tag h200
     python benchmarks/attention.py --variants sdpa,goat-lanes,flex --lengths 1024 4096 --modes fwd+bwd
+    python benchmarks/attention.py --variants sdpa,goat-lanes --lengths 4096 --modes fwd+bwd --no-flush-denormal
+
+Flush-to-zero is on, on every thread that computes (companion/cost/ftz.py), unless --no-flush-denormal:
+that shows what subnormal floats cost on the machine. Each record's `subnormals` says how many of its
+exponentials are subnormal (companion/cost/subnormals.py), so a result from another host says why it
+differs.
 
 JSON (schema 1): {benchmark, schema, tag, host, started, finished, argv, machine{...}, versions{...},
-settings{...}, notes{...}, results: [record], ratios: {mode: {variant: {L: {median_ratio,
-paired_median}}}}}; record = {variant, L, mode, status ("ok" | "gate-failed" | "error" | "oom" |
+settings{..., flush_denormal, flush_denormal_check{supported, pool, threads, flushed_share}}, notes{...},
+results: [record], ratios: {mode: {variant: {L: {median_ratio, paired_median}}}}, subnormals: {variant:
+{L: prob_fraction}}}; record = {variant, L, mode, status ("ok" | "gate-failed" | "error" | "oom" |
 "not-finite" | "too-slow" | "skipped"), reason, gate{L, passed, status, tol, errors{name: max abs err},
 scales{name: max abs ref}, reason}, backend{sdp_choice[], sdp_choice_names[], profiler_ops[], kind},
-first_call_s, time_s{median, q1, q3, iqr, samples[]}, ratio_vs_sdpa{median_ratio, paired_median,
-per_repeat[]}, memory{status, method, setup_bytes, first_call_peak_bytes, peak_bytes,
-steady_peaks_bytes[], ...}}. Timings on a loaded or shared machine are indicative only.
+subnormals{status, entries, exp_subnormal, prob_subnormal, prob_zero, exp_fraction, prob_fraction,
+prob_zero_fraction, rows, row_stride, heads[]}, first_call_s, time_s{median, q1, q3, iqr, samples[]},
+ratio_vs_sdpa{median_ratio, paired_median, per_repeat[]}, memory{status, method, setup_bytes,
+first_call_peak_bytes, peak_bytes, steady_peaks_bytes[], ...}}. Timings on a loaded or shared machine are indicative only.
 """
 
 from __future__ import annotations
@@ -72,6 +80,9 @@ def parser() -> argparse.ArgumentParser:
                          "lane carries u(j) ≈ s·j, which bf16/fp16 cannot hold to the gate's tolerance (the "
                          "cost is the same either way)")
     ap.add_argument("--no-flex-compile", action="store_true", help="run flex eagerly (materialises scores)")
+    ap.add_argument("--no-flush-denormal", action="store_true",
+                    help="leave flush-to-zero off (torch's default), to see what subnormal floats cost here; by "
+                         "default it is on, on every thread that computes")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true",
                     help=f"smoke run: L {QUICK_LENGTHS}, 2 repeats, no warm-up beyond the first and profiled calls")
@@ -94,6 +105,7 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> dict:
                      tol=args.tol, memory=args.memory, mem_limit_gb=args.mem_limit_gb,
                      probe_timeout=args.probe_timeout, max_call_s=args.max_call_s, max_len=args.max_len,
                      goat_recency=args.goat_recency, compile_flex=not args.no_flex_compile, seed=args.seed,
+                     flush_denormal=not args.no_flush_denormal,
                      quick=args.quick, out=out, tag=tag, argv=sys.argv[1:] if argv is None else list(argv))
 
 

@@ -28,6 +28,12 @@ chapter's sweep sees on N cores, worker start-up included.
         --overrides train.epochs=2                              # GPU: the paper model, shortened
     python benchmarks/sweep_throughput.py --compile --repeats 2 --tag cpu-compile   # + torch.compile arm
     python benchmarks/sweep_throughput.py --device cuda --profile paper --eval-arm --overrides train.epochs=2
+    python benchmarks/sweep_throughput.py --experiment charlm --methods goat --seeds 1 --repeats 2 \
+        --no-flush-denormal --tag charlm-goat-noftz                 # what subnormals cost in training here
+
+Every run computes as the recipe says (`companion.runs.recipe_context`: `THREADS` threads, subnormals
+flushed to zero); `--no-flush-denormal` turns the flushing off for the runs this process trains (not
+with `--pool`, whose workers are other processes), to price subnormal floats on the machine.
 """
 
 from __future__ import annotations
@@ -180,6 +186,20 @@ def bench_pool(experiment: str, profile: str, methods: list[str], seeds: list[in
     return out
 
 
+@contextlib.contextmanager
+def flushing(on: bool):
+    """While active, the runs this process trains flush subnormals to zero as `on` says
+    (`companion.runs.FLUSH_DENORMAL`, which `recipe_context` reads at each run), the recipe's value after."""
+    import companion.runs as runs
+
+    real = runs.FLUSH_DENORMAL
+    runs.FLUSH_DENORMAL = on
+    try:
+        yield
+    finally:
+        runs.FLUSH_DENORMAL = real
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--experiment", default="gotu-2parity")
@@ -200,10 +220,20 @@ def main() -> None:
                          "default (CPU: from one stacked forward; CUDA: one by one), companion.shared_forward")
     ap.add_argument("--pool", type=int, default=0, help="also time the local executor with N workers (CPU)")
     ap.add_argument("--pool-only", action="store_true", help="time only the local executor (--pool N)")
+    ap.add_argument("--no-flush-denormal", action="store_true",
+                    help="train with subnormals not flushed to zero (the recipe flushes them), in this process only")
     ap.add_argument("--tag", default=None)
     ap.add_argument("--notes", default="", help="free text stored in the JSON (e.g. the machine's load)")
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/sweep_throughput-<tag>.json)")
     args = ap.parse_args()
+    if args.no_flush_denormal and args.pool:
+        ap.error("--no-flush-denormal applies to the runs this process trains; --pool's workers keep the recipe's "
+                 "flushing. Drop one of the two.")
+    with flushing(not args.no_flush_denormal):
+        _main(args)
+
+
+def _main(args) -> None:
     tag = args.tag or ("cpu" if args.device == "cpu" else torch.cuda.get_device_name(0).replace(" ", "-").lower())
     overrides = list(args.overrides) + ([f"device={args.device}"] if args.device != "cpu" else [])
     seeds = list(range(args.seeds))
@@ -216,6 +246,7 @@ def main() -> None:
         "host": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
         "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(0),
         "torch": torch.__version__, "threads_per_run": THREADS, "load_avg_at_start": os.getloadavg(),
+        "flush_denormal": not args.no_flush_denormal,
         "settings": {"experiment": args.experiment, "profile": args.profile, "methods": methods, "seeds": seeds,
                      "overrides": overrides, "repeats": args.repeats, "compile": args.compile,
                      "eval_arm": args.eval_arm},
@@ -264,7 +295,7 @@ def _header(args, tag: str) -> dict:
         "host": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
         "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(0),
         "torch": torch.__version__, "threads_per_run": THREADS, "load_avg_at_start": os.getloadavg(),
-        "notes": args.notes,
+        "flush_denormal": not args.no_flush_denormal, "notes": args.notes,
     }
 
 

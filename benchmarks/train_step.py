@@ -9,6 +9,8 @@ Settings (16 positions = 15 tokens + CLS, batch 256, regression head, MSE, Adam)
 Ours and the reference alternate in each repeat (background load hits both); steps/s is the median.
 
     python benchmarks/train_step.py --threads 2 --repeats 5 [--settings ci,gotu,gotu-matched] [--out FILE]
+
+Both compute with flush-to-zero on every thread (companion/cost/ftz.py) unless --no-flush-denormal.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from companion.config import ModelConfig
+from companion.cost.ftz import set_flush_denormal
 from companion.model import Transformer, init_weights_
 from companion.tasks import TaskSpec
 
@@ -120,17 +123,21 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=0, help="steps per repeat (default 20 for ci, 2 for gotu)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--settings", default="ci,gotu,gotu-matched")
+    ap.add_argument("--no-flush-denormal", action="store_true",
+                    help="leave flush-to-zero off (torch's default) to see what subnormal floats cost here")
     ap.add_argument("--out", default=None,
                     help="JSON path (default benchmarks/results/train_step-<host>.json)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    ftz = set_flush_denormal(not args.no_flush_denormal)
     torch.manual_seed(0)  # the reference's own layers draw from the global generator
     host = socket.gethostname()
     result = {
         "benchmark": "train_step", "host": host, "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
         "threads": args.threads, "torch": torch.__version__, "device": "cpu",
-        "load_avg_at_start": os.getloadavg(), "settings": {},
+        "load_avg_at_start": os.getloadavg(), "flush_denormal": ftz["on"],
+        "flush_denormal_check": {k: v for k, v in ftz.items() if k != "on"}, "settings": {},
     }
     for name in [s.strip() for s in args.settings.split(",") if s.strip()]:
         steps = args.steps or (20 if name == "ci" else 2)

@@ -26,6 +26,15 @@ def test_each_method_runs_in_its_own_process_and_ratios_are_to_rope():
     rope = next(r for r in result["results"] if r["method"] == "rope")
     assert result["ratios_vs_rope"]["goat"]["memory"] == pytest.approx(goat["peak_bytes"] / rope["peak_bytes"])
     assert goat["params"] != rope["params"]  # GOAT's prior adds parameters; RoPE has none
+    # each process computes with flush-to-zero on, and measures that it did
+    assert result["settings"]["flush_denormal"] is True
+    assert goat["flush_denormal"] == rope["flush_denormal"] == {"on": True, "flushed_share": 1.0}
+
+
+def test_flush_to_zero_can_be_left_off():
+    result = run_steps(("goat",), TINY, threads=1, flush_denormal=False)
+    assert result["settings"]["flush_denormal"] is False
+    assert result["results"][0]["flush_denormal"] == {"on": False, "flushed_share": 0.0}
 
 
 def test_an_unknown_method_is_reported_not_raised():

@@ -5,7 +5,9 @@ committed `benchmarks/peak.py` result (`load_peak`), or from `companion.cost.roo
 when the notebook reruns on the executing machine, and the chapter's small live sweep goes through
 `companion.cost.run_benchmark` and comes back as the same JSON. `frame(result)` flattens a result into
 one row per (variant, L, mode) with time, ratio to plain SDPA (same run) and peak memory; the tables,
-figure data, claim measures and glued numbers of the chapter are read from such frames. Variant
+figure data, claim measures and glued numbers of the chapter are read from such frames. The subnormal
+section reads the sweeps with flush-to-zero on and off and the numbers reported from another CPU
+(`cliff_results`; its tables come from `companion.book.subnormals`, re-exported here). Variant
 labels and colours come from `companion.book.labels`. `claims()` computes the chapter's verdicts from
 the committed results as the notebook does (what `companion claim` prints).
 """
@@ -21,6 +23,7 @@ import pandas as pd
 
 from companion.book.claims import load_ledger
 from companion.book.labels import VARIANTS, label
+from companion.book.subnormals import by_flush, cliff_numbers, cliff_table, flush_setting
 from companion.cost.flex import KERNEL_LADDER, describe_options
 from companion.cost.roofline import attention_bytes, attention_flops, bound_s
 from companion.paths import repo_root
@@ -32,13 +35,17 @@ __all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "CHUNKED_RESULT", "chunked_ta
            "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_mask_ratios", "gpu_mask_ratio", "GPU_GOALS", "gpu_frame",
            "gpu_ratio_table", "gpu_goal_table", "gpu_provenance", "gpu_prose_numbers", "load_steps", "step_frame",
            "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers", "claims",
-           "PEAK_RESULT", "load_peak"]
+           "PEAK_RESULT", "load_peak", "FTZ_RESULTS", "STEP_FTZ_RESULTS", "REPORTED_RESULT", "load_reported",
+           "cliff_results", "cliff_table", "cliff_numbers", "by_flush", "flush_setting", "host_numbers"]
 
 RESULTS = Path("benchmarks") / "results"
 CPU_RESULT = "attention-cpu-vm-2core"  # the committed CPU sweep the chapter reads
 BF16_RESULT = "attention-cpu-vm-2core-bf16"  # GOAT's lanes in bfloat16 on the same CPU (gate and time)
 CHUNKED_RESULT = "attention-cpu-vm-2core-chunked"  # GOAT's lanes a few heads at a time, beside one call
 PEAK_RESULT = "peak-cpu-vm-2core"  # the sweep machine's peak rates (benchmarks/peak.py): the roofline's divisor
+FTZ_RESULTS = ("attention-cpu-vm-2core-ftz", "attention-cpu-vm-2core-noftz")  # flush-to-zero on and off
+STEP_FTZ_RESULTS = ("step-memory-cpu-ftz", "step-memory-cpu-noftz")  # a GOAT and a RoPE step, on and off
+REPORTED_RESULT = "reported-attention-intel-xeon-2core"  # numbers reported from an Intel Xeon, with their source
 MODES = ("fwd", "fwd+bwd")
 GOAL_L = 4096  # the length at which the goals are judged, forward + backward
 LIVE_VARIANTS = "sdpa,goat-lanes,mask-sdpa,mask-attend,eager-bias"
@@ -75,6 +82,29 @@ def load_peak(stem: str = PEAK_RESULT) -> dict:
     result = load(repo_root() / RESULTS / f"{stem}.json", ("machine", "peak", "finished"))
     return {**result["peak"], "source": f"measured by `benchmarks/peak.py` on {result['machine']['cpu_model']}, "
                                         f"{result['finished'][:10]}"}
+
+
+def load_reported(stem: str = REPORTED_RESULT) -> dict:
+    """Numbers reported from another host (benchmarks/results/<stem>.json): a transcription with its
+    `source`, not a result file of the harness."""
+    return load(repo_root() / RESULTS / f"{stem}.json", ("source", "machine", "settings", "ratio_vs_sdpa",
+                                                         "sdpa_call_ms"))
+
+
+def cliff_results() -> tuple[dict, dict, dict, dict, dict]:
+    """(sweep with flush-to-zero on, sweep with it off, the reported numbers, whole steps on, off): the
+    subnormal section's committed inputs, each pair sorted by its recorded setting (`by_flush`)."""
+    on, off = by_flush(*(load(repo_root() / RESULTS / f"{stem}.json") for stem in FTZ_RESULTS))
+    steps_on, steps_off = by_flush(*(load_steps(stem) for stem in STEP_FTZ_RESULTS))
+    return on, off, load_reported(), steps_on, steps_off
+
+
+def host_numbers(result: dict) -> dict[str, str]:
+    """Where the sweep that decides the CPU claims ran, for the text: its CPU with torch's instruction
+    set, and whether it flushed subnormals to zero ("on"/"off"; `flush_setting`)."""
+    m = result["machine"]
+    return {"ch10_claims_host": m["cpu_model"] + (f" ({m['cpu_capability']})" if m.get("cpu_capability") else ""),
+            "ch10_claims_flush": "on" if flush_setting(result) else "off"}
 
 
 def gpu_results(results: dict[str, dict]) -> dict[str, dict]:

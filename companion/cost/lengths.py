@@ -3,6 +3,12 @@
 Protocol (research notes `goat-and-kernels.md` B9), for each L and mode:
 - each variant passes the gate at min(L, gate_len) (`companion.cost.gate`), then its memory is
   probed (`memory`: "subprocess", a fresh process per config; "inprocess"; "off");
+- subnormals: once per (variant, L), outside the timed loop, `companion.cost.subnormals.probe` counts
+  how many of the exponentials of the timed inputs' scores are float32 subnormals (record
+  `subnormals`; `result["subnormals"]` sums them up by variant and L);
+- flush-to-zero (`flush_denormal`, default on) is set on every thread that computes, the sweep's own
+  pool (`companion.cost.ftz`) and each memory worker's, and what was measured of it is in
+  `settings["flush_denormal_check"]`; afterwards it is off again (torch's default);
 - timing: a first call (compiles flex; reported as first_call_s), one call under the profiler (backend
   detection; output and gradients must be finite), further warm-up calls up to `warmup`, then `repeats`
   samples with the variants interleaved in a rotating order, so background load hits all alike; median
@@ -24,14 +30,16 @@ from pathlib import Path
 
 import torch
 
+from companion.cost.ftz import set_flush_denormal
 from companion.cost.gate import TOLERANCES, _worst, gate
 from companion.cost.machine import machine_info
 from companion.cost.measure import (MODES, Case, _free, _is_oom, _stats, _sync, detect_backend, measure_memory,
                                     memory_in_subprocess, time_call)
 from companion.cost.notes import NOTES
+from companion.cost.subnormals import probe
 from companion.cost.variants import DEFAULT_VARIANTS, DTYPES, GOAT_RECENCY, VARIANTS
 
-SCHEMA = 1
+SCHEMA = 1  # `subnormals` and the flush-to-zero settings are additions a reader of an older file finds absent
 CPU_LENGTHS = (256, 512, 1024, 2048, 4096, 8192)
 QUICK_LENGTHS = (256, 512)
 
@@ -84,9 +92,10 @@ def _line(rec: dict) -> str:
     be = rec.get("backend", {})
     kind = ",".join(be.get("profiler_backends") or []) or be.get("kind", "")
     ratio = rec.get("ratio_vs_sdpa", {}).get("median_ratio")
+    sub = (rec.get("subnormals") or {}).get("prob_fraction")
     return (f"{head} {t * 1e3:10.2f} ms" + (f"  ×{ratio:6.2f}" if ratio else "")
             + (f"  peak {mem / 2**20:8.1f} MiB" if mem is not None else "")
-            + f"  [{kind}]  gate {_worst(rec['gate']):.1e}")
+            + f"  [{kind}]  gate {_worst(rec['gate']):.1e}" + (f"  subnormal {sub:.2%}" if sub is not None else ""))
 
 
 class _Sweep:
@@ -96,6 +105,19 @@ class _Sweep:
         self.s, self.kw, self.device = s, kw, kw["device"]
         self.stopped: dict[tuple[str, str], str] = {}
         self.gates: dict[tuple[str, int, str], dict] = {}
+        self.subnormals: dict[tuple[str, int], dict] = {}
+
+    def count_subnormals(self, v: str, L: int, case: Case) -> dict:
+        """`probe` of the case's variant on its inputs, once per (variant, L): every mode times the
+        same inputs and prior. A probe that fails is recorded with its reason; the timing goes on."""
+        if (v, L) not in self.subnormals:
+            try:
+                self.subnormals[(v, L)] = {"status": "ok", **probe(case.var, case.q, case.k)}
+            except Exception as e:
+                self.subnormals[(v, L)] = {"status": "oom" if _is_oom(e) else "error",
+                                           "reason": f"{type(e).__name__}: {e}"[:500]}
+                _free(self.device)
+        return self.subnormals[(v, L)]
 
     def prepare(self, v: str, L: int, mode: str, rec: dict) -> Case | None:
         """Gate, memory probe, first and profiled calls; the Case to time, or None (rec says why)."""
@@ -116,7 +138,7 @@ class _Sweep:
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
                 m = memory_in_subprocess(v, L, mode, threads=s["threads"], mem_limit_bytes=s["mem_limit"],
-                                     timeout=s["probe_timeout"], **kw)
+                                     timeout=s["probe_timeout"], flush_denormal=s["flush_denormal"], **kw)
             else:
                 m = measure_memory(v, L, mode, **kw)
                 m["isolation"] = "in-process"
@@ -138,6 +160,7 @@ class _Sweep:
             self.fail(rec, e, "")
             return None
         bad = info.pop("result")
+        rec["subnormals"] = self.count_subnormals(v, L, case)
         info["kind"] = case.var.kind()
         if getattr(case.var, "kernel_attempts", None):  # flex on CUDA: the tiles tried, and why each failed
             info["kernel_attempts"] = case.var.kernel_attempts
@@ -199,6 +222,16 @@ def _ratios(samples: dict[str, list[float]], recs: dict[str, dict], into: dict, 
         into.setdefault(v, {})[str(L)] = {k: ratio[k] for k in ("median_ratio", "paired_median")}
 
 
+def _subnormal_summary(results: list[dict]) -> dict:
+    """{variant: {L: fraction of subnormal probabilities}} of every probed record (one per variant and L)."""
+    out: dict[str, dict[str, float]] = {}
+    for rec in results:
+        sub = rec.get("subnormals") or {}
+        if sub.get("status") == "ok":
+            out.setdefault(rec["variant"], {})[str(rec["L"])] = sub["prob_fraction"]
+    return out
+
+
 def run_benchmark(*, variants: Sequence[str] | str = DEFAULT_VARIANTS, lengths: Sequence[int | str] | None = None,
               modes: Sequence[str] | str = MODES, device="cpu", dtype: str | None = None, B: int = 1, H: int = 8,
               D: int = 64, rank: int = 4, repeats: int | None = None, warmup: int | None = None,
@@ -206,11 +239,12 @@ def run_benchmark(*, variants: Sequence[str] | str = DEFAULT_VARIANTS, lengths: 
               mem_limit_gb: float | None = None, probe_timeout: int = 1800, max_call_s: float = 60.0,
               max_len: int = 65536, goat_recency: str = "alibi", compile_flex: bool = True, seed: int = 0,
               quick: bool = False, out: str | Path | None = None, tag: str | None = None,
-              argv: list[str] | None = None, verbose: bool = True) -> dict:
+              argv: list[str] | None = None, verbose: bool = True, flush_denormal: bool = True) -> dict:
     """Run a sweep and return its result (the dict `benchmarks/attention.py` writes); also written to
     `out` after each (L, mode) if given. Defaults are the CLI's (dtype None: float32 on CPU, bfloat16
     on CUDA; threads None: all CPUs; repeats CPU 5, CUDA 10, quick 2; warmup 3, quick 1). Sets
-    torch's thread count and GOAT_RECENCY for the sweep and restores them after."""
+    torch's thread count, GOAT_RECENCY and flush-to-zero (`flush_denormal`, on every thread) for the
+    sweep; restores the first two after it and leaves flush-to-zero off, torch's default."""
     variants, modes = parse_choices(variants, modes)
     device = torch.device(device)
     cuda = device.type == "cuda"
@@ -224,6 +258,7 @@ def run_benchmark(*, variants: Sequence[str] | str = DEFAULT_VARIANTS, lengths: 
     torch.set_num_threads(threads)
     GOAT_RECENCY["value"] = goat_recency
     try:
+        ftz = set_flush_denormal(flush_denormal)
         machine, versions = machine_info(device)
         mem_limit = int(mem_limit_gb * 2**30) if mem_limit_gb else \
             int(0.8 * (machine.get("mem_available_bytes") or 8 * 2**30))
@@ -240,14 +275,16 @@ def run_benchmark(*, variants: Sequence[str] | str = DEFAULT_VARIANTS, lengths: 
                          "gate_tol": tol if tol is not None else TOLERANCES.get(dtype),
                          "memory": memory, "mem_limit_bytes": mem_limit if not cuda else None,
                          "max_call_s": max_call_s, "goat_recency": GOAT_RECENCY["value"],
-                         "flex_compiled": compile_flex, "seed": seed},
-            "notes": NOTES, "results": [], "ratios": {m: {} for m in modes},
+                         "flex_compiled": compile_flex, "seed": seed, "flush_denormal": ftz["on"],
+                         "flush_denormal_check": {k: v for k, v in ftz.items() if k != "on"}},
+            "notes": NOTES, "results": [], "ratios": {m: {} for m in modes}, "subnormals": {},
         }
         say = (lambda msg: print(msg, flush=True)) if verbose else (lambda msg: None)
         say(f"attention benchmark: {device} {dtype} B={B} H={H} D={D} L={lengths} modes={modes} "
             f"repeats={repeats} → {out if out else '(not written)'}")
         sweep = _Sweep(dict(gate_len=gate_len, tol=tol, memory=memory, threads=threads, mem_limit=mem_limit,
-                            probe_timeout=probe_timeout, max_call_s=max_call_s, warmup=warmup, repeats=repeats), kw)
+                            probe_timeout=probe_timeout, max_call_s=max_call_s, warmup=warmup, repeats=repeats,
+                            flush_denormal=ftz["on"]), kw)
         for L in lengths:
             for mode in modes:
                 recs: dict[str, dict] = {}
@@ -268,6 +305,7 @@ def run_benchmark(*, variants: Sequence[str] | str = DEFAULT_VARIANTS, lengths: 
                 cases = case = None  # let the last group's tensors go before the next is built
                 _free(device)
                 machine["load_avg_at_end"] = os.getloadavg()
+                result["subnormals"] = _subnormal_summary(result["results"])
                 result["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
                 if out:
                     _write(Path(out), result)
@@ -275,5 +313,6 @@ def run_benchmark(*, variants: Sequence[str] | str = DEFAULT_VARIANTS, lengths: 
             say(f"wrote {out}")
         return result
     finally:
+        set_flush_denormal(False)
         torch.set_num_threads(saved[0])
         GOAT_RECENCY["value"] = saved[1]

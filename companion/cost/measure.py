@@ -199,11 +199,13 @@ def measure_memory(variant, L, mode, *, B, H, D, device, dtype, seed=0, rank=4, 
 
 
 def memory_in_subprocess(variant, L, mode, *, B, H, D, device, dtype, seed, rank, compile_flex, threads,
-                     mem_limit_bytes, timeout) -> dict:
-    """`measure_memory` in a fresh `python -m companion.cost.worker` process (any working directory)."""
+                     mem_limit_bytes, timeout, flush_denormal: bool = True) -> dict:
+    """`measure_memory` in a fresh `python -m companion.cost.worker` process (any working directory),
+    with flush-to-zero on its every thread as `flush_denormal` says."""
     spec = dict(variant=variant, L=L, mode=mode, B=B, H=H, D=D, device=str(device),
                 dtype=str(dtype).replace("torch.", ""), seed=seed, rank=rank, compile_flex=compile_flex,
-                threads=threads, mem_limit_bytes=mem_limit_bytes, goat_recency=GOAT_RECENCY["value"])
+                threads=threads, mem_limit_bytes=mem_limit_bytes, goat_recency=GOAT_RECENCY["value"],
+                flush_denormal=flush_denormal)
     path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS=str(threads), PYTHONPATH=path)
     cmd = [sys.executable, "-m", "companion.cost.worker", json.dumps(spec)]

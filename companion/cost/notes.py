@@ -40,6 +40,18 @@ NOTES = {
              "d_c = D − (2R + 1) content dims (scale 1/√d_c); flex over all D dims (scale 1/√D)."),
     "mask": ("LearnableMask with N(0, 1) logits (σ not saturated, so M's gradient is not ~0), one (L, L) M for "
              "all heads."),
+    "subnormals": ("subnormals (per record, once per variant and L, outside the timed loop): over the causal "
+                   "entries of the timed inputs' scores (`Variant.logits`, float32), how many exp(s − row max) "
+                   "(exp_*, the fused forward's weights) and softmax probabilities (prob_*, what the fused "
+                   "backward recomputes) are float32 subnormals (2^-150 < x < 2^-126), and how many probabilities round to 0 (prob_zero_*); "
+                   "above 512 query rows every row_stride-th row is read (companion.cost.subnormals). Subnormal "
+                   "arithmetic costs several times normal on some CPUs and little on others: a host's ratios may "
+                   "differ where these fractions are not 0 and flush-to-zero is off."),
+    "flush_denormal": ("settings.flush_denormal: flush-to-zero (FTZ/DAZ) on every thread that computes (the sweep's "
+                       "OpenMP pool and each memory worker's; companion.cost.ftz), the default; off with "
+                       "--no-flush-denormal. flush_denormal_check.flushed_share is measured: the share of a parallel "
+                       "product's subnormal results that came out 0 (1: every thread flushes). A result without the "
+                       "setting was measured with torch's default, off."),
     "mask_attend": ("mask-attend: the mask-sdpa mask through companion.attention.attend(bias=log σ(M), causal=True, "
                     "backend='sdpa'). On CUDA a mask that requires grad (fwd+bwd) restricts SDPA to "
                     "[EFFICIENT, MATH] (attention.sdpa_backends); otherwise SDPA picks. attend passes the bias "

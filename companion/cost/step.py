@@ -8,7 +8,9 @@ trained with AdamW. Per method, in a fresh process (`python -m companion.cost.st
 model and optimiser, take `warmup` steps (the optimiser's state then exists), then record the peak
 memory of one more step (forward, backward, optimiser step) above the memory held before it, and the
 median time of `repeats` steps. Memory is `torch.cuda.max_memory_allocated` on CUDA and the process's
-resident-set high-water mark on CPU (as in `measure`).
+resident-set high-water mark on CPU (as in `measure`). Each process computes with flush-to-zero on
+every thread unless `flush_denormal` is False (`companion.cost.ftz`; a GOAT decoder at 1,024 positions
+meets subnormal exponentials, which some CPUs price at several times a normal number's).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from datetime import datetime, timezone
 import torch
 import torch.nn.functional as F
 
+from companion.cost.ftz import set_flush_denormal
 from companion.cost.machine import machine_info
 from companion.cost.measure import PROBE_TAG, REPO_ROOT, _peak, _sync
 
@@ -99,9 +102,12 @@ def step_once(method: str, shape: StepShape, *, device="cpu", warmup: int = 2, r
             "times_s": times, "params": sum(p.numel() for p in model.parameters())}
 
 
-def measure_step(method: str, shape: StepShape, *, device="cpu", threads: int = 2, timeout: int = 1800) -> dict:
-    """`step_once` in a fresh process, so that no other method's freed memory hides this one's peak."""
-    spec = json.dumps({"method": method, "shape": asdict(shape), "device": str(device), "threads": threads})
+def measure_step(method: str, shape: StepShape, *, device="cpu", threads: int = 2, timeout: int = 1800,
+                 flush_denormal: bool = True) -> dict:
+    """`step_once` in a fresh process, so that no other method's freed memory hides this one's peak, with
+    flush-to-zero on its every thread as `flush_denormal` says."""
+    spec = json.dumps({"method": method, "shape": asdict(shape), "device": str(device), "threads": threads,
+                       "flush_denormal": flush_denormal})
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS=str(threads),
                PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p))
     try:
@@ -122,13 +128,14 @@ def _ratio(value: float, reference: float) -> float | None:
 
 
 def run_steps(methods=("rope", "goat", "alibi", "sinusoidal"), shape: StepShape | str = "ci", *, device="cpu",
-              threads: int = 2, tag: str | None = None) -> dict:
+              threads: int = 2, tag: str | None = None, flush_denormal: bool = True) -> dict:
     """Every method at one shape, each in its own process: {machine, versions, settings, results,
-    ratios_vs_rope {method: {memory, time}}} (a ratio is None where RoPE's value is 0)."""
+    ratios_vs_rope {method: {memory, time}}} (a ratio is None where RoPE's value is 0); settings say
+    whether flush-to-zero was on (`flush_denormal`), each result what its process measured of it."""
     shape = SHAPES[shape] if isinstance(shape, str) else shape
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     machine, versions = machine_info(device)
-    results = [measure_step(m, shape, device=device, threads=threads) for m in methods]
+    results = [measure_step(m, shape, device=device, threads=threads, flush_denormal=flush_denormal) for m in methods]
     ok = {r["method"]: r for r in results if r.get("status") == "ok"}
     ratios = {}
     if "rope" in ok:
@@ -138,14 +145,17 @@ def run_steps(methods=("rope", "goat", "alibi", "sinusoidal"), shape: StepShape 
     return {"benchmark": "train_step_memory", "schema": 1, "tag": tag, "started": started,
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine,
             "versions": versions, "settings": {"device": str(device), "threads": threads, "dtype": "float32",
-                                               "optimizer": "AdamW", "shape": asdict(shape)},
+                                               "optimizer": "AdamW", "shape": asdict(shape),
+                                               "flush_denormal": flush_denormal},
             "results": results, "ratios_vs_rope": ratios}
 
 
 def main(spec_json: str) -> None:
     s = json.loads(spec_json)
     torch.set_num_threads(s["threads"])
+    ftz = set_flush_denormal(s.get("flush_denormal", True))
     r = step_once(s["method"], StepShape(**s["shape"]), device=s["device"])
+    r["flush_denormal"] = {"on": ftz["on"], "flushed_share": ftz["flushed_share"]}
     print(PROBE_TAG + json.dumps(r), flush=True)
 
 

@@ -33,7 +33,9 @@ learnable log σ(M) captured in a flex `score_mod`, causal BlockMask: on CUDA it
 the kernel's captured-buffer backward, a route for the learnable mask besides SDPA's kernels).
 
 Each variant also knows its `reference`: the same function in float64 through the eager path, with
-the prior materialised by the package's own code (`companion.cost.gate` compares the two).
+the prior materialised by the package's own code (`companion.cost.gate` compares the two); and its
+`logits`: one head's float32 scores, the matrix its kernel takes the softmax of
+(`companion.cost.subnormals` counts how many of their exponentials are subnormal).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from torch import Tensor, nn
 
 from companion.attention import attend
 from companion.cost.flex import describe_options, fit_kernel_options, flex_fn
-from companion.goat import GoatPrior
+from companion.goat import LANES_DTYPE, LOW_PRECISION, GoatPrior
 from companion.positions import ALiBi
 from companion.priors import LearnableMask
 
@@ -72,6 +74,20 @@ def goat_tables(prior: GoatPrior, L: int) -> tuple[Tensor, Tensor]:
     """κ_h(Δ) for Δ = −(L−1)..L−1, (H, 2L − 1) (index Δ + L − 1), and u_h(j), (H, L)."""
     dev = prior.alpha.device
     return prior.kappa(torch.arange(-(L - 1), L, device=dev)), prior.sink(torch.arange(L, device=dev))
+
+
+def goat_bias(prior: GoatPrior, L: int, head: int, rows: Tensor) -> Tensor:
+    """One head's GOAT prior κ_h(i − j) + u_h(j) at query rows `rows` and every key j < L, (len(rows), L)."""
+    kap, u = goat_tables(prior, L)
+    offset = rows.to(kap.device)[:, None] - torch.arange(L, device=kap.device)[None, :] + L - 1  # i − j + L − 1
+    return kap[head][offset] + u[head][None, :]
+
+
+def scores(q: Tensor, k: Tensor, head: int, rows: Tensor) -> Tensor:
+    """q·kᵀ/√d (d: q's last dim, SDPA's default scale) of one head's query rows `rows` against every
+    key, in float32, (B, len(rows), L)."""
+    qh, kh = q[:, head, rows].float(), k[:, head].float()
+    return (qh @ kh.transpose(-1, -2)) / math.sqrt(q.shape[-1])
 
 
 class Variant:
@@ -99,6 +115,12 @@ class Variant:
         """float64 eager attention of the same function (module64: float64 copy of `module`)."""
         return attend(q, k, v, causal=True, backend="eager")
 
+    def logits(self, q: Tensor, k: Tensor, head: int, rows: Tensor) -> Tensor:
+        """One head's scores as this variant's kernel sees them, before its softmax, at query rows
+        `rows` (an index tensor) against every key: (B, len(rows), L), float32, the causal rule not
+        applied (the caller's). Plain attention: q·kᵀ/√D."""
+        return scores(q, k, head, rows)
+
     def params(self) -> dict[str, Tensor]:
         return {} if self.module is None else dict(self.module.named_parameters())
 
@@ -124,6 +146,16 @@ class GoatLanes(Variant):
         q2, k2 = self.module.lanes(q, k)
         return F.scaled_dot_product_attention(q2, k2, v, is_causal=True)
 
+    def lanes_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        """The dtype the lanes are built in from inputs of `dtype`: the inputs' own."""
+        return dtype
+
+    def logits(self, q, k, head, rows):
+        """q′·k′ᵀ/√D of the lanes (`GoatPrior.lanes`), built in `lanes_dtype`, as the SDPA call sees them."""
+        wide = self.lanes_dtype(q.dtype)
+        q2, k2 = self.module.lanes(q.to(wide), k.to(wide))
+        return scores(q2, k2, head, rows)
+
     def reference(self, q, k, v, module64):
         dc = module64.content_dim
         return attend(q[..., :dc], k[..., :dc], v, bias=module64(self.L, self.L), causal=True, backend="eager")
@@ -134,6 +166,10 @@ class GoatSdpa(GoatLanes):
 
     def forward(self, q, k, v):
         return self.module.sdpa(q, k, v, check=False)
+
+    def lanes_dtype(self, dtype):
+        """`LANES_DTYPE` for 16-bit inputs (a causal prior's sink lane needs it, `GoatPrior.sdpa`), else theirs."""
+        return LANES_DTYPE if self.module.causal and dtype in LOW_PRECISION else dtype
 
 
 class GoatChunked(GoatSdpa):
@@ -170,6 +206,10 @@ class MaskSdpa(Variant):
 
     def forward(self, q, k, v):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask(q.dtype))
+
+    def logits(self, q, k, head, rows):
+        """q·kᵀ/√D + log σ(M), the mask as the kernel reads it (run dtype, then float32)."""
+        return scores(q, k, head, rows) + self.module(self.L)[0][rows].to(q.dtype).float()
 
     def reference(self, q, k, v, module64):
         return attend(q, k, v, bias=module64(self.L), causal=True, backend="eager")
@@ -221,6 +261,9 @@ class AlibiSdpa(Variant):
     def forward(self, q, k, v):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=self.frozen)
 
+    def logits(self, q, k, head, rows):
+        return scores(q, k, head, rows) + self.frozen[head, rows].float()
+
     def reference(self, q, k, v, module64):
         return attend(q, k, v, bias=self.alibi(self.L).double(), causal=True, backend="eager")
 
@@ -236,6 +279,11 @@ class EagerGoat(GoatLanes):
         bias = toeplitz + u[:, None, :]  # + key-only sink
         dc = self.module.content_dim
         return attend(q[..., :dc], k[..., :dc], v, bias=bias, causal=True, backend="eager", check=False)
+
+    def logits(self, q, k, head, rows):
+        """q_c·k_cᵀ/√d_c over the content dims, plus the materialised prior κ_h(i − j) + u_h(j)."""
+        dc = self.module.content_dim
+        return scores(q[..., :dc], k[..., :dc], head, rows) + goat_bias(self.module, self.L, head, rows).float()
 
     def kind(self):
         return "eager"
@@ -302,6 +350,10 @@ class Flex(Variant):
     def reference(self, q, k, v, module64):
         return attend(q, k, v, bias=module64(self.L, self.L), causal=True, backend="eager")
 
+    def logits(self, q, k, head, rows):
+        """q·kᵀ/√D over all D dims plus the captured tables, κ_h(i − j) + u_h(j)."""
+        return scores(q, k, head, rows) + goat_bias(self.module, self.L, head, rows).float()
+
     def kind(self):
         if not self.compiled:
             return "flex (eager, unfused)"
@@ -323,6 +375,9 @@ class MaskFlex(Flex):
 
     def table_shapes(self, n: int) -> list[tuple[int, ...]]:
         return [(n, n)]
+
+    def logits(self, q, k, head, rows):
+        return scores(q, k, head, rows) + self.module(self.L)[0][rows].float()
 
     def reference(self, q, k, v, module64):
         return attend(q, k, v, bias=module64(self.L), causal=True, backend="eager")
