@@ -160,8 +160,10 @@ def test_length_curves_name_the_reading_as_the_method_hue():
 def test_length_axis_is_a_log_axis_ticked_at_the_lengths():
     import matplotlib.pyplot as plt
 
+    from companion.book.figures import ch09 as draw
+
     fig, ax = plt.subplots()
-    ch.length_axis(ax, [4, 8, 16], 4)
+    draw._length_axis(ax, [4, 8, 16], 4)
     assert ax.get_xscale() == "log" and list(ax.get_xticks()) == [4, 8, 16]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["4", "8", "16"]
     assert list(ax.lines[0].get_xdata()) == [4, 4]

@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 from companion.book.claims import load_ledger
-from companion.book.frames import by_method, readout, records_frame
+from companion.book.frames import by_method, readout, run_summary
 from companion.book.labels import label
 from companion.book.prose import below
 from companion.book.transport import objective, solve_entropic
@@ -233,12 +233,6 @@ def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=N
     """The `copymix` runs: {method: [Record in seed order]}, methods in
     `companion.experiments.copy_mixture.METHODS` order (`store`, `train` as in `ensure_runs`)."""
     return by_method(ensure_runs("copymix", profile, seeds, store=store, jobs=jobs, train=train), METHODS)
-
-
-def run_summary(runs: Mapping[str, Sequence]) -> str:
-    """How many runs, and their mean wall time."""
-    frame = records_frame([r for records in runs.values() for r in records])
-    return f"{len(frame)} runs; mean wall time per run {frame['wall_time'].mean():.1f} s"
 
 
 # ---------------------------------------------------------------- Theorem 5.1

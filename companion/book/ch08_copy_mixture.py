@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from companion.book.frames import by_method, long_curves, readout, records_frame
+from companion.book.frames import by_method, long_curves, readout, records_frame, run_summary
 from companion.book.labels import label
 from companion.book.stats import summarize
 from companion.book.transport import prior_views
@@ -68,11 +68,6 @@ def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=N
 def frame_of(runs: Mapping[str, Sequence]) -> pd.DataFrame:
     """`records_frame` of every run, methods in order."""
     return records_frame([r for records in runs.values() for r in records])
-
-
-def run_summary(frame: pd.DataFrame) -> str:
-    """How many runs, and their mean wall time (`frame`: `frame_of` the runs)."""
-    return f"{len(frame)} runs; mean wall time per run {frame['wall_time'].mean():.1f} s"
 
 
 def gap_curves(runs: Mapping[str, Sequence]) -> pd.DataFrame:

@@ -10,7 +10,7 @@ changes no weight, `companion.priors.interpolated`), as two readouts of the rope
 
 Per section of the chapter:
 - setup: `setup`, `budget`, `passkey_example`, `setup_numbers`;
-- Figure 2a: `lm_lengths`, `length_curves`, `length_axis`, `ppl_table`, `lm_claims`, `lm_claim_details`,
+- Figure 2a: `lm_lengths`, `length_curves`, `ppl_table`, `lm_claims`, `lm_claim_details`,
   `lm_numbers`, `position_curves`;
 - Figure 2b: `goat_profiles`, `key_prior_lines`, `sink_structure`, `structure_table`, `sink_claims`,
   `sink_claim_details`, `sink_numbers`;
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from companion.book.frames import by_method, readout, records_frame
+from companion.book.frames import by_method, readout, run_summary
 from companion.book.labels import label
 from companion.experiments import get_experiment
 from companion.experiments.extrapolation import EVAL_TOKENS, EXPERIMENTS, FAR, METHODS, reading_lengths, readout_specs
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["READINGS", "GOAT_READINGS", "DEPTH_SHOWN", "BASELINES", "Setup", "reading_lengths", "setup", "budget", "passkey_example",
            "setup_numbers", "load", "run_summary", "readings", "lm_lengths",
-           "length_curves", "length_axis", "ratio_summary", "ppl_table", "lm_claims", "lm_claim_details", "lm_numbers",
+           "length_curves", "ratio_summary", "ppl_table", "lm_claims", "lm_claim_details", "lm_numbers",
            "position_curves", "goat_profiles", "key_prior_lines",
            "sink_structure", "structure_table", "sink_claims", "sink_claim_details", "sink_numbers",
            "passkey_lengths", "passkey_table", "depth_panel", "passkey_claims", "passkey_claim_details",
@@ -146,12 +146,6 @@ def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=N
     return {e: by_method(cells[e], METHODS) for e in EXPERIMENTS}
 
 
-def run_summary(loaded: Mapping[str, Mapping[str, Sequence]]) -> str:
-    """How many runs were read and their mean wall time."""
-    frame = records_frame([r for runs in loaded.values() for recs in runs.values() for r in recs])
-    return f"{len(frame)} runs; mean wall time per run {frame['wall_time'].mean():.1f} s"
-
-
 def readings(runs: Mapping[str, Sequence], specs: Mapping[str, str],
              name: str) -> Iterator[tuple[str, object, object]]:
     """(reading, record, value) of readout `name` (`specs[name]`) for every record, RoPE twice: as trained,
@@ -167,13 +161,6 @@ def length_curves(table: pd.DataFrame, value: str) -> pd.DataFrame:
     """`value` of every reading, seed and length, long form with the reading as "method" (the hue of
     `plots.mean_interval`, so every reading gets its colour and label from `labels`)."""
     return table.rename(columns={"reading": "method"})[["method", "seed", "length", value]]
-
-
-def length_axis(ax, lengths: Sequence[int], train_len: int) -> None:
-    """Make the x axis of `ax` a log axis of context lengths ticked at `lengths`, the training length dotted."""
-    ax.axvline(train_len, ls=":", color="k", lw=0.8)
-    ax.set(xscale="log", xticks=list(lengths), xticklabels=[str(n) for n in lengths])
-    ax.minorticks_off()
 
 
 # ---------------------------------------------------------------- Figure 2a: perplexity by length

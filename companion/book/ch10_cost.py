@@ -30,8 +30,7 @@ from companion.paths import repo_root
 
 __all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "CHUNKED_RESULT", "chunked_table", "chunked_numbers",
            "bf16_goat_table", "bf16_goat_numbers", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "load",
-           "committed", "gpu_results", "frame", "wide", "settings_table", "variant_curves", "length_axes",
-           "ratio_table", "flex_backward_note", "gpu_flex_status", "quadratic_reference", "growth_exponent", "growth_table",
+           "committed", "gpu_results", "frame", "wide", "settings_table", "variant_curves", "ratio_table", "flex_backward_note", "gpu_flex_status", "quadratic_reference", "growth_exponent", "growth_table",
            "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_mask_ratios", "gpu_mask_ratio", "GPU_GOALS", "gpu_frame",
            "gpu_ratio_table", "gpu_goal_table", "gpu_provenance", "gpu_prose_numbers", "load_steps", "step_frame",
            "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers", "claims",
@@ -154,13 +153,6 @@ def variant_curves(df: pd.DataFrame, mode: str) -> dict[str, pd.DataFrame]:
     d = df[(df["mode"] == mode) & (df.status == "ok")]
     curves = {v: d[d.variant == v].sort_values("L") for v in VARIANTS}
     return {v: rows for v, rows in curves.items() if len(rows)}
-
-
-def length_axes(ax, lengths: list[int], **kwargs) -> None:
-    """Log–log axes against sequence length, one tick per measured length; `kwargs` go to `ax.set`."""
-    ax.set(xscale="log", yscale="log", xlabel="sequence length L", **kwargs)
-    ax.set_xticks(lengths, [str(n) for n in lengths])
-    ax.minorticks_off()
 
 
 def ratio_table(df: pd.DataFrame) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["records_frame", "curves", "long_curves", "by_method", "readout", "trained_models", "open_mass",
+__all__ = ["records_frame", "run_summary", "curves", "long_curves", "by_method", "readout", "trained_models", "open_mass",
            "open_mass_frame"]
 
 
@@ -29,6 +29,22 @@ def records_frame(records: Sequence) -> pd.DataFrame:
         row.update({f"{split}.{m}": v for split, ms in r.metrics.items() for m, v in ms.items()})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _records(runs) -> list:
+    """The records of `runs`, flattened: a sequence of them, or mappings of those, to any depth."""
+    if isinstance(runs, Mapping):
+        return [r for v in runs.values() for r in _records(v)]
+    if isinstance(runs, Sequence) and not isinstance(runs, str):
+        return [r for v in runs for r in (_records(v) if isinstance(v, (Mapping, list, tuple)) else [v])]
+    return [runs]
+
+
+def run_summary(runs) -> str:
+    """"N runs; mean wall time per run X s" of a chapter's runs: records in any nesting of mappings and
+    sequences (what the chapters' `load` return), or the `records_frame` of them."""
+    frame = runs if isinstance(runs, pd.DataFrame) else records_frame(_records(runs))
+    return f"{len(frame)} runs; mean wall time per run {frame['wall_time'].mean():.1f} s"
 
 
 def curves(records: Sequence, split: str, metric: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
