@@ -66,3 +66,21 @@ def test_a_sweep_records_flush_to_zero_and_the_subnormals_of_each_variant(two_th
         assert rec["goat-lanes"]["subnormals"]["prob_subnormal"] > 0  # slope 1/2 reaches 175 keys back
         assert res["subnormals"]["goat-lanes"]["256"] == rec["goat-lanes"]["subnormals"]["prob_fraction"]
     assert on["subnormals"] == off["subnormals"]  # counted from the scores, whatever the switch
+
+
+def test_the_switch_finds_torchs_own_openmp_when_another_package_loaded_its_copy_first():
+    """scikit-learn ships its own libgomp; imported first, it is the first OpenMP runtime in the process's
+    maps, and its thread pool is not torch's (the full test suite imports it before these tests run)."""
+    import subprocess
+    import sys
+
+    code = ("import sklearn.datasets, torch\n"
+            "from companion.cost.ftz import openmp_runtime, set_flush_denormal, flushed_share\n"
+            "torch.set_num_threads(2); flushed_share()\n"
+            "torch.set_flush_denormal(True); torch.set_num_threads(3)  # a pool thread copies FTZ on\n"
+            "assert 0 < flushed_share() < 1\n"
+            "assert '/torch/lib/' in openmp_runtime() or 'torch.libs' in openmp_runtime(), openmp_runtime()\n"
+            "assert set_flush_denormal(False)['flushed_share'] == 0.0 and flushed_share() == 0.0\n"
+            "assert set_flush_denormal(True)['flushed_share'] == 1.0\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

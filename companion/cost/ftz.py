@@ -29,17 +29,20 @@ _BODY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 def openmp_runtime() -> str | None:
-    """Path of the OpenMP runtime loaded in this process (the first of libgomp, libiomp5, libomp in
-    /proc/self/maps), or None where there is none or no /proc."""
+    """Path of the OpenMP runtime torch computes with: of the runtimes loaded in this process (libgomp,
+    libiomp5, libomp in /proc/self/maps), the one inside torch's own package (`torch/lib`, or the
+    wheel's `torch.libs`), else the first; None where there is none or no /proc. Other packages bring
+    their own copies (scikit-learn's `scikit_learn.libs/libgomp-….so`, loaded first when it is imported
+    first), whose thread pools are not torch's."""
     try:
         lines = Path("/proc/self/maps").read_text().splitlines()
     except OSError:
         return None
-    for line in lines:
-        path = line.split()[-1] if line.split() else ""
-        if Path(path).name.startswith(_RUNTIMES):
-            return path
-    return None
+    found = list(dict.fromkeys(line.split()[-1] for line in lines
+                               if line.split() and Path(line.split()[-1]).name.startswith(_RUNTIMES)))
+    home = Path(torch.__file__).resolve().parent
+    own = [p for p in found if Path(p).resolve().parent in (home / "lib", home.parent / "torch.libs")]
+    return (own or found or [None])[0]
 
 
 def _on_every_pool_thread(fn) -> str | None:
