@@ -11,8 +11,11 @@ again.
   in this process (no start-up cost).
 - `slurm`: submitit `AutoExecutor` job arrays (`map_array`), one array task per group;
   `timeout_min` and `gpus_per_node` are always set explicitly (submitit's local cluster would
-  otherwise kill jobs after 2 min and hide GPUs). `cluster="local"` or `"debug"` runs the same code
-  path on this machine (used by the tests).
+  otherwise kill jobs after 2 min and hide GPUs). A task that ends without its records (cancelled,
+  killed with its node, out of time, an exception) is one failure line per run naming the job, how
+  it ended and its log; a queue that starts none of the tasks for `queue_timeout_min` is cancelled
+  and reported the same way, never waited on forever. `cluster="local"` or `"debug"` runs the same
+  code path on this machine; tests/test_slurm_live.py runs it against a live one-node Slurm.
 
 Every run trains on `companion.runs.THREADS` torch threads whichever executor runs it
 (`companion.runs.run_group` sets them), so on one host a run id means one result.
@@ -31,6 +34,7 @@ import ctypes
 import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -267,7 +271,13 @@ class SlurmExecutor:
             `companion.runs.THREADS` threads whatever cpus_per_task reserves).
         array_parallelism: at most this many array tasks run at once (Slurm's `%N`).
         partition: Slurm partition, if needed.
-        poll_s: how often to poll job states.
+        queue_timeout_min: on Slurm, when for this long no task of the array has run or ended and
+            every task left is PENDING (a DOWN partition, a drained node, a request no node can
+            meet, or simply a full cluster), the array is cancelled and its runs reported as failed
+            with Slurm's reason; None waits forever. Checked with `squeue` every `queue_check_s`,
+            which also reads a task's end from `sacct` as soon as it leaves the queue.
+        poll_s: how often to poll job states (submitit reads them from `sacct`: the cluster needs
+            accounting, or a job that ends without a result is never seen to end).
     """
 
     cluster: str = "slurm"
@@ -277,7 +287,9 @@ class SlurmExecutor:
     cpus_per_task: int = 1
     array_parallelism: int = 32
     partition: str | None = None
+    queue_timeout_min: float | None = 60.0
     poll_s: float = 0.5
+    queue_check_s: float = 5.0
 
     def execute(self, cfgs: Sequence[RunConfig], store: RunStore, *, progress: bool = False) -> list[str]:
         """Submit `cfgs` as one job array (one task per group) and wait; returns one line per failed run."""
@@ -298,6 +310,12 @@ class SlurmExecutor:
         failures: list[str] = []
         bar = tqdm(total=len(cfgs), disable=not progress, desc="runs", unit="run")
         pending = dict(enumerate(jobs))
+
+        def unsaved(i: int) -> list[RunConfig]:  # a member saved before its job failed is not a failure
+            return [c for c in groups[i] if store.path(c).stem in asked and not store.path(c).is_file()]
+
+        moved = time.monotonic()  # when a task last ran or ended
+        next_check = moved + self.queue_check_s
         try:
             while pending:
                 for i, job in list(pending.items()):
@@ -305,15 +323,73 @@ class SlurmExecutor:
                         try:
                             job.result()
                         except Exception as err:  # noqa: BLE001
-                            failures.extend(f"{_label(c)} (job {job.job_id}): {err}" for c in groups[i]
-                                            if store.path(c).stem in asked and not store.path(c).is_file())
+                            failures.extend(f"{_label(c)}: {_job_failure(job, err)}" for c in unsaved(i))
                         del pending[i]
+                        moved = time.monotonic()
                         bar.update(sum(store.path(c).stem in asked for c in groups[i]))
+                if pending and self.cluster == "slurm" and time.monotonic() >= next_check:
+                    queue = _squeue(jobs[0].job_id.split("_")[0])
+                    now = time.monotonic()
+                    next_check = now + self.queue_check_s
+                    if queue is not None and any(job.job_id not in queue for job in pending.values()):
+                        # a task left the queue: read its end from sacct now, not at submitit's next
+                        # look (its interval grows with the jobs' age, to minutes)
+                        next(iter(pending.values())).done(force_check=True)
+                    if queue is not None and any(state != "PENDING" for state, _ in queue.values()):
+                        moved = now
+                    elif (queue and self.queue_timeout_min is not None
+                          and now - moved > 60 * self.queue_timeout_min):
+                        failures.extend(self._give_up(pending, queue, unsaved))
+                        pending.clear()
                 if pending:
                     time.sleep(self.poll_s)
         finally:
             bar.close()
         return failures
+
+    def _give_up(self, pending: dict, queue: dict[str, tuple[str, str]], unsaved) -> list[str]:
+        """Cancel the array's tasks that never started; one line per run they held."""
+        ids = sorted({job.job_id.split("_")[0] for job in pending.values()})
+        subprocess.run(["scancel", *ids], capture_output=True, timeout=60)
+        reasons = ", ".join(sorted({reason for _, reason in queue.values()})) or "none given"
+        lines = []
+        for i, job in pending.items():
+            lines += [f"{_label(c)}: Slurm job {job.job_id} never started: no task of its array ran for "
+                      f"{self.queue_timeout_min:g} min (PENDING, Slurm's reason: {reasons}), so the array was "
+                      "cancelled. `sinfo` shows why (a DOWN partition, a drained or DOWN node, a request no node "
+                      "meets); rerun when jobs can start, or wait longer with --queue-timeout-min" for c in unsaved(i)]
+        return lines
+
+
+def _squeue(array_id: str) -> dict[str, tuple[str, str]] | None:
+    """{task id: (state, reason)} of a job array's tasks still in Slurm's queue (`squeue -r`), or None
+    when squeue does not answer."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-r", "-j", array_id, "-o", "%i|%T|%r"], capture_output=True,
+                             text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    rows = [line.split("|", 2) for line in out.stdout.splitlines() if line.count("|") == 2]
+    return {task: (state, reason) for task, state, reason in rows}
+
+
+def _job_failure(job, err: Exception) -> str:
+    """How a task that left runs unsaved ended, in one line: its job id, its state or the exception its
+    function raised, and where its log is."""
+    from submitit.core.utils import FailedJobError
+
+    log = f"its log: {job.paths.stderr}"
+    if isinstance(err, FailedJobError):  # the function raised: the trace's last line is the exception
+        trace = str(err).split("-" * 22)
+        last = [line for line in (trace[1] if len(trace) > 2 else str(err)).splitlines() if line.strip()]
+        return f"job {job.job_id} failed: {last[-1].strip() if last else type(err).__name__}; {log}"
+    try:
+        state = job.state
+    except Exception:  # noqa: BLE001  (a state is a courtesy here)
+        state = "UNKNOWN"
+    return f"job {job.job_id} ended {state} without a result; {log}"
 
 
 EXECUTORS = {"local": LocalExecutor, "slurm": SlurmExecutor}

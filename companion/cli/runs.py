@@ -104,7 +104,8 @@ def _cmd_sweep(args) -> int:
     else:
         options = {"cluster": args.cluster, "timeout_min": args.timeout_min,
                    "gpus_per_node": args.gpus_per_node, "cpus_per_task": args.cpus_per_task,
-                   "array_parallelism": args.array_parallelism, "partition": args.partition}
+                   "array_parallelism": args.array_parallelism, "partition": args.partition,
+                   "queue_timeout_min": args.queue_timeout_min}
     store = RunStore(args.store, profile=args.profile)
     try:
         records, ran = run_missing(cfgs, store, args.executor, True, options)
@@ -152,4 +153,7 @@ def add_commands(subparsers) -> None:
     g.add_argument("--cpus-per-task", type=int, default=1)
     g.add_argument("--array-parallelism", type=int, default=32)
     g.add_argument("--partition", default=None)
+    g.add_argument("--queue-timeout-min", type=float, default=60.0,
+                   help="cancel and report the job array when none of its tasks has run for this long, all "
+                        "pending (a DOWN partition or node; default 60)")
     p.set_defaults(func=_cmd_sweep)
