@@ -51,7 +51,7 @@ from companion.runs import group_configs, run_group
 from companion.store import RunStore, StoreFull
 
 __all__ = ["EXECUTORS", "LocalExecutor", "SlurmExecutor", "execute_group", "plan_groups", "same_result",
-           "make_executor"]
+           "make_executor", "stuck"]
 
 
 def execute_group(cfgs: list[dict], root: str) -> list[str]:
@@ -272,9 +272,10 @@ class SlurmExecutor:
         array_parallelism: at most this many array tasks run at once (Slurm's `%N`).
         partition: Slurm partition, if needed.
         queue_timeout_min: on Slurm, when for this long no task of the array has run or ended and
-            every task left is PENDING (a DOWN partition, a drained node, a request no node can
-            meet, or simply a full cluster), the array is cancelled and its runs reported as failed
-            with Slurm's reason; None waits forever. Checked with `squeue` every `queue_check_s`,
+            every task left is PENDING for a reason that waiting does not cure (a DOWN partition, a
+            drained or DOWN node, a request no node can meet: `stuck`), the array is cancelled and its
+            runs reported as failed with Slurm's reason; None waits forever. A busy cluster's reasons
+            (Priority, Resources, a QOS or association limit, …) never cancel anything. Checked with `squeue` every `queue_check_s`,
             which also reads a task's end from `sacct` as soon as it leaves the queue.
         poll_s: how often to poll job states (submitit reads them from `sacct`: the cluster needs
             accounting, or a job that ends without a result is never seen to end).
@@ -337,7 +338,7 @@ class SlurmExecutor:
                         next(iter(pending.values())).done(force_check=True)
                     if queue is not None and any(state != "PENDING" for state, _ in queue.values()):
                         moved = now
-                    elif (queue and self.queue_timeout_min is not None
+                    elif (queue and self.queue_timeout_min is not None and all(stuck(r) for _, r in queue.values())
                           and now - moved > 60 * self.queue_timeout_min):
                         failures.extend(self._give_up(pending, queue, unsaved))
                         pending.clear()
@@ -359,6 +360,18 @@ class SlurmExecutor:
                       "cancelled. `sinfo` shows why (a DOWN partition, a drained or DOWN node, a request no node "
                       "meets); rerun when jobs can start, or wait longer with --queue-timeout-min" for c in unsaved(i)]
         return lines
+
+
+# Slurm's pending reasons that a busy cluster gives and time cures: the job waits its turn or a limit.
+_WAITING = {"None", "Priority", "Resources", "Dependency", "BeginTime", "JobArrayTaskLimit", "Reservation",
+            "Licenses", "PartitionJobLimit", "AssociationJobLimit", "AssociationResourceLimit"}
+
+
+def stuck(reason: str) -> bool:
+    """Whether a PENDING task's Slurm reason is one that waiting does not cure (PartitionDown,
+    ReqNodeNotAvail, BadConstraints, …), as opposed to a busy cluster's (Priority, Resources, a QOS or
+    association limit: `QOSMaxJobsPerUserLimit`, `AssocGrpCpuLimit`, …)."""
+    return reason not in _WAITING and not reason.startswith(("QOS", "Assoc", "MaxJob"))
 
 
 def _squeue(array_id: str) -> dict[str, tuple[str, str]] | None:

@@ -198,3 +198,14 @@ def test_reading_without_training_finds_records_of_any_device_and_counts_the_mis
     store.save(on_gpu(cfgs[1]))
     got = ensure_runs("smoke", "ci", [0, 1], ["mask"], store, overrides=TINY, train=False)
     assert [r.config.device for r in got] == ["cuda", "cuda"] and [r.seed for r in got] == [0, 1]
+
+
+def test_only_a_pending_reason_that_waiting_does_not_cure_can_cancel_a_slurm_array():
+    from companion.executors import stuck
+
+    for reason in ("PartitionDown", "PartitionInactive", "ReqNodeNotAvail, UnavailableNodes:vm", "NodeDown",
+                   "BadConstraints", "PartitionTimeLimit", "InvalidQOS"):
+        assert stuck(reason), reason
+    for reason in ("Priority", "Resources", "None", "Dependency", "JobArrayTaskLimit", "QOSMaxJobsPerUserLimit",
+                   "AssocGrpCpuLimit", "MaxJobsPerAccount"):
+        assert not stuck(reason), reason  # a busy cluster: the array waits its turn, however long

@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="CPUs per task (default 1: a run trains on companion.runs.THREADS = 1 thread)")
     parser.add_argument("--array-parallelism", type=int, default=32, help="at most this many tasks at once")
     parser.add_argument("--queue-timeout-min", type=float, default=24 * 60.0,
-                        help="cancel and report the array when none of its tasks has run for this long (default 1440)")
+                        help="cancel and report the array when none of its tasks has run for this long, all pending for a "
+                             "reason waiting does not cure (a DOWN partition or node; default 1440)")
     parser.add_argument("--device", default="cuda", help="device the runs train on (default cuda)")
     parser.add_argument("--store", default=None, help="record folder (default <repo>/results/paper, committed)")
     parser.add_argument("--seeds", default=None, help="seeds instead of the chapter's own, e.g. 0-9")

@@ -155,5 +155,6 @@ def add_commands(subparsers) -> None:
     g.add_argument("--partition", default=None)
     g.add_argument("--queue-timeout-min", type=float, default=60.0,
                    help="cancel and report the job array when none of its tasks has run for this long, all "
-                        "pending (a DOWN partition or node; default 60)")
+                        "pending for a reason waiting does not cure (a DOWN partition or node, a request no "
+                        "node meets; a busy cluster's Priority or Resources never cancels; default 60)")
     p.set_defaults(func=_cmd_sweep)
