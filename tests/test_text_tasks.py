@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 
@@ -146,3 +147,23 @@ def test_passkey_loss_is_on_the_key_copy_only_and_scoring_is_exact():
     r = task.accuracy_at(Oracle(), 48, batch=3)
     assert r["span_acc"] == pytest.approx(1 - 0.5 / 4) and r["strict_acc"] == pytest.approx(0.5)
     assert r["correct"].shape == (10, 4) and ((r["depth"] >= 0) & (r["depth"] <= 0.8)).all()
+
+
+def test_the_pydoc_corpus_is_the_same_text_on_every_python():
+    """The offline corpus comes from the package's snapshot, not from the running interpreter, whose
+    `pydoc_data.topics` changes between Python releases (3.13's differs from 3.11's)."""
+    import platform
+
+    from companion.tasks.text import PYDOC_SNAPSHOT, load_documents, pydoc_topics
+
+    topics = pydoc_topics()
+    assert len(topics) == 79 and sum(map(len, topics.values())) == 464_970
+    assert hashlib.sha256(PYDOC_SNAPSHOT.read_bytes()).hexdigest() == \
+        "835ecdd624fcc3ce32884d1832013ddad1b9313a0937008890d248b708979f24"
+    assert load_documents("pydoc") == [t.strip() for _, t in sorted(topics.items()) if t.strip()]
+    from pydoc_data.topics import topics as running
+
+    if platform.python_version() == "3.11.7":  # the release the snapshot was taken from
+        assert running == topics
+    elif platform.python_version_tuple()[:2] == ("3", "13"):
+        assert running != topics  # why the snapshot exists

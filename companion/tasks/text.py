@@ -2,8 +2,11 @@
 
 Corpora:
 - "pydoc" (offline default): the documentation topics that ship with CPython (`pydoc_data.topics`,
-  about 465,000 characters of English prose with code examples, one document per topic). It stands
-  in for C4 (the source's corpus) and TinyStories, neither of which can be downloaded here.
+  about 465,000 characters of English prose with code examples, one document per topic), as CPython
+  3.11.7 ships them, from a snapshot in the package (`tasks/data/pydoc-topics.json.gz`, PSF License):
+  every Python release rewrites some topics, so reading the running interpreter's own would make the
+  corpus, and every record trained on it, depend on the Python version. It stands in for C4 (the
+  source's corpus) and TinyStories, neither of which can be downloaded here.
 - a path to a `.txt` file whose documents are separated by `<|endoftext|>` (TinyStories' release
   format; a file without the separator is one document), or to a `.jsonl` file with one
   {"text": …} object per line.
@@ -27,6 +30,7 @@ long as the window; that is how extrapolation is measured (train at L, read at 2
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from pathlib import Path
@@ -83,11 +87,19 @@ def read_stories(path: Path, max_documents: int = 0, chunk: int = 1 << 20) -> li
     return docs[:max_documents] if max_documents else docs
 
 
+PYDOC_SNAPSHOT = Path(__file__).parent / "data" / "pydoc-topics.json.gz"
+
+
+def pydoc_topics() -> dict[str, str]:
+    """The "pydoc" corpus: topic → text, as CPython 3.11.7's `pydoc_data.topics` holds them."""
+    with gzip.open(PYDOC_SNAPSHOT, "rt", encoding="utf-8") as f:
+        return json.load(f)["topics"]
+
+
 def load_documents(corpus: str) -> list[str]:
     """The documents of `corpus` ("pydoc", or a .txt / .jsonl path; module docstring), empty ones dropped."""
     if corpus == "pydoc":
-        from pydoc_data.topics import topics
-
+        topics = pydoc_topics()
         docs = [topics[key] for key in sorted(topics)]
     else:
         path = Path(corpus)
