@@ -10,6 +10,12 @@ highest degree, then the next, and so on (lexicographic degree profile).
 to the coordinates C that define U plus those of every monomial of f that touches them: a correction
 that used any other coordinate could only add weight at a higher degree than it removes (a test checks
 the restriction against the unrestricted problem on a small cube).
+
+With `symmetric` (a set O of coordinates) the search is over interpolators that are symmetric in O
+(unchanged by every permutation of O's coordinates): the lowest-degree interpolant a model exactly
+symmetric over O could land on (Chapter 3, "Why the mask helps Majority and not 2Parity"). The seen
+set may admit none (its values differ on two points that a permutation of O exchanges); then there is
+no such interpolator, and None is returned.
 """
 
 from __future__ import annotations
@@ -68,9 +74,17 @@ def _subsets(k: int) -> list[tuple[int, ...]]:
     return [s for r in range(k + 1) for s in itertools.combinations(range(k), r)]
 
 
+def _transposition(subsets: list[tuple[int, ...]], a: int, b: int) -> list[int]:
+    """Index of the image of each subset when coordinates a and b (local) are exchanged."""
+    where = {s: i for i, s in enumerate(subsets)}
+    swap = {a: b, b: a}
+    return [where[tuple(sorted(swap.get(i, i) for i in s))] for s in subsets]
+
+
 def min_degree_interpolator(
-    f: Expansion, unseen: Callable[[Tensor], Tensor], n: int, *, frozen: tuple[int, ...], restrict: bool = True
-) -> Expansion:
+    f: Expansion, unseen: Callable[[Tensor], Tensor], n: int, *, frozen: tuple[int, ...], restrict: bool = True,
+    symmetric: tuple[int, ...] = (),
+) -> Expansion | None:
     """The MDI of f from the seen set {x : not unseen(x)}.
 
     Args:
@@ -80,9 +94,12 @@ def min_degree_interpolator(
         frozen: the coordinates that define the unseen set.
         restrict: search corrections over the coordinates C described in the module docstring (True)
             or over all n coordinates (False; exponential, for checking on small cubes).
+        symmetric: coordinates O the interpolator must be symmetric in (module docstring); empty: none.
+            Returns None when no interpolator of the seen set is symmetric in O.
     """
     if restrict:
-        touched = set(frozen).union(*(set(m) for m in f if set(m) & set(frozen)))
+        anchor = set(frozen) | set(symmetric)
+        touched = anchor.union(*(set(m) for m in f if set(m) & anchor))
         coords = tuple(sorted(touched))
     else:
         coords = tuple(range(n))
@@ -105,6 +122,18 @@ def min_degree_interpolator(
             raise ValueError(f"monomial {mono} outside the cube of dimension {n}.")
     c0 = torch.zeros(H.shape[1], dtype=torch.float64)
     basis = torch.eye(H.shape[1], dtype=torch.float64)
+    if symmetric:
+        # symmetry in O: the coefficient of S equals that of its image under each transposition (o_0 o_j)
+        local = [coords.index(c) for c in symmetric]
+        perms = [_transposition(subsets, local[0], j) for j in local[1:]]
+        A = torch.cat([H[p] - H for p in perms])
+        b = torch.cat([F - F[p] for p in perms])
+        c0 = torch.linalg.lstsq(A, b[:, None]).solution[:, 0]
+        if float((A @ c0 - b).abs().max()) > 1e-9:
+            return None
+        _, s, vh = torch.linalg.svd(A, full_matrices=True)
+        rank = int((s > 1e-10 * max(1.0, float(s.max()) if s.numel() else 1.0)).sum())
+        basis = vh[rank:].T
     for d in range(k, -1, -1):
         rows = [i for i, s in enumerate(subsets) if len(s) == d]
         A = H[rows] @ basis

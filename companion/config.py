@@ -22,6 +22,9 @@ __all__ = [
 ]
 
 PROFILES = ("ci", "paper")
+# Field metadata: a field added after records were made; at its default it is left out of
+# `config_to_dict`, so the runs made before it existed keep their ids (`companion.identity`).
+OMIT_DEFAULT = "omit_default"
 MAX_STACK = 16  # the most seeds one group trains together (memory grows with it)
 Scalar = int | float | str | bool
 
@@ -125,6 +128,12 @@ class ModelConfig(_Checked):
             the embeddings), "rope" (rotary, applied to each head's queries and keys) or "none"
             (only the prior or the causal mask tells positions apart); see `companion.priors.POSITIONS`.
         prior: the attention prior.
+        symmetric: bit positions (token indices without the CLS token) over which the model is made
+            exactly symmetric (`companion.symmetry`): their tokens share one position embedding and a
+            mask prior's logits are averaged over their permutations. Empty (the default): no such
+            tie. An encoder with learned or no positions and no prior or a mask only. Added after the
+            first records: at its default it is left out of the config's dict, so every earlier run
+            keeps its id (`config_to_dict`).
     """
 
     arch: Literal["encoder", "decoder", "vit"] = "encoder"
@@ -140,9 +149,19 @@ class ModelConfig(_Checked):
     qk_norm: bool = False
     positions: str = "learned"
     prior: PriorConfig = field(default_factory=PriorConfig)
+    symmetric: tuple[int, ...] = field(default=(), metadata={OMIT_DEFAULT: True})
 
     def _validate(self) -> None:
         _positive(self, "d_model", "n_layers", "n_heads", "d_ff", "patch_size")
+        object.__setattr__(self, "symmetric", tuple(self.symmetric))
+        if self.symmetric:
+            bits = self.symmetric
+            if len(bits) < 2 or len(set(bits)) != len(bits) or any(not isinstance(b, int) or b < 0 for b in bits):
+                raise ValueError(f"ModelConfig.symmetric must name at least two distinct bit positions >= 0, got {bits}.")
+            if self.arch != "encoder" or self.positions not in ("learned", "none") or self.prior.kind not in ("none", "mask"):
+                raise ValueError(
+                    "ModelConfig.symmetric ties positions of an encoder with learned (or no) positions and no "
+                    f"prior or a mask; got arch={self.arch!r}, positions={self.positions!r}, prior={self.prior.kind!r}.")
         if self.d_head < 0:
             raise ValueError(f"ModelConfig.d_head must be >= 0 (0 = d_model // n_heads), got {self.d_head}.")
         if self.d_head == 0 and self.d_model % self.n_heads:
@@ -284,15 +303,29 @@ class RunConfig(_Checked):
 # (de)serialisation
 
 
+def _omit_defaults(obj, data: dict) -> dict:
+    """`data` (the dict of dataclass `obj`) without the fields marked `OMIT_DEFAULT` that hold their
+    default, at any depth."""
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if f.metadata.get(OMIT_DEFAULT) and f.default is not dataclasses.MISSING and value == f.default:
+            del data[f.name]
+        elif is_dataclass(value) and not isinstance(value, type):
+            _omit_defaults(value, data[f.name])
+    return data
+
+
 def config_to_dict(cfg) -> dict[str, Any]:
-    """Plain JSON-able dict of a config dataclass (tuples become lists)."""
-    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+    """Plain JSON-able dict of a config dataclass (tuples become lists). A field marked `OMIT_DEFAULT`
+    is left out while it holds its default, so that adding one keeps every earlier config's dict, and
+    with it its run id; `config_from_dict` gives a missing field its default."""
+    return _omit_defaults(cfg, json.loads(json.dumps(dataclasses.asdict(cfg))))
 
 
 def canonical_json(obj) -> str:
     """Sorted keys, no spaces, no NaN: the same bytes for the same content on any machine."""
     if is_dataclass(obj):
-        obj = dataclasses.asdict(obj)
+        obj = config_to_dict(obj)
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 

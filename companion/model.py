@@ -11,7 +11,9 @@ Parameter names are an API (weight decay, drift and chapters select by name); th
     tok_emb.weight            (vocab, d)        encoder, decoder
     patch_emb.weight, .bias   (d, C·p·p), (d,)  vit
     cls                       (d,)              when pool == "cls" (encoder, vit)
-    pos_emb                   (n, d)            n = positions incl. CLS (positions "learned" only)
+    pos_emb                   (n, d)            n = positions incl. CLS (positions "learned" only); with
+                                                `ModelConfig.symmetric` the tied positions read the row of
+                                                the first of them (the others' rows are never read)
     blocks.{l}.ln1.weight/.bias, blocks.{l}.ln2.weight/.bias
     blocks.{l}.attn.q_proj.weight, .k_proj.weight, .v_proj.weight   (n_heads·d_head, d), no bias
     blocks.{l}.attn.out_proj.weight/.bias                          (d, n_heads·d_head), (d,)
@@ -35,6 +37,7 @@ from companion.config import ModelConfig
 from companion.init import apply_qk_init_
 from companion.priors import (NO_PRIOR, Prior, PriorContext, build_positions, build_prior, members_over_batch,
                               needs_pattern)
+from companion.symmetry import tied_index
 from companion.tasks import TaskSpec
 
 __all__ = ["Attention", "Block", "Transformer", "build_model", "init_weights_"]
@@ -181,9 +184,12 @@ class Transformer(nn.Module):
             self.cls = nn.Parameter(torch.zeros(d))
         if cfg.positions == "learned":
             self.pos_emb = nn.Parameter(torch.zeros(self.n_positions, d))
+        # ModelConfig.symmetric: those bits' tokens read one position embedding (`companion.symmetry`)
+        symmetric = tuple(b + int(self.has_cls) for b in cfg.symmetric)
+        self.pos_index = tied_index(self.n_positions, symmetric) if symmetric else None
         causal = cfg.arch == "decoder"
         ctx = PriorContext(cfg.n_heads, cfg.head_dim, self.n_positions, causal=causal, pattern=pattern,
-                           generator=generator)
+                           generator=generator, symmetric=symmetric)
         # the model's position prior (sinusoidal) embeds; a per-layer one (RoPE) rotates in every block
         per_layer = cfg.positions == "rope"
         self.positions = None if per_layer else build_positions(cfg.positions, ctx)
@@ -213,7 +219,8 @@ class Transformer(nn.Module):
             if n > self.n_positions:
                 raise ValueError(f"the model learned {self.n_positions} position embeddings but the input has "
                                  f"{n} positions; use positions 'sinusoidal', 'rope' or 'none' to read longer inputs.")
-            return h + members_over_batch(self.pos_emb[..., :n, :], b, self.members)
+            pos = self.pos_emb[..., :n, :] if self.pos_index is None else self.pos_emb[..., self.pos_index[:n], :]
+            return h + members_over_batch(pos, b, self.members)
         return self.positions.embed(h) if self.positions is not None else h
 
     def output_rows(self, n: int, outputs: slice | None = None) -> slice | None:

@@ -68,6 +68,8 @@ class PriorContext:
         causal: the attention is causal (decoder).
         pattern: bool (n, n) open pattern over positions, for priors that `needs_pattern`.
         generator: random draws of the prior's initialisation.
+        symmetric: positions over which the model is exactly symmetric (`ModelConfig.symmetric`,
+            CLS offset applied); a mask averages its logits over their permutations.
     """
 
     n_heads: int
@@ -76,6 +78,7 @@ class PriorContext:
     causal: bool = False
     pattern: Tensor | None = None
     generator: torch.Generator | None = None
+    symmetric: tuple[int, ...] = ()
 
 
 class Prior(nn.Module):
@@ -204,10 +207,18 @@ class LearnableMask(Prior):
     Args:
         logits: initial M, shape (n, n) or (h, n, n).
         trainable: M is an `nn.Parameter` if True, else a buffer (the "fixed mask").
+        symmetric: positions whose permutations leave the bias unchanged: the bias is log σ of M's
+            projection onto the matrices they leave invariant (`companion.symmetry.symmetrise`);
+            empty (the default) uses M as it is.
     """
 
-    def __init__(self, logits: Tensor, *, trainable: bool = True):
+    def __init__(self, logits: Tensor, *, trainable: bool = True, symmetric: tuple[int, ...] = ()):
         super().__init__()
+        self.symmetric = tuple(symmetric)
+        if self.symmetric:
+            from companion.symmetry import check_orbit
+
+            check_orbit(self.symmetric, logits.shape[-1])
         if logits.dim() == 2:
             logits = logits[None]
         if logits.dim() != 3 or logits.shape[-1] != logits.shape[-2]:
@@ -235,6 +246,7 @@ class LearnableMask(Prior):
         open_value: float = 10.0,
         closed_value: float = -10.0,
         trainable: bool = True,
+        symmetric: tuple[int, ...] = (),
     ) -> "LearnableMask":
         """Mask from a boolean pattern (True = open), (n, n) or (h, n, n).
 
@@ -247,7 +259,7 @@ class LearnableMask(Prior):
             if m.dim() != 2:
                 raise ValueError("`heads` repeats a 2-D pattern; pass an (n, n) pattern with it.")
             m = m.expand(heads, -1, -1)
-        return cls(m, trainable=trainable)
+        return cls(m, trainable=trainable, symmetric=symmetric)
 
     @staticmethod
     def needs_pattern(cfg) -> bool:
@@ -261,7 +273,7 @@ class LearnableMask(Prior):
         heads = ctx.n_heads if cfg.per_head else None
         n = ctx.n_positions
         if cfg.init == "zero":
-            return cls.zeros(n, heads=heads, trainable=cfg.trainable)
+            return cls(torch.zeros(heads or 1, n, n), trainable=cfg.trainable, symmetric=ctx.symmetric)
         pattern = ctx.pattern
         if pattern is None or tuple(pattern.shape) != (n, n):
             got = None if pattern is None else tuple(pattern.shape)
@@ -270,7 +282,7 @@ class LearnableMask(Prior):
                 f"included, if any); got {got}."
             )
         return cls.from_pattern(pattern, heads=heads, open_value=cfg.open_value, closed_value=cfg.closed_value,
-                                trainable=cfg.trainable)
+                                trainable=cfg.trainable, symmetric=ctx.symmetric)
 
     @classmethod
     def zeros(cls, n: int, *, heads: int | None = None, trainable: bool = True) -> "LearnableMask":
@@ -294,14 +306,20 @@ class LearnableMask(Prior):
                 f"the mask covers {self.size} positions but the sequence needs ({i}, {j}); "
                 "build the mask for the longest sequence the model will see."
             )
-        return F.logsigmoid(self.logits[..., :i, :j])
+        logits = self.logits
+        if self.symmetric:
+            from companion.symmetry import symmetrise
+
+            logits = symmetrise(logits, self.symmetric)
+        return F.logsigmoid(logits[..., :i, :j])
 
     def bias(self, i: int, j: int | None = None) -> Tensor:
         """The protocol's additive log-prior: log σ(M) over (i, j), as `forward`."""
         return self(i, j)
 
     def extra_repr(self) -> str:
-        return f"heads={self.heads}, n={self.size}, trainable={self.trainable}"
+        sym = f", symmetric={self.symmetric}" if self.symmetric else ""
+        return f"heads={self.heads}, n={self.size}, trainable={self.trainable}{sym}"
 
 
 def sinusoidal_positions(n: int, d: int, *, base: float = 10000.0, dtype=torch.float32) -> Tensor:

@@ -51,6 +51,10 @@ CASES = {
     "boolean-structured-mean-pool": ("gotu-2parity", "structured-svd", [
         "task.n_bits=6", "task.n_train=32", "task.eval_points=0", "train.steps=20", "train.eval_every=10",
         "train.batch_size=16", "model.pool=mean"]),
+    # a model exactly symmetric in two bits: tied position rows and a mask averaged over their swap
+    "boolean-symmetric-mask": ("symmetry-2parity-moved", "sym-mask", [
+        "task.n_bits=6", "task.n_train=32", "task.eval_points=0", "train.steps=20", "train.eval_every=10",
+        "train.batch_size=16"]),
     # the decoders of Chapters 4, 7, 8, 9 and the ViT of Chapter 5, each position and prior kind once
     "decoder-rope": ("arith-add", "default", ["model.positions=rope", "task.n_test=64", "task.eval_points=0", *_SHORT]),
     "decoder-mask": ("arith-add", "mask", ["task.n_test=64", "task.eval_points=0", *_SHORT]),

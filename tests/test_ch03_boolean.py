@@ -532,10 +532,12 @@ def _claims_grid() -> dict:
 def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypatch):
     from companion.book.claims import load_ledger
 
-    grid, calls = _claims_grid(), []
-    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: calls.append((name, seeds, kw)) or grid)
+    grids, calls = {"gotu": _claims_grid(), "symmetry": _symmetry_grid()}, []
+    monkeypatch.setattr(ch, "ensure_grid",
+                        lambda name, profile, seeds, **kw: calls.append((name, seeds, kw)) or grids[name])
     results = ch.claims("ci", [0, 1, 2], jobs=2, store="st", train=False)
-    assert calls == [("gotu", [0, 1, 2], {"store": "st", "jobs": 2, "train": False})]
+    assert calls == [("gotu", [0, 1, 2], {"store": "st", "jobs": 2, "train": False}),
+                     ("symmetry", ch.SYMMETRY_SEEDS, {"store": "st", "jobs": 2, "train": False})]
     ledger = load_ledger()
     assert sorted(r.id for r in results) == sorted(
         c for c, v in ledger.items() if v.chapter.endswith("03_boolean_extrapolation") and v.rebuilt)
@@ -545,15 +547,38 @@ def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypa
     tm = ch.table1_measures(frame, ch.references()["nearest"], space=ch.function_space(records))
     lg = ch.learning_gain(frame)
     ret = ch.retention(ch.map_summary(records, masks), frame, masks, tm["gain_tasks"])
-    measures = ch.mask_claims(masks) | ch.table_claims(tm) | ch.learning_claims(lg) | ch.figure5_claims(ret)
+    sym = ch.symmetry_measures(ch.load_symmetry("ci")[1])
+    measures = (ch.mask_claims(masks) | ch.table_claims(tm) | ch.learning_claims(lg) | ch.figure5_claims(ret)
+                | ch.symmetry_claims(sym))
     assert {r.id: r.measure for r in results} == pytest.approx(measures)
     assert not any(v != v for v in measures.values())  # every claim measured (no NaN), so the comparison bites
-    pre = ch.table_preconditions(tm) | ch.learning_preconditions(lg) | ch.figure5_preconditions(ret)
+    pre = (ch.table_preconditions(tm) | ch.learning_preconditions(lg) | ch.figure5_preconditions(ret)
+           | ch.symmetry_preconditions(sym))
     assert {r.id: r.preconditions for r in results if r.preconditions} == pre
-    assert {r.id: r.detail for r in results if r.detail} == ch.table_claim_details(tm)
+    assert {r.id: r.detail for r in results if r.detail} == ch.table_claim_details(tm) | ch.symmetry_details(sym)
+    assert {r.id: r.measure for r in results if r.id in ("M-01", "M-06")} == pytest.approx({"M-01": 0.45, "M-06": 0.0})
     calls.clear()
     ch.claims()
-    assert calls == [("gotu", list(ch.SEEDS), {"store": None, "jobs": None, "train": True})]
+    assert calls == [("gotu", list(ch.SEEDS), {"store": None, "jobs": None, "train": True}),
+                     ("symmetry", ch.SYMMETRY_SEEDS, {"store": None, "jobs": None, "train": True})]
+
+
+def _symmetry_grid() -> dict:
+    """Synthetic records of the `symmetry` grid: every model fits S; on 2Parity moved the default scores
+    0.45 of U, the mask 0.9 and the exactly symmetric mask 1.0 (M-01's measure 0.45); elsewhere every
+    method 0.5 of U (M-06's measure 0)."""
+    grid = {}
+    for fn in ("2parity-moved", "2parity", "maj3", "threesym"):
+        grid[fn] = []
+        for m in ("default", "mask", "sym-mask"):
+            for s in ch.SYMMETRY_SEEDS:
+                unseen = {"default": 0.45, "mask": 0.9, "sym-mask": 1.0}[m] if fn == "2parity-moved" else 0.5
+                config = SimpleNamespace(experiment=f"symmetry-{fn}", profile="ci", method=m, seed=s)
+                metrics = {"seen": {"acc": 1.0, "mse": 0.0}, "unseen": {"acc": unseen, "mse": 1.0},
+                           "cube": {"acc": 0.75 + unseen / 4, "mse": 0.5}}
+                grid[fn].append(SimpleNamespace(config=config, seed=s, run_id=f"{fn}-{m}-{s}", wall_time=2.0,
+                                                metrics=metrics))
+    return grid
 
 
 def test_paper_headline_reads_whatever_paper_records_exist(loaded):

@@ -59,6 +59,8 @@ def _default_seeds(module: str, which: str) -> tuple[int, ...]:
     blocks = CHAPTERS[key][1]
     if which == "text":
         return next(b.seeds for b in blocks if b.cells == ("text",))
+    if which.endswith("_symmetry"):  # a section with seeds of its own (Chapter 3's symmetry account)
+        return next(b.seeds for b in blocks if b.grid == "symmetry")
     return blocks[0].seeds
 
 

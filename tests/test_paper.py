@@ -51,9 +51,11 @@ def test_chapter_keys_and_plans():
     with pytest.raises(ValueError, match="unknown chapter '03_arithmetic'"):
         chapter_key("03_arithmetic")
     assert {k for k, (_, blocks) in CHAPTERS.items() if not blocks} == {"01", "02", "10"}
-    # Chapter 3 reads the gotu grid: 4 tasks × 6 methods × 5 seeds; the window starts with default and
-    # mask on 2Parity, Cyclic3 and Majority, and ends with the three mask layouts on 2Parity
-    assert len(chapter_runs("03", "ci")) == 120
+    # Chapter 3 reads the gotu grid: 4 tasks × 6 methods × 5 seeds, and at ci the symmetry grid: 4 tasks
+    # × 3 methods × 10 seeds; the paper window starts with default and mask on 2Parity, Cyclic3 and
+    # Majority, and ends with the three mask layouts on 2Parity
+    assert len(chapter_runs("03", "ci")) == 120 + 120
+    assert len(chapter_runs("03", "paper")) == 120
     order = paper_runs("03")
     assert len(order) == 120 + 15 and len(set(order)) == 135
     assert [(c.experiment, c.method) for c in order[:30:5]] == [

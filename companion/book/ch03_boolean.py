@@ -9,6 +9,9 @@ Section by section, as the chapter reads:
   `table_preconditions`, `table_numbers`; the headline pairing: `paired_against`, `headline`, `headline_numbers`;
 - the learning curves: `accuracy_curves`;
 - Figure 5: `figure5_panels`, `map_summary`, `persistence`, `figure5_claims`, `figure5_numbers`;
+- why the mask helps Majority and not 2Parity (the book's own account, claims M-01 … M-06): `load_symmetry`
+  and the section module `companion.book.symmetry` (predictions, tables, measures), re-exported here
+  under `symmetry_*` names;
 - `claims`: every claim of the chapter, computed as the notebook computes it (`companion claim`).
 
 A `*_claims` function returns {claim id: measure} for `record_all`; a `*_numbers` function returns
@@ -28,6 +31,13 @@ from companion.book.frames import long_curves, open_mass_frame, readout, records
 from companion.book.labels import label, task_title
 from companion.book.prose import diff_interval, mean_sd, num, p_text, pct
 from companion.book.stats import paired, paired_table, summary_table
+from companion.book.symmetry import frame_of as symmetry_frame
+from companion.book.symmetry import measured_table as symmetry_table
+from companion.book.symmetry import measures as symmetry_measures
+from companion.book.symmetry import prediction_numbers as symmetry_prediction_numbers
+from companion.book.symmetry import prediction_table as symmetry_prediction_table
+from companion.book.symmetry import predictions as symmetry_predictions
+from companion.book.symmetry import symmetry_claims, symmetry_details, symmetry_numbers, symmetry_preconditions
 from companion.experiments import get_experiment
 from companion.experiments.gotu import METHODS
 from companion.masks import support_pattern
@@ -43,10 +53,13 @@ __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference
            "persistence", "figure5_claims", "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks",
            "function_space", "space_numbers", "frame_of", "paper_headline", "structured_gain_fitted", "retention", "figure5_preconditions",
            "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers",
-           "DOSSIER_OPEN", "dossier_patterns", "SEEDS", "claims"]
+           "DOSSIER_OPEN", "dossier_patterns", "SEEDS", "claims", "SYMMETRY_SEEDS", "load_symmetry",
+           "symmetry_predictions", "symmetry_prediction_table", "symmetry_prediction_numbers", "symmetry_table",
+           "symmetry_measures", "symmetry_claims", "symmetry_details", "symmetry_preconditions", "symmetry_numbers"]
 
 N_BITS = 15
 SEEDS = (0, 1, 2, 3, 4)  # the notebook's default seeds (its parameters cell)
+SYMMETRY_SEEDS = tuple(range(10))  # the symmetry section's seeds, fixed (`companion.experiments.symmetry`)
 NAMED = ("2parity", "cyclic3", "maj3")  # the tasks whose rows the paper's Table 1 reports
 READINGS = ("nearest", "sign", "tolerance")  # accuracy readings of a real-valued prediction
 SHOWN = ("default", "structured-svd", "mask")  # the methods of Figure 5
@@ -181,6 +194,20 @@ def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=N
     accuracy also in percent ("cube.acc (%)")."""
     records = ensure_grid("gotu", profile, seeds, store=store, jobs=jobs, train=train)
     return records, frame_of(records)
+
+
+def load_symmetry(profile: str, seeds: Sequence[int] = SYMMETRY_SEEDS, *, jobs: int | None = None, store=None,
+                  train: bool = True) -> tuple[dict[str, list], pd.DataFrame]:
+    """Records of the `symmetry` grid (the account's tasks × default, mask and exactly symmetric mask ×
+    `seeds`; run when missing, `store` and `train` as in `ensure_grid`) and their frame
+    (`companion.book.symmetry.frame_of`). The chapter reads the grid at `ci` only (its Block in
+    `companion.experiments.chapters`): at another profile, no records and an empty frame."""
+    from companion.experiments.chapters import chapter_requests
+
+    if not any(r.experiment.startswith("symmetry-") for r, _ in chapter_requests("03", profile)):
+        return {}, symmetry_frame({})
+    records = ensure_grid("symmetry", profile, seeds, store=store, jobs=jobs, train=train)
+    return records, symmetry_frame(records)
 
 
 def frame_of(records: dict[str, Sequence]) -> pd.DataFrame:
@@ -603,6 +630,10 @@ def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int
     results += record_all(learning_claims(lg), preconditions=learning_preconditions(lg), glue=False)
     ret = retention(map_summary(records, masks), frame, masks, tm["gain_tasks"])
     results += record_all(figure5_claims(ret), preconditions=figure5_preconditions(ret), glue=False)
+    _, sym_frame = load_symmetry(profile, jobs=jobs, store=store, train=train)
+    ms = symmetry_measures(sym_frame)
+    results += record_all(symmetry_claims(ms), details=symmetry_details(ms), preconditions=symmetry_preconditions(ms),
+                          glue=False)
     return results
 
 

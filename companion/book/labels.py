@@ -11,12 +11,13 @@ __all__ = ["METHODS", "TASKS", "VARIANTS", "COLOURS", "MARKERS", "label", "colou
 METHODS = {
     "default": "Default", "structured-svd": "Structured (SVD)", "structured-opt": "Structured (Opt)",
     "mimetic": "Mimetic", "mask": "Mask (learnable)", "fixed-mask": "Fixed mask", "zero-mask": "All-zero mask",
+    "sym-mask": "Mask, exactly symmetric",
     "goat": "GOAT", "goat-uniform": "GOAT (uniform start)", "rope": "RoPE", "rope-pi": "RoPE + PI",
     "alibi": "ALiBi", "sinusoidal": "sinusoidal",
 }
 TASKS = {"2parity": "2Parity", "cyclic3": "Cyclic3", "maj3": "3-bit Majority", "threesym": "3-symmetric (f1)",
          "add": "addition", "mul": "multiplication", "charlm": "character LM", "passkey": "passkey retrieval",
-         "copymix": "copy mixture", "digits": "8×8 digits", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
+         "copymix": "copy mixture", "digits": "8×8 digits", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "2parity-moved": "2Parity, U moved",
          "imagenet100": "ImageNet-100"}
 # Benchmark variants (Chapter 10): how attention with a prior is computed.
 VARIANTS = {"sdpa": "SDPA, no prior", "goat-lanes": "GOAT lanes (SDPA)",
@@ -28,7 +29,7 @@ VARIANTS = {"sdpa": "SDPA, no prior", "goat-lanes": "GOAT lanes (SDPA)",
             "eager-goat": "GOAT, eager", "flex": "GOAT (FlexAttention)"}
 
 _BASE = {"default": "#4d4d4d", "structured-svd": "#e07b39", "structured-opt": "#c9a227", "mimetic": "#8c6d31",
-         "mask": "#c0392b", "fixed-mask": "#7d5ba6", "zero-mask": "#3a9e6f",
+         "mask": "#c0392b", "fixed-mask": "#7d5ba6", "zero-mask": "#3a9e6f", "sym-mask": "#e377c2",
          "goat": "#1b6ca8", "goat-uniform": "#6baed6", "rope": "#d95f02", "rope-pi": "#fdae6b",
          "alibi": "#1b9e77", "sinusoidal": "#8c8c8c"}
 # A variant shares the colour of the method it computes.
@@ -38,7 +39,7 @@ _VARIANT_COLOUR = {"sdpa": "#4d4d4d", "goat-lanes": _BASE["goat"], "goat-sdpa": 
                    "alibi-sdpa": _BASE["alibi"], "eager-goat": "#9ecae1", "flex": "#08519c"}
 COLOURS = {**_BASE, **_VARIANT_COLOUR}
 MARKERS = {"default": "o", "structured-svd": "s", "structured-opt": "D", "mimetic": "v", "mask": "^",
-           "fixed-mask": "P", "zero-mask": "X", "goat": "o", "goat-uniform": "s", "rope": "^", "rope-pi": "v",
+           "fixed-mask": "P", "zero-mask": "X", "sym-mask": "*", "goat": "o", "goat-uniform": "s", "rope": "^", "rope-pi": "v",
            "alibi": "D", "sinusoidal": "X"}
 
 

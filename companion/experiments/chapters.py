@@ -25,14 +25,18 @@ __all__ = ["Block", "CHAPTERS", "PAPER_FIRST", "PAPER_EXTRA", "chapter_key", "ch
 
 @dataclass(frozen=True)
 class Block:
-    """Runs a chapter reads: the cells of `grid` (all, or only `cells`), or one `request`, with `seeds`."""
+    """Runs a chapter reads: the cells of `grid` (all, or only `cells`), or one `request`, with `seeds`;
+    at the `profiles` given (None: every profile)."""
 
     seeds: tuple[int, ...]
     grid: str | None = None
     cells: tuple | None = None
     request: Request | None = None
+    profiles: tuple[str, ...] | None = None
 
     def requests(self, profile: str) -> list[Request]:
+        if self.profiles is not None and profile not in self.profiles:
+            return []
         if self.grid is None:
             return [self.request]
         cells = get_grid(self.grid).cells(profile)
@@ -40,12 +44,13 @@ class Block:
 
 
 FIVE = (0, 1, 2, 3, 4)
+TEN = tuple(range(10))
 
 # chapter number → (notebook name, blocks). Chapters 1, 2 and 10 train nothing.
 CHAPTERS: dict[str, tuple[str, tuple[Block, ...]]] = {
     "01": ("01_masks_and_positions", ()),
     "02": ("02_prior_in_the_mask", ()),
-    "03": ("03_boolean_extrapolation", (Block(FIVE, grid="gotu"),)),
+    "03": ("03_boolean_extrapolation", (Block(FIVE, grid="gotu"), Block(TEN, grid="symmetry", profiles=("ci",)))),
     "04": ("04_arithmetic", (Block(FIVE, grid="arithmetic"),)),
     "05": ("05_images_and_language", (Block((0, 1, 2, 3, 4, 5), grid="images-and-language",
                                             cells=("digits", "cifar10", "cifar100")),

@@ -9,6 +9,11 @@ the seen set S only, testing on the unseen set U and on the whole cube. Targets 
 | cyclic3 | Σ_i x_i x_{i+1} x_{i+2} (mod n) | x0 = x1 = x2 = −1 | f + 8 (all wrong) |
 | maj3 | sign(x0 + x1 + x2) | x0 = x1 = −1 | −1 + 2·x2 (half wrong) |
 | threesym | x0x1 − 1.25·x1x2 + 1.5·x0x2 | x0·x1·x2 = −1 | −f (all wrong) |
+| 2parity-moved | x0·x1 | x0 = +1, x1 = −1 | 1 + x0 − x1 (all wrong) |
+
+`2parity-moved` is not one of the paper's tasks: it moves 2Parity's unseen quadrant to where a model
+symmetric in x0 and x1 is pinned by the seen quadrant x0 = −1, x1 = +1 (Chapter 3, "Why the mask
+helps Majority and not 2Parity"). It is a `VARIANTS` key, outside `FUNCTIONS` (the paper's four).
 
 `threesym` (GOTU's f1) is our reading of the paper's fourth task. GOTU's code reports only losses;
 the paper's accuracy for real-valued targets is not public. Our reading, "nearest" (the default):
@@ -32,14 +37,15 @@ from companion.masks import pattern_for
 from companion.readouts import register_readout
 from companion.tasks import TaskSpec, epoch_batches, model_device, register_task
 
-__all__ = ["BooleanFunction", "FUNCTIONS", "BooleanTask", "accuracy", "METRICS", "mdi_distance", "mdi_readout"]
+__all__ = ["BooleanFunction", "FUNCTIONS", "VARIANTS", "BooleanTask", "accuracy", "METRICS", "mdi_distance", "mdi_readout"]
 
 
 @dataclass(frozen=True)
 class BooleanFunction:
     """A GOTU target: its expansion, and an unseen set given by frozen coordinates.
 
-    `unseen_kind` "subcube": U = {x : x_i = −1 for i in frozen}; "parity": U = {x : Π_frozen x_i = −1}.
+    `unseen_kind` "subcube": U = {x : x_i = corner_i for i in frozen} (corner: −1 on every frozen
+    coordinate unless given); "parity": U = {x : Π_frozen x_i = −1}.
     """
 
     key: str
@@ -48,10 +54,13 @@ class BooleanFunction:
     frozen: tuple[int, ...]
     unseen_kind: str = "subcube"
     gotu_key: str = ""
+    corner: tuple[float, ...] = ()
 
     def unseen(self, x: Tensor) -> Tensor:
         cols = x[:, list(self.frozen)]
         if self.unseen_kind == "subcube":
+            if self.corner:
+                return (cols == torch.tensor(self.corner, dtype=cols.dtype)).all(dim=1)
             return (cols == -1).all(dim=1)
         return cols.prod(dim=1) == -1
 
@@ -60,6 +69,10 @@ class BooleanFunction:
 
     def monomials(self) -> list[tuple[int, ...]]:
         return [m for m in self.expansion if m]
+
+    def open_bits(self) -> tuple[int, ...]:
+        """The bits some monomial uses: those the support mask opens to the CLS token."""
+        return tuple(sorted({i for m in self.monomials() for i in m}))
 
 
 def _cyclic3(n: int) -> Expansion:
@@ -78,10 +91,13 @@ def make_function(key: str, n: int) -> BooleanFunction:
     if key == "threesym":
         return BooleanFunction(key, "3-symmetric (f1)", {(0, 1): 1.0, (1, 2): -1.25, (0, 2): 1.5}, (0, 1, 2),
                                unseen_kind="parity", gotu_key="threesym")
-    raise ValueError(f"unknown Boolean function {key!r}; valid: {', '.join(FUNCTIONS)}.")
+    if key == "2parity-moved":
+        return BooleanFunction(key, "2Parity, U moved", {(0, 1): 1.0}, (0, 1), corner=(1.0, -1.0))
+    raise ValueError(f"unknown Boolean function {key!r}; valid: {', '.join(FUNCTIONS + VARIANTS)}.")
 
 
-FUNCTIONS = ("2parity", "cyclic3", "maj3", "threesym")
+FUNCTIONS = ("2parity", "cyclic3", "maj3", "threesym")  # the paper's four tasks (the `gotu` grid)
+VARIANTS = ("2parity-moved",)  # tasks of the book's own, not the paper's
 
 
 METRICS = ("nearest", "tolerance", "sign")

@@ -1,0 +1,216 @@
+"""Chapter 3's section "Why the mask helps Majority and not 2Parity": the book's own account, its
+closed-form predictions, and the runs that decide them (claims M-01 … M-06).
+
+The account: a mask built from a task's structure makes the model (nearly) symmetric in the bits the
+mask opens, and training still prefers low degree, so the model lands on the lowest-degree interpolant
+of the seen set that is symmetric in those bits (`companion.boolean_fourier.min_degree_interpolator`
+with `symmetric`). `predictions` computes, per task, that interpolant's accuracy and the unrestricted
+MDI's; `load` reads the `symmetry` grid (default, mask and exactly symmetric mask, seeds 0–9);
+`measures` turns its records into the claims' measures and preconditions. Nothing here trains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from companion.boolean_fourier import cube, evaluate, min_degree_interpolator
+from companion.book.frames import records_frame
+from companion.book.labels import label, task_title
+from companion.book.prose import mean_sd, num, pct, signed
+from companion.experiments.symmetry import METHODS, SEEDS, TASKS
+from companion.tasks.boolean import accuracy, make_function
+
+__all__ = ["N_BITS", "SEEDS", "SHOWN", "FIT", "interpolants", "predictions", "prediction_table", "prediction_numbers",
+           "frame_of", "measured_table", "measures", "symmetry_claims", "symmetry_details",
+           "symmetry_preconditions", "symmetry_numbers"]
+
+N_BITS = 15
+SHOWN = ("2parity", "maj3", "threesym", "2parity-moved")  # the page's order
+FIT = 0.99  # a model fits the seen set at this mean seen accuracy
+SPLITS = ("cube", "unseen", "seen")
+
+
+def interpolants(function: str, n: int = N_BITS) -> dict[str, dict | None]:
+    """The task's minimum-degree interpolator ("mdi") and the lowest-degree interpolant symmetric in
+    its open bits ("symmetric"; None when no interpolant of the seen set is symmetric in them)."""
+    fn = make_function(function, n)
+    return {"mdi": fn.mdi(n),
+            "symmetric": min_degree_interpolator(fn.expansion, fn.unseen, n, frozen=fn.frozen, symmetric=fn.open_bits())}
+
+
+def _scores(expansion: dict, function: str, n: int) -> dict[str, float]:
+    """Accuracy ("nearest" reading) of an expansion on the cube, the unseen and the seen set."""
+    fn = make_function(function, n)
+    x = cube(n)
+    y = evaluate(fn.expansion, x)
+    pred = evaluate(expansion, x)
+    labels = torch.unique(y)
+    u = fn.unseen(x)
+    return {"cube": accuracy(pred, y, labels), "unseen": accuracy(pred[u], y[u], labels),
+            "seen": accuracy(pred[~u], y[~u], labels)}
+
+
+def predictions(n: int = N_BITS) -> dict[str, dict[str, dict[str, float] | None]]:
+    """{task: {"mdi": accuracies, "symmetric": accuracies or None}}: what the account predicts for the
+    mask ("symmetric") and what the default's MDI scores, each on the cube, U and S."""
+    out = {}
+    for fn in SHOWN:
+        parts = interpolants(fn, n)
+        out[fn] = {k: (None if e is None else _scores(e, fn, n)) for k, e in parts.items()}
+    return out
+
+
+def _poly(e: dict | None) -> str:
+    """An expansion as a polynomial, by degree: "−1 + x0 + x1", "x0·x1"; "none exists" for None."""
+    if e is None:
+        return "none exists"
+    text = ""
+    for m, c in sorted(e.items(), key=lambda t: (len(t[0]), t[0])):
+        mono = "·".join(f"x{i}" for i in m)
+        size = f"{abs(c):g}" if not mono or abs(c) != 1 else ""
+        term = f"{size}·{mono}" if size and mono else size or mono
+        text += (" − " if c < 0 else " + ") + term if text else ("−" if c < 0 else "") + term
+    return text
+
+
+def prediction_table(preds: dict, n: int = N_BITS) -> pd.DataFrame:
+    """Task rows: the open bits, the MDI and the symmetric interpolant as polynomials, and each one's
+    full-cube and unseen accuracy (%), one decimal ("—" where no symmetric interpolant exists)."""
+    rows = {}
+    for fn in SHOWN:
+        parts = interpolants(fn, n)
+        f = make_function(fn, n)
+        rows[task_title(fn)] = {
+            "Open bits": ", ".join(f"x{i}" for i in f.open_bits()),
+            "MDI": _poly(parts["mdi"]), "MDI: cube (%)": num(100 * preds[fn]["mdi"]["cube"], 1),
+            "MDI: U (%)": num(100 * preds[fn]["mdi"]["unseen"], 1),
+            "Symmetric interpolant": _poly(parts["symmetric"]),
+            **{f"Symmetric: {'cube' if s == 'cube' else 'U'} (%)":
+               ("—" if preds[fn]["symmetric"] is None else num(100 * preds[fn]["symmetric"][s], 1))
+               for s in ("cube", "unseen")}}
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = "Task"
+    return out
+
+
+def prediction_numbers(preds: dict) -> dict[str, str]:
+    """ch3_sym_pred_<task>_<split> (the symmetric interpolant's accuracy, "none" where none exists) and
+    ch3_sym_mdi_<task>_<split> (the MDI's), split cube or unseen; task keys with '-' as '_'."""
+    out = {}
+    for fn in SHOWN:
+        key = fn.replace("-", "_")
+        for s in ("cube", "unseen"):
+            sym = preds[fn]["symmetric"]
+            out[f"ch3_sym_pred_{key}_{s}"] = "none" if sym is None else pct(sym[s])
+            out[f"ch3_sym_mdi_{key}_{s}"] = pct(preds[fn]["mdi"][s])
+    return out
+
+
+def frame_of(records: dict[str, Sequence]) -> pd.DataFrame:
+    """One row per run of {task: [Record]}: task, method, seed and the final metrics ("cube.acc", …)."""
+    if not any(records.values()):
+        return pd.DataFrame(columns=["task", "method", "seed"])
+    frame = pd.concat([records_frame(recs).assign(task=fn) for fn, recs in records.items() if recs], ignore_index=True)
+    return frame[["task", *frame.columns.drop("task")]]
+
+
+def measured_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """(Task, method) rows; per split the mean ± standard deviation over seeds and the lowest and
+    highest seed, accuracy in %, one decimal."""
+    rows = {}
+    for fn in SHOWN:
+        for m in METHODS:
+            runs = frame[(frame.task == fn) & (frame.method == m)]
+            if not len(runs):
+                continue
+            row = {}
+            for s in SPLITS:
+                v = 100 * runs[f"{s}.acc"]
+                row[f"{s.capitalize()} (%)"] = mean_sd(v)
+                row[f"{s.capitalize()} min–max"] = f"{num(v.min(), 1)}–{num(v.max(), 1)}"
+            row["Seeds"] = len(runs)
+            rows[(task_title(fn), label(m))] = row
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index = pd.MultiIndex.from_tuples(out.index, names=["Task", "Method"])
+    return out
+
+
+def _mean(frame: pd.DataFrame, task: str, method: str, col: str) -> float:
+    runs = frame[(frame.task == task) & (frame.method == method)]
+    return float(runs[col].mean()) if len(runs) else float("nan")
+
+
+def _paired(frame: pd.DataFrame, task: str, a: str, b: str, col: str) -> float:
+    """Mean over common seeds of a − b in `col`."""
+    if col not in frame:
+        return float("nan")
+    sub = frame[frame.task == task]
+    x = dict(zip(sub[sub.method == a].seed, sub[sub.method == a][col]))
+    y = dict(zip(sub[sub.method == b].seed, sub[sub.method == b][col]))
+    seeds = sorted(set(x) & set(y))
+    return float(np.mean([x[s] - y[s] for s in seeds])) if seeds else float("nan")
+
+
+def measures(frame: pd.DataFrame) -> dict:
+    """The claims' measures and preconditions from the per-run frame: `means` {(task, method): {split:
+    mean accuracy}}, `moved_gain` (2Parity moved: mask − default in unseen accuracy, paired),
+    `threesym_gain` (3-symmetric: mask − default in cube accuracy, paired) and `seen` {(task, method):
+    mean seen accuracy}."""
+    means = {(fn, m): {s: _mean(frame, fn, m, f"{s}.acc") for s in SPLITS} for fn in SHOWN for m in METHODS}
+    return {"means": means, "seen": {k: v["seen"] for k, v in means.items()},
+            "moved_gain": _paired(frame, "2parity-moved", "mask", "default", "unseen.acc"),
+            "threesym_gain": _paired(frame, "threesym", "mask", "default", "cube.acc")}
+
+
+def symmetry_claims(ms: dict) -> dict[str, float]:
+    """M-01 … M-06 from `measures`, 4 decimals (none without runs: not run at this profile)."""
+    means = ms["means"]
+    if all(np.isnan(v["seen"]) for v in means.values()):
+        return {}
+    return {"M-01": round(ms["moved_gain"], 4),
+            "M-02": round(means[("2parity-moved", "sym-mask")]["unseen"], 4),
+            "M-03": round(means[("2parity", "sym-mask")]["cube"], 4),
+            "M-04": round(means[("maj3", "mask")]["cube"], 4),
+            "M-05": round(means[("maj3", "sym-mask")]["cube"], 4),
+            "M-06": round(ms["threesym_gain"], 4)}
+
+
+def symmetry_preconditions(ms: dict) -> dict[str, dict[str, float]]:
+    """Each claim's preconditions: the mean seen accuracy of the models it compares (book/claims.yml)."""
+    seen = {k: round(v, 4) for k, v in ms["seen"].items()}
+    if all(np.isnan(v) for v in seen.values()):
+        return {}
+    return {"M-01": {"default-fits-seen": seen[("2parity-moved", "default")],
+                     "mask-fits-seen": seen[("2parity-moved", "mask")]},
+            "M-02": {"symmetric-fits-seen": seen[("2parity-moved", "sym-mask")]},
+            "M-03": {"symmetric-fits-seen": seen[("2parity", "sym-mask")]},
+            "M-04": {"default-fits-seen": seen[("maj3", "default")], "mask-fits-seen": seen[("maj3", "mask")]},
+            "M-05": {"symmetric-fits-seen": seen[("maj3", "sym-mask")]},
+            "M-06": {"default-fits-seen": seen[("threesym", "default")],
+                     "mask-fits-seen": seen[("threesym", "mask")]}}
+
+
+def symmetry_details(ms: dict) -> dict[str, str]:
+    """M-01's and M-06's detail: the two means the paired difference is taken between."""
+    means = ms["means"]
+    return {"M-01": f"mask {pct(means[('2parity-moved', 'mask')]['unseen'])}, default "
+                    f"{pct(means[('2parity-moved', 'default')]['unseen'])} of U",
+            "M-06": f"mask {pct(means[('threesym', 'mask')]['cube'])}, default "
+                    f"{pct(means[('threesym', 'default')]['cube'])} of the cube"}
+
+
+def symmetry_numbers(ms: dict, results: Sequence = ()) -> dict[str, str]:
+    """The section's prose: ch3_sym_<task>_<method>_<split> (mean accuracy; task and method keys with
+    '-' as '_'), ch3_sym_moved_gain and ch3_sym_threesym_gain (points, signed), ch3_sym_seen_threesym
+    (the exactly symmetric model's seen accuracy on the 3-symmetric task) and ch3_verdict_M-0k."""
+    out = {}
+    for (fn, m), v in ms["means"].items():
+        for s in SPLITS:
+            out[f"ch3_sym_{fn.replace('-', '_')}_{m.replace('-', '_')}_{s}"] = pct(v[s])
+    out["ch3_sym_moved_gain"] = signed(100 * ms["moved_gain"])
+    out["ch3_sym_threesym_gain"] = signed(100 * ms["threesym_gain"])
+    return out | {f"ch3_verdict_{r.id}": r.verdict for r in results if r.id.startswith("M-")}
