@@ -291,13 +291,15 @@ SCOREBOARD_HREF = "../scoreboard.html"  # from a chapter page (book/chapters/*.h
 
 def verdict_table(results: list[ClaimResult], ledger: dict[str, Claim] | None = None):
     """The table a chapter ends with: claim (linked to its row on the scoreboard), what the source says,
-    the source's value, ours in the source's units, and the verdict as a badge. A pandas Styler: its
+    the source's value, ours in the source's units, and the verdict as a badge; an inconclusive verdict says
+    which precondition failed in words, measured against needed. A pandas Styler: its
     HTML carries the links and badges; `.data` is the plain frame."""
     import html
 
     import pandas as pd
 
     from companion.book.display import anchor, badge, load_dashboard, ours_text
+    from companion.book.preconditions import failed_note
 
     ledger = ledger if ledger is not None else load_ledger()
     units = load_dashboard()["units"]
@@ -305,7 +307,9 @@ def verdict_table(results: list[ClaimResult], ledger: dict[str, Claim] | None = 
     for r in results:
         c = ledger[r.id]
         link = f'<a href="{SCOREBOARD_HREF}#{anchor(r.id).lower()}" title="this claim on the scoreboard">{r.id}</a>'
-        failed = f" ({', '.join(r.failed)} failed)" if r.failed else ""
+        reqs = {q["id"]: q for q in c.requires}
+        notes = [failed_note(reqs[f]["says"], r.preconditions.get(f), reqs[f]["rule"]) for f in r.failed if f in reqs]
+        failed = f" — precondition {'; '.join(notes)}" if notes else ""
         rows.append({"Claim": link, "What the source says": html.escape(c.statement),
                      "Source": html.escape(f"{c.source} {c.location}"), "Source value": html.escape(c.source_value),
                      "Ours": html.escape(ours_text(r.measure, r.id, units, r.detail)),

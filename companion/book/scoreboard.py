@@ -2,15 +2,16 @@
 
 Writes `book/scoreboard.md` (a page of the book) and `book/chapters/scoreboard.json` (the same
 claims for machines). Verdicts are recomputed here from each claim's rule and the preconditions the
-chapter recorded, so a page and its chapter cannot disagree. An inconclusive claim names the
-precondition that failed; an item reported, not rebuilt gives its reason.
+chapter recorded, so a page and its chapter cannot disagree. An inconclusive claim says what its
+failed precondition required, measured and needed (`companion.book.preconditions`); an item
+reported, not rebuilt gives its reason.
 
-The page is a dashboard: counts per source and verdict, the headline claims first, then one table
-per source with a coloured verdict badge, our measure in the source's units (with its interval when
-the chapter recorded one) and a one-line reason in words; every claim has the anchor `claim-<id>`
-that chapters link to, and links back to the chapter section that measures it. How claims are
-grouped, which are headlines and the unit of each measure come from `book/dashboard.yml`; the rules
-and the verdicts only from `book/claims.yml`. Each profile gets its own column: "ci" from the
+The page (`companion.book.scoreboard_page`) is a few screens long: the counts, the headline claims,
+then one folded group per source with a card per claim. Every claim has the anchor `claim-<id>` that
+chapters link to, and links back to the chapter section that measures it. How claims are grouped
+(and which groups are the book's own goals), which are headlines, each source's takeaway and the
+unit of each measure come from `book/dashboard.yml`; the rules and the verdicts only from
+`book/claims.yml`. Each profile gets its own column once it has measured a claim: "ci" from the
 executed chapters in `book/chapters/`; "paper" from executed chapters in `book/chapters/paper/` when
 that folder exists, else from the committed paper-profile records in `results/paper/` through each
 chapter's `claims` function (`companion.book.paper`). A claim that a profile did not measure reads
@@ -20,19 +21,20 @@ chapter's `claims` function (`companion.book.paper`). A claim that a profile did
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
 
-from companion.book.claims import GLUE_PREFIX, MIME, VERDICTS, assess, format_measure, load_ledger
-from companion.book.display import DASHBOARD, _short, anchor, badge, load_dashboard, ours_text, rule_words
+from companion.book.claims import GLUE_PREFIX, MIME, VERDICTS, assess, load_ledger
+from companion.book.display import DASHBOARD, _short, anchor, load_dashboard, ours_text, rule_words
+from companion.book.preconditions import failed_sentence
+from companion.book.scoreboard_page import HEADLINES_LABEL, NOT_REBUILT_LABEL, page  # noqa: F401  (the labels, for readers)
 from companion.paths import repo_root
 
-__all__ = ["collect_measures", "build", "main", "why_line", "profile_dirs", "PROFILE_DIRS"]
+__all__ = ["collect_measures", "build", "main", "why_line", "profile_dirs", "claim_groups", "PROFILE_DIRS"]
 
-SCHEMA_VERSION = 3
-NOT_REBUILT_LABEL = "scoreboard-not-rebuilt"  # the page's own section for items no chapter rebuilds
-HEADLINES_LABEL = "scoreboard-headlines"
+SCHEMA_VERSION = 4
 PAGE = Path("book") / "scoreboard.md"
 JSON = Path("book") / "chapters" / "scoreboard.json"
 # Where the executed chapters of each profile live; the first is the one the book shows.
@@ -71,16 +73,6 @@ def collect_measures(chapters_dir: Path) -> dict[str, dict]:
     return found
 
 
-def _pre_value(v) -> str:
-    if v is None:
-        return "not recorded"
-    if isinstance(v, bool):
-        return "holds" if v else "does not hold"
-    if isinstance(v, (int, float)) and 0 <= v <= 1:
-        return f"{100 * v:.1f} %"
-    return format_measure(v)
-
-
 def why_line(row: dict, units: dict) -> str:
     """One line, in words, of what decided a claim's verdict: the reason an item is not rebuilt, the
     precondition that failed (with its value), or the measure, its scale and the rule."""
@@ -88,8 +80,7 @@ def why_line(row: dict, units: dict) -> str:
         text = _cell(row["reason"]).rstrip(".")
         return f"{text[0].upper()}{text[1:]}."
     if row["failed"]:
-        return " ".join(f"Precondition not met at the {row['profile']} scale: {_short(f['says'], 170)} "
-                        f"(measured {_pre_value(f['value'])})." for f in row["failed"])
+        return " ".join(failed_sentence(f, f["rule"], row["profile"]) for f in row["failed"])
     scale = f"{row['profile']} scale"
     if row["ours"] is None:
         return f"Measured at the `{row['profile']}` profile only, which has not been run here: {_short(row['measure'])}."
@@ -106,10 +97,11 @@ def _assess_all(ledger, measures: dict[str, dict]) -> dict[str, dict]:
         m = measures.get(cid, {})
         measure, pre = m.get("measure"), m.get("preconditions", {})
         v, failed = assess(c, measure, pre)
-        says = {r["id"]: r["says"] for r in c.requires}
+        reqs = {r["id"]: r for r in c.requires}
         out[cid] = {"ours": measure, "verdict": v, "detail": m.get("detail", ""),
                     "preconditions": pre,
-                    "failed": [{"id": f, "says": says[f], "value": pre.get(f)} for f in failed]}
+                    "failed": [{"id": f, "says": reqs[f]["says"], "rule": reqs[f]["rule"], "value": pre.get(f)}
+                               for f in failed]}
     return out
 
 
@@ -137,6 +129,8 @@ def build(root: Path | None = None) -> tuple[str, str]:
         by_profile["paper"] = _assess_all(ledger, found)
     shown = next(iter(by_profile))
     headlines = [h for h in dash["headlines"] if h in ledger]
+    groups = claim_groups(dash["sources"], list(ledger))
+    own = {g["prefix"]: g["own"] for g in groups}
     rows = []
     for cid, c in ledger.items():
         r = by_profile[shown][cid]
@@ -147,7 +141,8 @@ def build(root: Path | None = None) -> tuple[str, str]:
             "section": c.section, "detail": r["detail"],
             "requires": [{**q, "value": r["preconditions"].get(q["id"])} for q in c.requires],
             "failed": r["failed"], "reason": c.reason,
-            "headline": cid in headlines, "anchor": anchor(cid), "group": _group(cid, dash["sources"]),
+            "headline": cid in headlines, "anchor": anchor(cid), "group": _prefix(cid),
+            "own": own.get(_prefix(cid), ""),
         }
         row["ours_text"] = ours_text(row["ours"], cid, dash["units"], row["detail"])
         row["reason_line"] = why_line(row, dash["units"])
@@ -160,9 +155,10 @@ def build(root: Path | None = None) -> tuple[str, str]:
     doc = {"schema_version": SCHEMA_VERSION, "profiles": list(by_profile),
            "counts": {v: counts.get(v, 0) for v in VERDICTS},
            "counts_by_source": {g["prefix"]: _counts([r for r in rows if r["group"] == g["prefix"]])
-                                for g in dash["sources"]},
-           "headlines": headlines, "claims": rows}
-    return _page(rows, counts, dash, headlines, list(by_profile)), json.dumps(doc, indent=1, sort_keys=False) + "\n"
+                                for g in groups},
+           "groups": groups, "headlines": headlines, "claims": rows}
+    text = page(rows, groups, headlines, list(by_profile), dash["units"])
+    return text, json.dumps(doc, indent=1, sort_keys=False) + "\n"
 
 
 def _ours_at(assessed: dict, cid: str, units: dict, profile: str, claim, coverage: dict) -> str:
@@ -175,9 +171,34 @@ def _ours_at(assessed: dict, cid: str, units: dict, profile: str, claim, coverag
     return f"— ({cov.found} of {cov.total} runs)" if cov is not None else "— (not executed at this profile)"
 
 
-def _group(cid: str, sources: list[dict]) -> str:
-    prefix = cid.split("-")[0]
-    return prefix if any(g["prefix"] == prefix for g in sources) else "other"
+def _prefix(cid: str) -> str:
+    return cid.split("-")[0]
+
+
+_SOURCE_PREFIX = re.compile(r"S\d+|R")  # the sources' claims (S1, S2, …) and their referees'; others are the book's
+
+
+def claim_groups(sources: list[dict], ids: list[str]) -> list[dict]:
+    """The scoreboard's groups: those of book/dashboard.yml in its order, then one per claim-id prefix
+    it does not list. `own` says whether a group is the book's own rather than a source's: "goals" or
+    "hypotheses" (`own: true` reads "hypotheses"), "" for a source. A group that does not say is the
+    book's own hypotheses unless its prefix names a source (S1, S2, …) or the referees (R)."""
+    def own_of(prefix: str, value) -> str:
+        if value is None:
+            value = not _SOURCE_PREFIX.fullmatch(prefix)
+        return "hypotheses" if value is True else (value or "")
+
+    out = [{"prefix": g["prefix"], "short": g.get("short", g["prefix"]), "title": g.get("title", g["prefix"]),
+            "note": g.get("note", ""), "own": own_of(g["prefix"], g.get("own")),
+            **({"takeaway": g["takeaway"]} if g.get("takeaway") else {})} for g in sources]
+    listed = {g["prefix"] for g in out}
+    for prefix in dict.fromkeys(_prefix(cid) for cid in ids):
+        if prefix not in listed:
+            own = own_of(prefix, None)
+            out.append({"prefix": prefix, "short": prefix, "title": f"{prefix} claims" + (" of this book" if own else ""),
+                        "note": "", "own": own})
+            listed.add(prefix)
+    return out
 
 
 def _counts(rows: list[dict]) -> dict[str, int]:
@@ -187,133 +208,6 @@ def _counts(rows: list[dict]) -> dict[str, int]:
 
 def _cell(text: str) -> str:
     return " ".join(str(text).split())
-
-
-def _claim_table(rows: list[dict], profiles: list[str], *, anchors: bool, headline: bool = False) -> list[str]:
-    """A list-table of claims. With `anchors`, each row carries its claim's label."""
-    cols = ["Claim", "What the source says (its value)"] + [f"Ours ({p})" for p in profiles] + ["Verdict", "Why"]
-    widths = [7, 36] + [13] * len(profiles) + [12, 32]
-    lines = ["```{list-table}", ":header-rows: 1", f":widths: {' '.join(map(str, widths))}",
-             ":class: scoreboard-table" + (" scoreboard-headlines" if headline else ""), ""]
-    lines.append("* - " + "\n  - ".join(cols))
-    for r in rows:
-        if anchors:
-            first = f"({r['anchor']})=\n\n    **{r['id']}**"
-        else:
-            first = f"{{ref}}`{r['id']} <{r['anchor']}>`"
-        back = f"{{ref}}`{r['section']}`"
-        ours = [_cell(r["by_profile"][p]["ours_text"]) for p in profiles]
-        verdicts = " ".join(badge(r["by_profile"][p]["verdict"]) + (f" ({p})" if len(profiles) > 1 else "")
-                            for p in profiles)
-        cells = [first, f"{_cell(r['statement'])} ({back})<br>*Source:* {_cell(r['source_value'])}", *ours, verdicts,
-                 _cell(r["reason_line"])]
-        lines.append("* - " + "\n  - ".join(cells))
-    return lines + ["```", ""]
-
-
-def _counts_line(counts: dict[str, int]) -> str:
-    return " ".join(f"{badge(v)}&nbsp;{counts[v]}" for v in VERDICTS if counts.get(v))
-
-
-def _page(rows: list[dict], counts: Counter, dash: dict, headlines: list[str], profiles: list[str]) -> str:
-    by_id = {r["id"]: r for r in rows}
-    lines = [
-        # the claim tables need the page's width: no "Contents" sidebar here (the "At a glance" table
-        # links to every group instead)
-        "---",
-        "html_theme.sidebar_secondary.remove: true",
-        "---",
-        "",
-        "(scoreboard)=",
-        "# Reproduction scoreboard",
-        "",
-        "Every claim the book checks: what its source says, what the executed chapters measured, and the",
-        "verdict that the claim's rule in `book/claims.yml` gives. Each claim links to the section of the",
-        "chapter that measures it, and each chapter's verdict table links back here. This page is generated",
-        "by `companion scoreboard` from the ledger and the executed chapters; the same claims are in",
-        "`book/chapters/scoreboard.json`.",
-        "",
-        "```{list-table} What the verdicts mean",
-        ":header-rows: 1",
-        ":widths: 20 80",
-        ":class: scoreboard-legend",
-        "",
-        "* - Verdict",
-        "  - Meaning",
-        f"* - {badge('reproduced')}",
-        "  - our measure passes the claim's rule; the rule's null (what the opposite reading predicts) never passes",
-        f"* - {badge('partly')}",
-        "  - our measure falls between the rule's threshold and its weaker, partly threshold",
-        f"* - {badge('not reproduced')}",
-        "  - the comparison could be made and the measure fails the rule",
-        f"* - {badge('inconclusive')}",
-        "  - a precondition failed (at this scale the comparison cannot be made), whatever the measure; the why names it",
-        f"* - {badge('not run at this scale')}",
-        "  - the claim needs a profile that has not been run here",
-        f"* - {badge('reported, not rebuilt')}",
-        "  - no chapter rebuilds the item (data or compute out of reach); the why gives the reason",
-        "```",
-        "",
-        "## At a glance",
-        "",
-        f"All {len(rows)} claims: {_counts_line(counts)}.",
-        "",
-        "| Verdict | " + " | ".join(f"{{ref}}`{g.get('short', g['title'])} <scoreboard-{g['prefix'].lower()}>`"
-                                   for g in dash["sources"]) + " | All |",
-        "|---|" + "---:|" * (len(dash["sources"]) + 1),
-    ]
-    by_group = {g["prefix"]: _counts([r for r in rows if r["group"] == g["prefix"]]) for g in dash["sources"]}
-    for v in VERDICTS:
-        lines.append(f"| {badge(v)} | " + " | ".join(str(by_group[g["prefix"]][v]) if by_group[g["prefix"]][v] else "—"
-                                                  for g in dash["sources"]) + f" | {counts.get(v, 0)} |")
-    lines.append("| **claims** | " + " | ".join(str(sum(by_group[g["prefix"]].values())) for g in dash["sources"])
-                 + f" | {len(rows)} |")
-    lines += ["", "Columns: " + "; ".join(f"{g.get('short', g['prefix'])} — {g['title']}"
-                                          for g in dash["sources"]) + "."]
-    lines += ["", f"({HEADLINES_LABEL})=", "## Headline claims", "",
-              "The central claim of each source and the book's largest non-reproductions, with the reason for",
-              "each verdict.", ""]
-    lines += _claim_table([by_id[h] for h in headlines], profiles, anchors=False, headline=True)
-    for g in dash["sources"]:
-        members = [r for r in rows if r["group"] == g["prefix"] and not r["reason"]]
-        members.sort(key=lambda r: (not r["headline"], list(by_id).index(r["id"])))
-        lines += [f"(scoreboard-{g['prefix'].lower()})=", f"## {g['title']}", "",
-                  f"{g['note'][0].upper()}{g['note'][1:]}. "
-                  f"{_counts_line(_counts([r for r in rows if r['group'] == g['prefix']]))}", ""]
-        lines += _claim_table(members, profiles, anchors=True) if members else ["No claim is rebuilt here.", ""]
-    unbuilt = [r for r in rows if r["reason"]]
-    if unbuilt:
-        lines += [f"({NOT_REBUILT_LABEL})=", "## Reported, not rebuilt", "",
-                  "Items of the sources that no chapter rebuilds, with the value the source reports and why it is",
-                  "out of reach here.", ""]
-        lines += _claim_table(unbuilt, profiles[:1], anchors=True)
-    lines += ["## Measures and rules in full", "",
-              "For each rebuilt claim: the source and its location, the profile it is measured at, the measure,",
-              "the rule as the ledger writes it, the rule's null, how the thresholds follow from the source, and",
-              "the preconditions with their measured values.", ""]
-    for r in rows:
-        if r["reason"]:
-            continue
-        text = (f"- {{ref}}`{r['id']} <{r['anchor']}>` ({_cell(r['source'])}, {_cell(r['location'])}; profile "
-                f"`{r['profile']}`): {_cell(r['measure'])}; rule `{_rule_text(r['rule'])}`; null `{_value(r['null'])}`.")
-        if r["why"]:
-            text += f" {_cell(r['why'])}"
-        for q in r["requires"]:
-            text += f" Requires {q['id']}: {_cell(q['says'])} (rule `{_rule_text(q['rule'])}`; {_measured(q['value'])})."
-        lines.append(text)
-    return "\n".join(lines) + "\n"
-
-
-def _value(v) -> str:
-    return "—" if v is None else format_measure(v)
-
-
-def _measured(v) -> str:
-    return "not recorded" if v is None else f"measured {format_measure(v)}"
-
-
-def _rule_text(rule: dict | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (rule or {}).items())
 
 
 def main(args) -> int:

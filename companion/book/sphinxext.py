@@ -7,8 +7,17 @@ It sets MyST substitutions (enable the `substitution` extension) that any page m
 - `{{ n_claims }}` and `{{ n_<verdict> }}` (`n_reproduced`, `n_partly`, `n_not_reproduced`,
   `n_inconclusive`, `n_not_run`, `n_not_rebuilt`): the counts of `book/chapters/scoreboard.json`;
 - `{{ headline_misses }}`: a list of the headline claims that did not reproduce (not reproduced or
-  inconclusive), each linked to its anchor on the scoreboard, with our value beside the source's.
-The same values go into `html_context` (`book_commit`, `book_date`) for templates.
+  inconclusive), each linked to its anchor on the scoreboard, with our value beside the source's;
+- `{{ verdicts_at_a_glance }}`: the landing page's verdicts-first block (`companion.book.glance`): a
+  line per source with its counts and takeaway, and the headline claims held and failed alike; a
+  takeaway whose evidence moved is left out with a build warning;
+- `{{ book_links }}`: where to read the book: its published address (`html.baseurl` in _config.yml,
+  else $COMPANION_BOOK_URL, which the Pages workflow sets from GitHub's own Pages URL) and the PDF
+  (`make pdf`, `companion.book.pdf`).
+The same values go into `html_context` (`book_commit`, `book_date`) for templates. Every chapter page
+that measures claims opens with a strip of its verdicts (`companion.book.verdict_strip`), and
+`book/_static/scoreboard.js` unfolds the scoreboard group a link to a claim points into. Built inside
+`_build/editions/<profile>/`, the verdicts are that profile's.
 """
 
 from __future__ import annotations
@@ -19,12 +28,18 @@ import os
 import subprocess
 from pathlib import Path
 
-__all__ = ["setup", "build_facts", "git_commit"]
+from sphinx.util import logging
+
+from companion.book import glance, verdict_strip
+from companion.book.pdf import PDF_NAME
+
+__all__ = ["setup", "build_facts", "git_commit", "book_profile"]
 
 _COUNT_NAMES = {"reproduced": "n_reproduced", "partly": "n_partly", "not reproduced": "n_not_reproduced",
                 "inconclusive": "n_inconclusive", "not run at this scale": "n_not_run",
                 "reported, not rebuilt": "n_not_rebuilt"}
 MISSES = ("not reproduced", "inconclusive")
+logger = logging.getLogger(__name__)
 
 
 def git_commit(root: Path) -> str:
@@ -52,12 +67,29 @@ def _build_time(root: Path, commit: str) -> dt.datetime:
     return dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc) if epoch else dt.datetime.now(dt.timezone.utc)
 
 
-def build_facts(root: Path) -> dict[str, str]:
-    """The substitutions, from the scoreboard JSON and git."""
+def book_profile(root: Path) -> str | None:
+    """The profile of an edition built in `_build/editions/<profile>/`; None for the book itself."""
+    return root.name if root.parent.name == "editions" else None
+
+
+def _scoreboard(root: Path) -> dict:
+    path = root / "book" / "chapters" / "scoreboard.json"
+    return json.loads(path.read_text()) if path.is_file() else {"counts": {}, "claims": [], "headlines": []}
+
+
+def _links(url: str, root_doc: str) -> str:
+    up = "../" * root_doc.count("/")
+    pdf = f'<a class="book-pdf-link" href="{up}{PDF_NAME}">the whole book as one PDF</a>'
+    if url:
+        return f"Read it online at <{url}> or download {pdf}."
+    return f"Download {pdf}."
+
+
+def build_facts(root: Path, *, url: str = "", root_doc: str = "book/intro") -> tuple[dict[str, str], list[str]]:
+    """The substitutions, from the scoreboard JSON and git, and the problems to warn about."""
     commit = git_commit(root)
     facts = {"book_commit": commit, "book_date": _build_time(root, commit).strftime("%Y-%m-%d %H:%M UTC")}
-    path = root / "book" / "chapters" / "scoreboard.json"
-    doc = json.loads(path.read_text()) if path.is_file() else {"counts": {}, "claims": [], "headlines": []}
+    doc = _scoreboard(root)
     counts = doc.get("counts", {})
     facts["n_claims"] = str(len(doc.get("claims", [])))
     for verdict, name in _COUNT_NAMES.items():
@@ -69,16 +101,42 @@ def build_facts(root: Path) -> dict[str, str]:
         lines.append(f"- {{ref}}`{c['id']} <claim-{c['id']}>` ({c['verdict']}): {c['statement']} "
                      f"Source: {c['source_value']}; ours: {c.get('ours_text', c['ours'])}.")
     facts["headline_misses"] = "\n".join(lines) if lines else "Every headline claim reproduced."
-    return facts
+    facts["verdicts_at_a_glance"], problems = glance.landing(doc, book_profile(root))
+    facts["book_links"] = _links(url, root_doc)
+    return facts, problems
 
 
 def _inject(app, config) -> None:
-    facts = build_facts(Path(app.confdir))
+    root = Path(app.confdir)
+    url = (getattr(config, "html_baseurl", "") or os.environ.get("COMPANION_BOOK_URL", "")).strip()
+    facts, problems = build_facts(root, url=url, root_doc=getattr(config, "root_doc", "book/intro"))
+    if book_profile(root) is None:  # an edition leaves out the takeaways its own verdicts do not bear out
+        for problem in problems:
+            logger.warning(problem)
     config.myst_substitutions = {**(getattr(config, "myst_substitutions", None) or {}), **facts}
     config.html_context = {**(config.html_context or {}), "book_commit": facts["book_commit"],
                            "book_date": facts["book_date"]}
+    doc = _scoreboard(root)
+    profile = book_profile(root)
+    app.companion_strips = {}
+    for c in doc.get("claims", []):
+        if not c.get("chapter") or c.get("reason"):
+            continue
+        verdict = c.get("by_profile", {}).get(profile, {}).get("verdict", c["verdict"]) if profile else c["verdict"]
+        app.companion_strips.setdefault(f"book/{c['chapter']}", []).append(
+            {"id": c["id"], "anchor": c["anchor"], "verdict": verdict, "own": c.get("own", ""),
+             "statement": c["statement"]})
+
+
+def _read(app, doctree) -> None:
+    if app.env.docname in getattr(app, "companion_strips", {}):
+        verdict_strip.add_strip(doctree, app.env.docname)
 
 
 def setup(app):
     app.connect("config-inited", _inject)
-    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+    app.connect("doctree-read", _read)
+    app.connect("doctree-resolved", verdict_strip.resolve_strips)
+    app.add_node(verdict_strip.VerdictStrip)
+    app.add_js_file("scoreboard.js")
+    return {"version": "2", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -95,8 +95,8 @@ def _is_local(url: str) -> bool:
 def open_page(html_dir, browser, base_url):
     opened_pages = []
 
-    def open_(rel_path: str) -> OpenedPage:
-        page = browser.new_page(viewport=VIEWPORT)
+    def open_(rel_path: str, viewport: dict | None = None) -> OpenedPage:
+        page = browser.new_page(viewport=viewport or VIEWPORT)
         page.set_default_timeout(TIMEOUT_MS)
         opened = OpenedPage(page)
         opened_pages.append(opened)
@@ -124,7 +124,7 @@ def open_page(html_dir, browser, base_url):
         url = base_url + rel_path
         response = page.goto(url, wait_until="load")
         opened.status = response.status if response else None
-        redirect = _META_REFRESH.search((html_dir / rel_path).read_text(encoding="utf-8"))
+        redirect = _META_REFRESH.search((html_dir / rel_path.split("#")[0]).read_text(encoding="utf-8"))
         if redirect:
             page.wait_for_url(urljoin(url, redirect.group(1)), wait_until="load")
         opened.mathjax = page.evaluate(_SETTLE_JS, TIMEOUT_MS)
@@ -283,6 +283,7 @@ def _normalise(path: str) -> list[str]:
 
 def test_scoreboard_badges_render(open_page, pages: list[str]):
     opened = open_page(next(p for p in pages if p.endswith("scoreboard.html")))
+    opened.page.evaluate(_OPEN_FOLDS_JS)
     badges = opened.page.eval_on_selector_all(
         ".verdict-badge",
         """els => els.map((el) => { const s = getComputedStyle(el);
@@ -301,3 +302,117 @@ def test_scoreboard_badges_render(open_page, pages: list[str]):
         for b in shown:
             if a != b and a in VERDICT_CLASSES and b in VERDICT_CLASSES and "not-run" not in a + b:
                 assert shown[a] != shown[b], f"{a} and {b} share a colour"
+
+
+# ---------------------------------------------------------------- verdicts first, at a glance
+
+_OPEN_FOLDS_JS = "() => document.querySelectorAll('details').forEach((d) => { d.open = true; })"
+# Every badge that a box with clipping overflow (or the window) cuts: its rectangle leaves the box's.
+_CLIPPED_BADGES_JS = """() => {
+  const width = document.documentElement.clientWidth;
+  return Array.from(document.querySelectorAll("article .verdict-badge")).filter((el) => {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0) return false;
+    if (r.left < -1 || r.right > width + 1) return true;
+    for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+      const s = getComputedStyle(p);
+      if (s.overflowX !== "visible" || s.overflowY !== "visible") {
+        const b = p.getBoundingClientRect();
+        if (r.left < b.left - 1 || r.right > b.right + 1) return true;
+      }
+    }
+    return false;
+  }).map((el) => el.textContent.trim() + " in " + (el.closest("tr, li, p, div") || el).textContent.trim().slice(0, 60));
+}"""
+DESKTOP = {"width": 1400, "height": 900}
+PHONE = {"width": 400, "height": 800}
+# The scoreboard fits a few screens: its groups fold, its cards fold their rules, and there is no empty
+# paper column (the long table it replaced was 23,300 px at 1400 px and 66,500 px at 400 px).
+SCOREBOARD_MAX_SCREENS = {1400: 4, 400: 7}
+
+
+def _scoreboard_json(html_dir: Path) -> dict:
+    import json
+
+    return json.loads((html_dir.parents[1] / "book" / "chapters" / "scoreboard.json").read_text())
+
+
+def _landing(pages: list[str]) -> str:
+    return next(p for p in pages if p.endswith("intro.html"))
+
+
+def test_landing_first_screen_shows_every_headline_verdict(open_page, pages: list[str], html_dir: Path):
+    """At 1400 x 900, without scrolling: each source's line with its counts, and a badge for every headline
+    claim (held and failed alike), linked to its card on the scoreboard."""
+    doc = _scoreboard_json(html_dir)
+    opened = open_page(_landing(pages), DESKTOP)
+    chips = opened.page.eval_on_selector_all(
+        "article .verdict-chip",
+        """els => els.map((el) => { const b = el.querySelector('.verdict-badge').getBoundingClientRect();
+                                   const a = el.querySelector('a');
+                                   return {text: el.textContent.trim(), href: a ? a.getAttribute('href') : '',
+                                           top: b.top, bottom: b.bottom, width: b.width}; })""",
+    )
+    shown = {c["text"].split()[0]: c for c in chips}
+    assert set(shown) == set(doc["headlines"]), f"headline badges on the landing page: {sorted(shown)}"
+    below = [t for t, c in shown.items() if not (c["width"] > 0 and 0 <= c["top"] and c["bottom"] <= DESKTOP["height"])]
+    assert not below, f"headline verdicts below the first screen at 1400 x 900: {below}"
+    assert all("#claim-" in c["href"] for c in chips)
+    groups = [g for g in doc["groups"] if any(c["group"] == g["prefix"] for c in doc["claims"])]
+    lines = opened.page.eval_on_selector_all(
+        "article a[href*='#scoreboard-']", "els => els.map((a) => a.getBoundingClientRect().bottom)")
+    assert len(lines) >= len(groups) and max(lines[:len(groups)]) <= DESKTOP["height"], (
+        "every source's line (its counts and takeaway) belongs on the first screen")
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1400px", "400px"])
+def test_scoreboard_fits_a_few_screens(open_page, pages: list[str], viewport: dict):
+    opened = open_page(next(p for p in pages if p.endswith("scoreboard.html")), viewport)
+    height = opened.page.evaluate("document.documentElement.scrollHeight")
+    screens = SCOREBOARD_MAX_SCREENS[viewport["width"]]
+    assert height <= screens * 900, f"the scoreboard is {height} px tall at {viewport['width']} px, over {screens} screens"
+    # every claim is one click away: each card sits in a folded group and is there in the page
+    doc_ids = opened.page.eval_on_selector_all(".claim-card[id], .claim-card [id^='claim-']", "els => els.map((e) => e.id)")
+    assert doc_ids, "no claim cards on the scoreboard"
+
+
+def test_a_link_to_a_claim_unfolds_its_card(open_page, pages: list[str], html_dir: Path):
+    doc = _scoreboard_json(html_dir)
+    claim = next(c for c in doc["claims"] if not c["headline"])
+    opened = open_page(next(p for p in pages if p.endswith("scoreboard.html")) + "#" + claim["anchor"].lower(), DESKTOP)
+    box = opened.page.evaluate(
+        "(id) => { const r = document.getElementById(id).getBoundingClientRect(); return [r.top, r.height]; }",
+        claim["anchor"].lower())
+    assert box[1] > 0 and 0 <= box[0] < DESKTOP["height"], f"{claim['id']}'s card is folded away or off screen: {box}"
+
+
+def test_no_badge_is_clipped_on_a_phone(open_page, pages: list[str]):
+    """At 400 px: the landing page, the scoreboard (every fold open) and every chapter: no verdict badge is
+    cut by the window or by a scrolling box."""
+    wanted = [_landing(pages), next(p for p in pages if p.endswith("scoreboard.html"))]
+    wanted += [p for p in pages if "/chapters/" in p]
+    clipped = {}
+    for path in wanted:
+        opened = open_page(path, PHONE)
+        opened.page.evaluate(_OPEN_FOLDS_JS)
+        hits = opened.page.evaluate(_CLIPPED_BADGES_JS)
+        if hits:
+            clipped[path] = hits[:3]
+        opened.page.close()
+    assert not clipped, f"verdict badges clipped at 400 px: {clipped}"
+
+
+def test_a_chapter_opens_with_its_verdicts(open_page, pages: list[str], html_dir: Path):
+    doc = _scoreboard_json(html_dir)
+    chapter = "chapters/03_boolean_extrapolation"
+    expected = {c["id"] for c in doc["claims"] if c["chapter"] == chapter and not c["reason"]}
+    opened = open_page(next(p for p in pages if p.endswith(chapter + ".html")), DESKTOP)
+    strip = opened.page.evaluate("""() => { const s = document.querySelector('article p.verdict-strip');
+        if (!s) return null;
+        const h1 = document.querySelector('article h1');
+        return {after_title: !!h1 && h1.compareDocumentPosition(s) === Node.DOCUMENT_POSITION_FOLLOWING,
+                ids: Array.from(s.querySelectorAll('.verdict-strip-id')).map((e) => e.textContent.trim()),
+                top: s.getBoundingClientRect().top}; }""")
+    assert strip, "Chapter 3 has no verdict strip under its title"
+    assert strip["after_title"] and strip["top"] < DESKTOP["height"]
+    assert set(strip["ids"]) == expected

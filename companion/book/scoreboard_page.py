@@ -1,0 +1,152 @@
+"""The scoreboard page (`book/scoreboard.md`), written from the scoreboard's rows; a few screens long.
+
+Layout, top to bottom: the counts of every verdict; a folded legend; the headline claims (the same
+block the landing page opens with, `companion.book.glance`); then one folded group per source, each
+claim a card (verdict badge, statement, the source's value beside ours, the reason in words) whose
+rule, null, threshold reasoning and preconditions are folded again inside it, as sentences. Every
+claim keeps its anchor `claim-<id>` on its card; `book/_static/scoreboard.js` unfolds the group of
+the card a link points at. A column per profile appears only for a profile with at least one
+measure (until then one line says the paper profile has no record yet).
+"""
+
+from __future__ import annotations
+
+from companion.book.claims import VERDICTS
+from companion.book.display import badge, ours_text, rule_words
+from companion.book.glance import group_badge, headline_block, value_label, verdict_badge
+from companion.book.preconditions import needed_words, requirement, value_words
+
+__all__ = ["page", "measured_profiles", "HEADLINES_LABEL", "NOT_REBUILT_LABEL"]
+
+NOT_REBUILT_LABEL = "scoreboard-not-rebuilt"  # the page's own section for items no chapter rebuilds
+HEADLINES_LABEL = "scoreboard-headlines"
+_MEANING = {
+    "reproduced": "our measure passes the claim's rule; the rule's null (what the opposite reading predicts) never passes",
+    "partly": "our measure falls between the rule's threshold and its weaker, partly threshold",
+    "not reproduced": "the comparison could be made and the measure fails the rule",
+    "inconclusive": "a precondition failed, so at this scale the comparison cannot be made, whatever the measure; "
+                    "the card says what was measured and what was needed",
+    "not run at this scale": "the claim needs a profile that has not been run here",
+    "reported, not rebuilt": "no chapter rebuilds the item (data or compute out of reach); the card gives the reason",
+}
+
+
+def _cell(text) -> str:
+    return " ".join(str(text).split())
+
+
+def _cap(text: str) -> str:
+    text = _cell(text)
+    return text[:1].upper() + text[1:]
+
+
+def measured_profiles(rows: list[dict], profiles: list[str]) -> list[str]:
+    """The profiles that measured at least one claim (the first, the book's own, always)."""
+    return [p for i, p in enumerate(profiles)
+            if i == 0 or any(r["by_profile"][p]["ours"] is not None for r in rows)]
+
+
+def _counts(rows: list[dict]) -> dict[str, int]:
+    return {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+
+
+def counts_line(counts: dict[str, int], own: str = "") -> str:
+    """Badges with their counts inside, for the verdicts that occur."""
+    return " ".join(verdict_badge(v, own, counts[v]) for v in VERDICTS if counts.get(v))
+
+
+def _in_full(r: dict, units: dict) -> list[str]:
+    """The claim's rule in full, as sentences."""
+    out = [f"*Source:* {_cell(r['source'])}, {_cell(r['location'])}."]
+    if r["reason"]:
+        return out
+    out.append(f"*Measure* (`{r['profile']}` profile): {_cell(r['measure']).rstrip('.')}.")
+    out.append(f"*Rule:* {rule_words(r['rule'], r['id'], units)}.")
+    if r["null"] is not None:
+        out.append(f"*Null:* the opposite reading predicts {ours_text(r['null'], r['id'], units)}, "
+                   "which the rule does not pass.")
+    if r["why"]:
+        out.append(f"*Why these thresholds:* {_cell(r['why'])}")
+    for q in r["requires"]:
+        met = "met" if q["id"] not in {f["id"] for f in r["failed"]} else "not met"
+        out.append(f"*Requires:* {requirement(q['says'])}; needed {needed_words(q['rule'])}, "
+                   f"measured {value_words(q['value'], q['rule'])} ({met}).")
+    return out
+
+
+def _card(r: dict, profiles: list[str], units: dict) -> list[str]:
+    verdicts = " ".join(verdict_badge(r["by_profile"][p]["verdict"], r.get("own", ""))
+                        + (f"&nbsp;({p})" if len(profiles) > 1 else "")
+                        for p in profiles)
+    head = f"**{r['id']}** {verdicts}"
+    if r["section"] and not r["reason"]:
+        head += f" · {{ref}}`where it is measured <{r['section']}>`"
+    values = [f"*{value_label(r.get('own', ''))}:* {_cell(r['source_value'])}"]
+    if not r["reason"]:
+        values += [f"*Ours ({p}):* {_cell(r['by_profile'][p]['ours_text'])}" for p in profiles]
+    lines = [f"({r['anchor']})=", f"::::{{container}} claim-card verdict-edge-{_slug(r['verdict'])}", head, "",
+             _cap(r["statement"]), "", " · ".join(values), "", f"*Why:* {_cell(r['reason_line'])}", ""]
+    lines += [":::{dropdown} The rule in full", ":class-container: claim-rule", ""]
+    for sentence in _in_full(r, units):
+        lines += [sentence, ""]
+    return lines + [":::", "::::", ""]
+
+
+def _slug(verdict: str) -> str:
+    return "-".join("".join(ch if ch.isalpha() else " " for ch in verdict.lower()).split())
+
+
+def _group(title: str, label: str, members: list[dict], profiles: list[str], units: dict, note: str = "",
+           own: str = "") -> list[str]:
+    kind = own or "claims"
+    lines = [f"({label})=", f":::::{{dropdown}} {title} ({len(members)} {kind}) {counts_line(_counts(members), own)}",
+             ":class-container: scoreboard-group", ""]
+    if note:
+        lines += [_cap(note).rstrip(".") + ".", ""]
+    for r in members:
+        lines += _card(r, profiles, units)
+    return lines + [":::::", ""]
+
+
+def page(rows: list[dict], groups: list[dict], headlines: list[str], profiles: list[str], units: dict) -> str:
+    """The markdown of the scoreboard page."""
+    shown = measured_profiles(rows, profiles)
+    missing = [p for p in profiles if p not in shown]
+    counts = _counts(rows)
+    lines = [
+        "(scoreboard)=",
+        "# Reproduction scoreboard",
+        "",
+        "Every claim the book checks: what its source says, what the executed chapters measured, and the verdict",
+        "that the claim's rule in `book/claims.yml` gives. Open a group to see its claims; each card links to the",
+        "section of the chapter that measures it and folds its rule in full. The page is generated by",
+        "`companion scoreboard` from the ledger and the executed chapters; the same claims are in",
+        "`book/chapters/scoreboard.json`.",
+        "",
+        f"**All {len(rows)} claims:** {counts_line(counts)}",
+        "",
+    ]
+    if missing:
+        lines += [f"Measured at the `{shown[0]}` profile. No {', '.join(f'`{p}`' for p in missing)}-profile record "
+                  "is committed yet, so no claim has a value there and no column is shown for it.", ""]
+    lines += [":::{dropdown} What the verdicts mean", ":class-container: scoreboard-legend", ""]
+    for v in VERDICTS:
+        lines += [f"- {badge(v)} {_MEANING[v]}"]
+    lines += ["", ":::", "", f"({HEADLINES_LABEL})=", "## Headline claims", "",
+              "The central claim of each source and the book's largest non-reproductions.", ""]
+    lines += headline_block(rows, headlines, groups, profile=shown[0])
+    lines += ["## Every claim, by source", ""]
+    for g in groups:
+        members = [r for r in rows if r["group"] == g["prefix"] and not r["reason"]]
+        if not members:
+            continue
+        members.sort(key=lambda r: (not r["headline"], rows.index(r)))
+        title = f"{group_badge(g)} {g['title']}"
+        lines += _group(title, f"scoreboard-{g['prefix'].lower()}", members, shown, units, g.get("note", ""),
+                        g.get("own", ""))
+    unbuilt = [r for r in rows if r["reason"]]
+    if unbuilt:
+        lines += _group("Reported, not rebuilt", NOT_REBUILT_LABEL, unbuilt, shown[:1], units,
+                        "items of the sources that no chapter rebuilds, with the value the source reports and why "
+                        "it is out of reach here")
+    return "\n".join(lines).rstrip("\n") + "\n"

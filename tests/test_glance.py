@@ -1,0 +1,163 @@
+"""Verdicts first: the landing page's block, failed preconditions in words, the book's own groups, the
+chapter verdict strip and the PDF check, all from the scoreboard's data."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from companion.book import glance, pdf, preconditions, verdict_strip
+from companion.book.claims import ClaimResult, load_ledger, verdict_table
+from companion.book.scoreboard import claim_groups
+from companion.book.sphinxext import book_profile, build_facts
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = json.loads((ROOT / "book" / "chapters" / "scoreboard.json").read_text())
+
+
+def _doc(verdicts: dict[str, str] | None = None) -> dict:
+    doc = copy.deepcopy(DOC)
+    for c in doc["claims"]:
+        if verdicts and c["id"] in verdicts:
+            c["verdict"] = verdicts[c["id"]]
+            c["by_profile"]["ci"]["verdict"] = verdicts[c["id"]]
+    return doc
+
+
+def test_every_takeaway_rests_on_the_committed_verdicts():
+    """A takeaway on the landing page is prose: it must still say what the scoreboard says."""
+    stale = glance.stale_takeaways(DOC["claims"], DOC["groups"], "ci")
+    assert not stale, f"rewrite these takeaways in book/dashboard.yml: {stale}"
+    assert all(g.get("takeaway") for g in DOC["groups"] if not g["own"]), "every source has a takeaway"
+
+
+def test_a_takeaway_whose_evidence_moved_is_left_out_and_reported():
+    s2 = next(g for g in DOC["groups"] if g["prefix"] == "S2")
+    rests = s2["takeaway"]["rests_on"]
+    cid, verdict = next(iter(rests.items()))
+    other = "partly" if verdict != "partly" else "reproduced"
+    block, problems = glance.landing(_doc({cid: other}))
+    assert len(problems) == 1 and cid in problems[0] and "book/dashboard.yml" in problems[0]
+    assert " ".join(s2["takeaway"]["text"].split()) not in block
+    block, problems = glance.landing(DOC)
+    assert not problems and " ".join(s2["takeaway"]["text"].split()) in block
+
+
+def test_landing_block_counts_every_group_and_shows_every_headline_verdict():
+    block, _ = glance.landing(DOC)
+    by_id = {c["id"]: c for c in DOC["claims"]}
+    for g in DOC["groups"]:
+        members = [c for c in DOC["claims"] if c["group"] == g["prefix"]]
+        if members:
+            assert f"<scoreboard-{g['prefix'].lower()}>" in block
+            assert f"({len(members)} " in block
+    for h in DOC["headlines"]:
+        c = by_id[h]
+        own = c["own"]
+        assert glance.verdict_badge(c["verdict"], own) in block, h
+        assert f"<{c['anchor']}>" in block
+    # counts come from the data: change one verdict and the counts change
+    moved, _ = glance.landing(_doc({"S1-01": "not reproduced"}))
+    assert moved != block and glance.verdict_badge("not reproduced", "", 1) in moved
+
+
+def test_inconclusive_and_the_book_s_own_are_listed_apart_from_not_reproduced():
+    block, _ = glance.landing(DOC)
+    table_end = block.index("```", block.index("glance-decided"))
+    decided = block[block.index("glance-decided"):table_end]
+    by_id = {c["id"]: c for c in DOC["claims"]}
+    for h in DOC["headlines"]:
+        c = by_id[h]
+        if c["verdict"] == "inconclusive" or c["own"]:
+            assert f"<{c['anchor']}>" not in decided, f"{h} sits among the sources' held and failed claims"
+    inconclusive = [h for h in DOC["headlines"] if by_id[h]["verdict"] == "inconclusive"]
+    if inconclusive:
+        section = block[block.index("**Inconclusive at this scale**"):]
+        assert all(f"<claim-{h}>" in section for h in inconclusive)
+        assert "measured" in section and "needed" in section
+    own = [h for h in DOC["headlines"] if by_id[h]["own"]]
+    if own:
+        section = block[block.index("**This book's own goals and hypotheses**"):]
+        assert all(f"<claim-{h}>" in section for h in own)
+        assert "Source:" not in section.split("```")[1], "a goal of the book is not a source's value"
+
+
+def test_groups_of_the_book_s_own_are_found_without_being_listed():
+    sources = [{"prefix": "S2", "title": "Mask"}, {"prefix": "C", "title": "Cost", "own": "goals"},
+               {"prefix": "M", "title": "Account"}]
+    groups = {g["prefix"]: g["own"] for g in claim_groups(sources, ["S2-01", "C-01", "M-01", "X-01", "S4-01", "R-01"])}
+    assert groups == {"S2": "", "C": "goals", "M": "hypotheses", "X": "hypotheses", "S4": "", "R": ""}
+    assert glance.verdict_badge("not reproduced", "goals").endswith(">goal not met</span>")
+    assert glance.verdict_badge("reproduced", "hypotheses").endswith(">borne out</span>")
+    assert glance.verdict_badge("reproduced", "", 3).endswith(">3&nbsp;reproduced</span>")
+
+
+def test_a_failed_precondition_says_measured_against_needed():
+    ledger = load_ledger(ROOT / "book" / "claims.yml")
+    req = next(q for q in ledger["S2-07"].requires if q["id"] == "default-fits-seen")
+    text = preconditions.failed_sentence({"says": req["says"], "value": 0.1943}, req["rule"], "ci")
+    assert text.startswith("Not decided at the ci scale. Required: the default model fits the seen set")
+    assert text.endswith("Measured 19.4 %; needed ≥ 99 %.")
+    assert preconditions.needed_words({"kind": "at_least", "threshold": 1}) == "≥ 1"
+    assert preconditions.value_words(0, {"kind": "at_least", "threshold": 1}) == "0"
+    assert preconditions.value_words(3.1427, {"kind": "at_most", "threshold": 4.0}) == "3.143"
+    assert preconditions.value_words(None, req["rule"]) == "not recorded"
+    # the chapter's verdict table: words, not the precondition's identifier
+    r = ClaimResult("S2-07", 0.62, "inconclusive", "", {"default-fits-seen": 0.1943}, ["default-fits-seen"])
+    cell = verdict_table([r], ledger).data["Verdict"][0]
+    assert "default-fits-seen" not in cell and "measured 19.4 %, needed ≥ 99 %: the default model fits" in cell
+
+
+def test_the_verdict_strip_links_every_claim_of_its_chapter():
+    claims = [{"id": "S2-07", "anchor": "claim-S2-07", "verdict": "inconclusive", "own": "", "statement": "A <b>"},
+              {"id": "C-01", "anchor": "claim-C-01", "verdict": "not reproduced", "own": "goals", "statement": "x"}]
+    html = verdict_strip.strip_html(claims, lambda a: f"../scoreboard.html#{a}")
+    assert html.count('class="verdict-strip-item"') == 2
+    assert 'href="../scoreboard.html#claim-s2-07"' in html and "goal not met" in html
+    assert "A &lt;b&gt;" in html  # a statement is escaped in the link's title
+
+
+def test_build_facts_offers_the_landing_block_and_the_links(tmp_path):
+    facts, problems = build_facts(ROOT, url="https://example.org/book/")
+    assert not problems
+    assert facts["verdicts_at_a_glance"].startswith("**Verdicts at the `ci` profile**")
+    assert "<https://example.org/book/>" in facts["book_links"] and f'href="../{pdf.PDF_NAME}"' in facts["book_links"]
+    facts, _ = build_facts(ROOT)
+    assert "Read it online" not in facts["book_links"]
+    assert book_profile(tmp_path / "_build" / "editions" / "paper") == "paper" and book_profile(ROOT) is None
+
+
+def _pdf(titles: list[str], pages: int) -> bytes:
+    objs = [b"%PDF-1.4"]
+    objs += [f"{i + 10} 0 obj\n<</Type /Page>>\nendobj".encode() for i in range(pages)]
+    objs += [b"20 0 obj\n<</Title <" + ("\ufeff" + t).encode("utf-16-be").hex().encode() + b">>>\nendobj" for t in titles]
+    return b"\n".join(objs + [b"trailer\n<<>>\n%%EOF\n"])
+
+
+def test_the_pdf_check_finds_every_chapter_title_and_fails_without_one(tmp_path):
+    titles = pdf.chapter_titles(ROOT)
+    assert len(titles) == 10 and "Masks and positions" in titles
+    out = tmp_path / "book.pdf"
+    # Chromium joins a heading's laid-out lines without a space and numbers it: still found
+    out.write_bytes(_pdf([f"{i + 1}. {t.replace(' and ', ' and')}#" for i, t in enumerate(titles)], 12))
+    assert pdf.check(out, titles) == 12
+    out.write_bytes(_pdf([f"{i + 1}. {t}" for i, t in enumerate(titles[1:])], 12))
+    with pytest.raises(ValueError, match="Masks and positions"):
+        pdf.check(out, titles)
+    out.write_bytes(_pdf(titles, 12)[:-8])
+    with pytest.raises(ValueError, match="not a complete PDF"):
+        pdf.check(out, titles)
+
+
+def test_printing_opens_the_scoreboard_folds_only(tmp_path):
+    page = tmp_path / "book" / "intro.html"
+    page.parent.mkdir()
+    page.write_text('<details class="sd-sphinx-override sd-dropdown x"><details class="admonition hide">'
+                    '<details open class="sd-dropdown">')
+    out = pdf.printable(page, tmp_path)
+    assert out == tmp_path / "print.html"
+    assert out.read_text() == ('<details open class="sd-sphinx-override sd-dropdown x"><details class="admonition hide">'
+                               '<details open class="sd-dropdown">')
