@@ -1,14 +1,21 @@
-# The two commands of the README: `make book` and `make test`. Everything installs into .venv.
-PYTHON  ?= python3.11
+# The two commands of the README: `make book` and `make test`. Everything installs into .venv, from the
+# hashed lock file requirements.lock (regenerate it with `make lock`).
+# PYTHON: the first of Python 3.11, 3.12, 3.13 found on PATH, in pyenv or in /usr/bin (tools/pythons.py).
+PYTHON  ?= $(shell python3 tools/pythons.py --first 2>/dev/null || echo python3.11)
 PROFILE ?= ci
-VENV    := .venv
+VENV    ?= .venv
+LOCK    := requirements.lock
+INSTALLER ?= uv
+UV_HOME := _build/uv
+UV      := $(UV_HOME)/bin/uv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 HTML    := _build/html/.built
 PIP     := $(BIN)/python -m pip --disable-pip-version-check -q
 BOOK_INPUTS := _config.yml _toc.yml $(shell find book -type f -not -name '*.tmp' 2>/dev/null)
 
-.PHONY: book test install chapters html unit nbval sources scoreboard-check reproduce records strict browser clean edition
+.PHONY: book test install chapters html unit nbval sources scoreboard-check reproduce records strict browser clean edition \
+	lock lock-check other-python pdf pdf-check
 
 ifeq ($(PROFILE),ci)
 book: chapters $(HTML)
@@ -16,17 +23,60 @@ else
 book: edition
 endif
 
-# Install the package with the test and book extras, and register the `companion` kernel.
-$(STAMP): pyproject.toml
+# Install exactly the lock (every file checked against its hash, nothing resolved), then the package itself
+# without dependencies, check that the environment equals the lock, and register the `companion` kernel.
+# INSTALLER=uv (default): uv, itself pinned by hash in tools/uv-requirements.txt and kept in _build/uv, is
+# 3.4x faster than pip here even though it downloads torch's 3 GB that pip takes from this disk (README,
+# "Installing"); if uv cannot be installed, pip does the same install. INSTALLER=pip: pip only.
+$(UV):
+	$(PYTHON) -m venv $(UV_HOME) && $(UV_HOME)/bin/python -m pip -q install --require-hashes -r tools/uv-requirements.txt
+
+$(STAMP): pyproject.toml $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-	$(PIP) install -e ".[test,book]" 2>&1 | grep -v '^WARNING: Location' || true
+	@if [ "$(INSTALLER)" = uv ] && { test -x $(UV) || $(MAKE) --no-print-directory $(UV) 2>&1 | grep -v '^WARNING: Location'; test -x $(UV); }; then \
+	  echo "installing $(LOCK) into $(VENV) with uv"; \
+	  $(UV) pip install -q --python $(BIN)/python --require-hashes --no-deps -r $(LOCK) \
+	  && $(UV) pip install -q --python $(BIN)/python --no-deps --no-build-isolation -e . ; \
+	else \
+	  if [ "$(INSTALLER)" = uv ]; then echo "uv could not be installed (see above); installing with pip"; fi; \
+	  echo "installing $(LOCK) into $(VENV) with pip"; \
+	  { $(PIP) install --require-hashes --no-deps -r $(LOCK) && $(PIP) install --no-deps --no-build-isolation -e . ; } \
+	    2>&1 | grep -v '^WARNING: Location'; \
+	fi; true
 	@$(BIN)/python -c "import companion, torch, papermill, nbval, myst_nb" \
-	  || { echo "installation into $(VENV) failed; see the pip output above" >&2; exit 1; }
+	  || { echo "installation into $(VENV) failed; see the output above" >&2; exit 1; }
+	$(BIN)/python tools/lockfile.py check $(LOCK)
 	$(BIN)/python -m ipykernel install --sys-prefix --name companion --display-name "Python (companion)" >/dev/null
 	@touch $@
 
 install: $(STAMP)
+
+# Resolve pyproject.toml's dependencies (with the test and book extras) into requirements.lock, with the
+# hashes of every file, in two passes: for Python 3.11 on Linux (the versions CI tests), then for every
+# supported Python and platform constrained to those versions, so that 3.11, 3.12 and 3.13 get the same
+# release of every package. Run it after changing a dependency in pyproject.toml (it keeps every pin it
+# can); `make lock UPGRADE=1` moves every package to its newest release (then re-execute the chapters and
+# run `make test`: new versions can change a table's HTML). uv resolves; it lives in _build/uv, not in .venv.
+LOCK_FLOOR := 3.11.5
+lock: $(UV)
+	@mkdir -p _build/lock && cp $(LOCK) _build/lock/base.txt 2>/dev/null || true
+	$(UV) pip compile pyproject.toml --extra test --extra book --python-version $(LOCK_FLOOR) \
+	  --python-platform x86_64-manylinux_2_28 $(if $(UPGRADE),--upgrade) -q -o _build/lock/base.txt
+	$(UV) pip compile pyproject.toml --extra test --extra book --universal --python-version $(LOCK_FLOOR) \
+	  -c _build/lock/base.txt --generate-hashes --custom-compile-command "make lock" -o $(LOCK)
+
+# The lock agrees with pyproject.toml on every supported Python, and .venv equals it (pip freeze).
+lock-check: $(STAMP)
+	$(BIN)/python tools/lockfile.py check $(LOCK)
+
+# The unit tests and every chapter (nbval) on a second Python version, in its own .venv-<version>, when
+# one is on this machine (tools/pythons.py); one line says so when none is.
+other-python:
+	@other=$$(python3 tools/pythons.py --other "$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')"); \
+	if [ -z "$$other" ]; then echo "other-python: no second Python 3.11-3.13 on this machine; skipped"; exit 0; fi; \
+	version=$$($$other -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	echo "other-python: Python $$version ($$other) in .venv-$$version"; \
+	$(MAKE) --no-print-directory unit nbval PYTHON=$$other VENV=.venv-$$version INSTALLER=pip
 
 # Execute the chapters from the committed records in results/ci (skips those whose inputs are unchanged;
 # trains only runs the records lack, none in a clean clone) and refresh the scoreboard.
@@ -46,7 +96,7 @@ $(HTML): $(STAMP) $(BOOK_INPUTS)
 
 html: $(HTML)
 
-test: $(STAMP) unit sources scoreboard-check reproduce nbval strict edition browser
+test: $(STAMP) unit sources scoreboard-check reproduce nbval strict edition browser other-python
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests --ignore=tests/browser -q
@@ -82,3 +132,14 @@ browser: $(STAMP)
 
 clean:
 	rm -rf _build
+
+# The whole book as one PDF (companion/book/pdf.py): the single-page build with every fold open, printed by
+# headless Chromium into _build/html/attention-priors-reproduced.pdf (the landing page links it), then checked:
+# a complete PDF with a bookmark for every chapter's title. 1.3 minutes on two cores, of which the HTML build 0.3.
+pdf: $(HTML)
+	$(BIN)/python -m companion.book.pdf
+
+# `make test` prints and checks the PDF too (about one minute more); without Chromium it says so and skips.
+test: pdf-check
+pdf-check: $(HTML)
+	$(BIN)/python -m companion.book.pdf --skip-without-chromium

@@ -60,8 +60,8 @@ def read(path: Path) -> list[Pin]:
 def environment(python: str | None = None) -> dict[str, str]:
     """Marker environment of this machine, or of it with another Python version (x.y)."""
     env = default_environment()
-    if python:
-        env |= {"python_version": python, "python_full_version": f"{python}.0"}
+    if python:  # a recent patch release of it (the lock's floor is 3.11.5, `make lock`)
+        env |= {"python_version": python, "python_full_version": f"{python}.9"}
     return env
 
 
@@ -85,7 +85,7 @@ def lock_problems(pins: list[Pin], root: Path = ROOT) -> list[str]:
     wanted += [Requirement(r) for extra in EXTRAS for r in project["optional-dependencies"][extra]]
     for python in SUPPORTED:
         env = environment(python)
-        if project.get("requires-python") and Version(f"{python}.0") not in \
+        if project.get("requires-python") and Version(env["python_full_version"]) not in \
                 Requirement(f"python{project['requires-python']}").specifier:
             problems.append(f"pyproject.toml's requires-python excludes Python {python}, which the lock supports"
                             "; widen it or drop that Python from tools/lockfile.py's SUPPORTED")

@@ -2,7 +2,7 @@
 
 Looks on PATH (python3.11 ... python3.13, then python3), in pyenv's versions (which a pyenv shim on PATH
 hides unless that version is selected) and in /usr/bin, /usr/local/bin; an interpreter counts only if it
-runs and reports a supported version.
+runs, reports a supported version and can make a venv.
 
     python3 tools/pythons.py --first         # the interpreter `make` uses for .venv: 3.11 first
     python3 tools/pythons.py --other 3.11    # one of another supported version (the newest), or nothing
@@ -24,7 +24,8 @@ SUPPORTED = ("3.11", "3.12", "3.13")
 
 def _version(path: str) -> str | None:
     try:
-        out = subprocess.run([path, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        # an interpreter that cannot make a venv (Debian's without python3.X-venv) does not count
+        out = subprocess.run([path, "-c", "import sys, venv, ensurepip; print('%d.%d' % sys.version_info[:2])"],
                              capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
