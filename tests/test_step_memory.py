@@ -7,9 +7,11 @@ import pytest
 
 from companion.cost.step import StepShape, measure_step, run_steps
 
-# activations of 4 × 128 × 64 floats (128 KiB) are above glibc's mmap threshold that the probe sets
-# (64 KiB), so each step maps fresh memory and its peak is visible; smaller shapes may measure 0
-TINY = StepShape(d_model=64, n_layers=1, n_heads=2, d_head=32, d_ff=128, seq_len=128, batch=4)
+# activations of 16 × 128 × 64 floats (512 KiB a tensor) are above glibc's mmap threshold that the probe
+# sets (64 KiB), so each step maps fresh memory and its peak is visible. At batch 4 (a peak near 1.8 MB)
+# one clean-clone run measured 0: the kernel updates a process's RSS counters lazily, in batches of
+# page faults, so a peak that small can be missed; at 16 the peak is several times that slack.
+TINY = StepShape(d_model=64, n_layers=1, n_heads=2, d_head=32, d_ff=128, seq_len=128, batch=16)
 
 
 def test_a_step_in_a_fresh_process_reports_its_peak():
