@@ -239,7 +239,8 @@ class TrainConfig(_Checked):
     Schedules multiply `lr` by: constant 1 (after linear warm-up); cosine ½(1 + cos πt) after
     warm-up; onecycle = `torch.optim.lr_scheduler.OneCycleLR(max_lr=lr, pct_start=warmup or 0.3)`.
     `warmup` is a fraction of the total steps. `clip_norm` 0 disables clipping. `eval_every` 0
-    evaluates only at step 0 and at the end.
+    evaluates only at step 0 and at the end. `prior_lr` > 0 gives the attention prior's parameters a
+    learning rate of their own (the schedule multiplies it as it does `lr`); 0 trains them at `lr`.
     """
 
     optimizer: Literal["adam", "adamw"] = "adam"
@@ -253,6 +254,9 @@ class TrainConfig(_Checked):
     warmup: float = 0.0
     clip_norm: float = 0.0
     eval_every: int = 0
+    # the attention prior's own learning rate (0: `lr`, as every run before it), so that a ±10 mask can
+    # cross its contrast within a budget: under Adam an entry moves about one learning rate per update
+    prior_lr: float = field(default=0.0, metadata={OMIT_DEFAULT: True})
 
     def _validate(self) -> None:
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
@@ -263,7 +267,7 @@ class TrainConfig(_Checked):
             raise ValueError("TrainConfig needs steps > 0 or epochs > 0 (steps wins when both are set).")
         if not 0 <= self.warmup < 1:
             raise ValueError(f"TrainConfig.warmup is a fraction of the steps in [0, 1), got {self.warmup}.")
-        for name in ("weight_decay", "clip_norm", "eval_every"):
+        for name in ("weight_decay", "clip_norm", "eval_every", "prior_lr"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}.")
 

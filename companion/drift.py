@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["DriftTracker", "qk_forms", "mask_biases", "attention_maps", "keeps_maps"]
+__all__ = ["DriftTracker", "qk_forms", "mask_biases", "mask_logits", "attention_maps", "keeps_maps"]
 
 
 def keeps_maps(model_cfg) -> bool:
@@ -32,14 +32,19 @@ def qk_forms(model: nn.Module) -> dict[int, Tensor]:
     return out
 
 
-def mask_biases(model: nn.Module) -> dict[int, Tensor]:
-    """{layer: (h or 1, n, n)} log σ(M) of the layers that hold a mask prior."""
+def mask_logits(model: nn.Module) -> dict[int, Tensor]:
+    """{layer: (h or 1, n, n)} the logits M of the layers that hold a mask prior."""
     out = {}
     for l, block in enumerate(model.blocks):
         prior = block.attn.prior
         if prior is not None and hasattr(prior, "logits"):
-            out[l] = F.logsigmoid(prior.logits.detach().float())
+            out[l] = prior.logits.detach().float()
     return out
+
+
+def mask_biases(model: nn.Module) -> dict[int, Tensor]:
+    """{layer: (h or 1, n, n)} log σ(M) of the layers that hold a mask prior."""
+    return {l: F.logsigmoid(m) for l, m in mask_logits(model).items()}
 
 
 @torch.no_grad()
@@ -61,6 +66,9 @@ class DriftTracker:
 
     - mask (absolute; M is often zero-initialised so a relative form is undefined):
       D_mask[l, h](t) = ‖log σ(M_t[l, h]) − log σ(M_0[l, h])‖_F (one "head" when the mask is shared).
+    - mask_step, the largest move of one entry of the logits: S[l, h](t) = max_ij |M_t[l, h] − M_0[l, h]|,
+      in the units Adam's step cap bounds (`companion.train.prior_lr_sum`); kept only for a model
+      that holds a mask.
     - qk (relative): D_qk[l, h](t) = ‖A_t − A_0‖_F / ‖A_0‖_F with A = W_Q^(h) W_K^(h)ᵀ (d × d).
     - attention: D_attn[l, h](t) = (1/B) Σ_b ‖P_t[b, l, h] − P_0[b, l, h]‖_F, P the (i, j) attention
       weights of probe example b.
@@ -72,7 +80,7 @@ class DriftTracker:
             attention drift is still measured). A run keeps them for encoders only (`keeps_maps`).
 
     `result()` → {"steps": [t…], "mask": {l: [[D per head] per step]}, "qk": {…}, "attention": {…},
-    "maps": {"init": [(i, j) per layer], "final": […]}} with layers as string keys: plain JSON. The
+    "mask_step": {…} (with a mask only), "maps": {"init": [(i, j) per layer], "final": […]}} with layers as string keys: plain JSON. The
     maps are the probe-averaged, head-averaged attention weights at step 0 and at the last record.
     """
 
@@ -81,6 +89,7 @@ class DriftTracker:
         self._init: dict | None = None
         self.steps: list[int] = []
         self.mask: dict[str, list[list[float]]] = {}
+        self.mask_step: dict[str, list[list[float]]] = {}
         self.qk: dict[str, list[list[float]]] = {}
         self.attention: dict[str, list[list[float]]] = {}
         self.maps: dict[str, list] = {}
@@ -88,7 +97,7 @@ class DriftTracker:
     def _state(self, model: nn.Module) -> dict:
         probe = None if self.probe is None else self.probe.to(next(model.parameters()).device)
         return {
-            "mask": mask_biases(model),
+            "logits": mask_logits(model),
             "qk": qk_forms(model),
             "attention": {} if probe is None else dict(enumerate(attention_maps(model, probe))),
         }
@@ -100,9 +109,11 @@ class DriftTracker:
             return
         now = self._state(model)
         self.steps.append(step)
-        for l, m in now["mask"].items():
-            d = (m - self._init["mask"][l]).flatten(1).norm(dim=1)  # (h,)
+        for l, m in now["logits"].items():
+            m0 = self._init["logits"][l]
+            d = (F.logsigmoid(m) - F.logsigmoid(m0)).flatten(1).norm(dim=1)  # (h,)
             self.mask.setdefault(str(l), []).append(d.tolist())
+            self.mask_step.setdefault(str(l), []).append((m - m0).abs().flatten(1).amax(dim=1).tolist())
         for l, a in now["qk"].items():
             a0 = self._init["qk"][l]
             d = (a - a0).flatten(1).norm(dim=1) / a0.flatten(1).norm(dim=1).clamp_min(1e-30)
@@ -115,8 +126,9 @@ class DriftTracker:
 
     def result(self) -> dict:
         """The recorded drift as JSON-able data (see the class docstring)."""
-        return {"steps": list(self.steps), "mask": self.mask, "qk": self.qk, "attention": self.attention,
-                "maps": self.maps}
+        out = {"steps": list(self.steps), "mask": self.mask, "qk": self.qk, "attention": self.attention,
+               "maps": self.maps}
+        return out | ({"mask_step": self.mask_step} if self.mask_step else {})
 
 
 def _mean_maps(maps: dict[int, Tensor]) -> list:

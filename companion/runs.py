@@ -252,7 +252,7 @@ def compact_drift(drift: dict[str, Any]) -> dict[str, Any]:
     from companion.readouts import rounded
 
     return {k: ({layer: rounded(v, DRIFT_DIGITS) for layer, v in values.items()}
-                if k in ("mask", "qk", "attention") else values) for k, values in drift.items()}
+                if k in ("mask", "mask_step", "qk", "attention") else values) for k, values in drift.items()}
 
 
 def _record(cfg: RunConfig, hist, tracker, wall_time: float, seeds: list[int], readouts: dict[str, Any]) -> Record:

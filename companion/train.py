@@ -22,7 +22,8 @@ from tqdm import tqdm  # the console bar: chapters run quietly, so no notebook w
 from companion.config import TrainConfig
 from companion.tasks import Task, model_device
 
-__all__ = ["History", "train", "train_stacked", "shares_evaluation", "param_groups", "total_steps", "lr_factor", "lr_curve", "evaluate"]
+__all__ = ["History", "train", "train_stacked", "shares_evaluation", "param_groups", "total_steps", "lr_factor", "lr_curve", "prior_lr_sum",
+           "adam_step_bound", "evaluate"]
 
 Callback = Callable[[int, nn.Module, dict], None]
 
@@ -64,13 +65,22 @@ def _decays(name: str) -> bool:
     return not ("prior" in parts or parts[-1] == "bias" or any(p.startswith("ln") or p.endswith("_norm") for p in parts))
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Two optimizer groups by name: decayed weights, and priors/biases/norms with no decay."""
+def _is_prior(name: str) -> bool:
+    return "prior" in name.split(".")
+
+
+def param_groups(model: nn.Module, weight_decay: float, prior_lr: float = 0.0) -> list[dict]:
+    """Optimizer groups by name: decayed weights, and priors/biases/norms with no decay; with
+    `prior_lr` > 0 the priors leave the second group for a third of their own at that learning rate."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    return [
+    own = prior_lr > 0
+    groups = [
         {"params": [p for n, p in named if _decays(n)], "weight_decay": weight_decay},
-        {"params": [p for n, p in named if not _decays(n)], "weight_decay": 0.0},
+        {"params": [p for n, p in named if not _decays(n) and not (own and _is_prior(n))], "weight_decay": 0.0},
     ]
+    if own:
+        groups.append({"params": [p for n, p in named if _is_prior(n)], "weight_decay": 0.0, "lr": prior_lr})
+    return groups
 
 
 def total_steps(task: Task, cfg: TrainConfig) -> int:
@@ -91,7 +101,7 @@ def lr_factor(cfg: TrainConfig, step: int, total: int) -> float:
 
 def _schedule(opt: torch.optim.Optimizer, cfg: TrainConfig, total: int):
     if cfg.schedule == "onecycle":
-        return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=total,
+        return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[g["lr"] for g in opt.param_groups], total_steps=total,
                                                    pct_start=cfg.warmup or 0.3)
     return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(cfg, s, total))
 
@@ -111,7 +121,22 @@ def lr_curve(cfg: TrainConfig, total: int) -> list[float]:
 
 def _optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-    return cls(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
+    return cls(param_groups(model, cfg.weight_decay, cfg.prior_lr), lr=cfg.lr, betas=cfg.betas)
+
+
+def prior_lr_sum(cfg: TrainConfig, total: int) -> float:
+    """Σ_t of the learning rate the attention prior trains at over `total` updates (`prior_lr`, or `lr`,
+    under the schedule): Adam moves a parameter by about one learning rate per update (at most
+    (1 − β₁)/√(1 − β₂) of it, Kingma & Ba 2015 §2.1), so no entry of a mask can move much further."""
+    scale = (cfg.prior_lr or cfg.lr) / cfg.lr
+    return scale * math.fsum(lr_curve(cfg, total))
+
+
+def adam_step_bound(cfg: TrainConfig) -> float:
+    """(1 − β₁)/√(1 − β₂): the most one Adam update can move a parameter, in learning rates, when
+    (1 − β₁) > √(1 − β₂) (3.16 at the default betas); otherwise 1 (Kingma & Ba 2015 §2.1)."""
+    b1, b2 = cfg.betas
+    return max(1.0, (1 - b1) / math.sqrt(1 - b2))
 
 
 @torch.no_grad()

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
+from companion.config import TrainConfig
 from companion.book import ch03_boolean as ch
 from companion.experiments import get_experiment
 from companion.experiments.gotu import METHODS
@@ -169,7 +170,11 @@ def _accuracy(task: str, method: str, seed: int) -> tuple[float, float]:
 
 def _record(task: str, method: str, seed: int, **extra) -> SimpleNamespace:
     cube, seen = _accuracy(task, method, seed)
-    config = SimpleNamespace(experiment=f"gotu-{task}", profile="ci", method=method, seed=seed)
+    kind, trainable = {"mask": ("mask", True), "zero-mask": ("mask", True), "fixed-mask": ("mask", False)}.get(
+        method, ("none", True))
+    config = SimpleNamespace(experiment=f"gotu-{task}", profile="ci", method=method, seed=seed,
+                             train=TrainConfig(lr=3e-3, steps=250),
+                             model=SimpleNamespace(prior=SimpleNamespace(kind=kind, trainable=trainable)))
     metrics = {"seen": {"acc": seen, "mse": 0.0}, "unseen": {"acc": cube / 2, "mse": 1.0},
                "cube": {"acc": cube, "mse": 0.5}}
     return SimpleNamespace(config=config, seed=seed, run_id=f"{task}-{method}-{seed}", wall_time=2.0,
@@ -244,10 +249,13 @@ def test_learning_gain_asks_table_5_of_the_tasks_where_the_mask_gains(loaded):
     lg = ch.learning_gain(pd.DataFrame(rows))
     assert lg["gain"] == pytest.approx(0.1125) and ch.learning_claims(lg) == {"S2-23": 0.1125}
     assert ch.learning_preconditions(lg) == {"S2-23": {"mask-gains": 1}}
-    results = [SimpleNamespace(id="S2-23", verdict="not reproduced")]
-    assert ch.learning_numbers(lg, results) == {"ch3_learn_tasks": "3-bit Majority",
-                                                "ch3_learn_by_task": "3-bit Majority +11.2",
-                                                "ch3_verdict_S2-23": "not reproduced"}
+    caps = {"mask": 0.75, "zero-mask": 0.75}
+    assert ch.learning_preconditions(lg, caps) == {"S2-23": {"mask-gains": 1, "mask-can-move": 0.75}}
+    results = [SimpleNamespace(id="S2-23", verdict="not reproduced"), SimpleNamespace(id="S2-10", verdict="inconclusive")]
+    assert ch.learning_numbers(lg, results, caps) == {"ch3_learn_tasks": "3-bit Majority",
+                                                      "ch3_learn_by_task": "3-bit Majority +11.2", "ch3_cap": "0.75",
+                                                      "ch3_verdict_S2-23": "not reproduced",
+                                                      "ch3_verdict_S2-10": "inconclusive"}
 
 
 def test_mdi_distance_in_function_space_on_2parity():
@@ -316,11 +324,11 @@ def test_table_preconditions_make_an_unfitted_task_inconclusive(loaded):
     from companion.book.claims import load_ledger, record_all
 
     _, frame = loaded
-    tm = ch.table1_measures(frame, REFS, space=SPACE)
+    tm = ch.table1_measures(frame, REFS, space=SPACE, caps={"zero-mask": 0.75, "mask": 0.75})
     pre = ch.table_preconditions(tm)
     assert pre == {"S2-05": {"default-fits-seen": 1.0}, "S2-06": {"default-fits-seen": 1.0},
                    "S2-07": {"default-fits-seen": 0.5}, "S2-08": {"default-fits-seen": 1.0},
-                   "S2-09": {"mask-gains": 2, "structured-fits": 6}}
+                   "S2-09": {"mask-gains": 2, "structured-fits": 6}, "S2-10": {"mask-can-move": 0.75}}
     ledger = load_ledger()
     # every precondition the ledger declares for these claims is recorded, and nothing else
     assert {cid: {r["id"] for r in ledger[cid].requires} for cid in pre} == {cid: set(v) for cid, v in pre.items()}
@@ -329,6 +337,8 @@ def test_table_preconditions_make_an_unfitted_task_inconclusive(loaded):
     assert results["S2-06"].verdict == "reproduced" and results["S2-06"].failed == []
     assert results["S2-05"].verdict == "partly"  # 0.3 of the way to the target on maj3: past 0.2, within 0.5
     assert results["S2-09"].verdict == "reproduced"  # +1 point of Structured (Opt) on Majority, within 2
+    # Adam moves the all-zero mask at most 0.75 in this budget: "no gain" holds by construction
+    assert results["S2-10"].verdict == "inconclusive" and results["S2-10"].failed == ["mask-can-move"]
     # without a fitted named task S2-05 has no default row: inconclusive, not "not reproduced"
     lone = pd.DataFrame([{"task": "2parity", "method": m, "seed": 0, "cube.acc": 0.5, "unseen.acc": 0.0,
                           "seen.acc": 0.5} for m in METHODS])
@@ -544,7 +554,9 @@ def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypa
     # the notebook's claim cells on the same records
     masks = ch.patterns()
     records, frame = ch.load("ci", [0, 1, 2])
-    tm = ch.table1_measures(frame, ch.references()["nearest"], space=ch.function_space(records))
+    caps = ch.mask_caps(records)
+    assert caps == {"zero-mask": 0.75, "mask": 0.75}  # 250 updates at 3e-3
+    tm = ch.table1_measures(frame, ch.references()["nearest"], space=ch.function_space(records), caps=caps)
     lg = ch.learning_gain(frame)
     ret = ch.retention(ch.map_summary(records, masks), frame, masks, tm["gain_tasks"])
     sym = ch.symmetry_measures(ch.load_symmetry("ci")[1])
@@ -552,7 +564,7 @@ def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypa
                 | ch.symmetry_claims(sym))
     assert {r.id: r.measure for r in results} == pytest.approx(measures)
     assert not any(v != v for v in measures.values())  # every claim measured (no NaN), so the comparison bites
-    pre = (ch.table_preconditions(tm) | ch.learning_preconditions(lg) | ch.figure5_preconditions(ret)
+    pre = (ch.table_preconditions(tm) | ch.learning_preconditions(lg, caps) | ch.figure5_preconditions(ret)
            | ch.symmetry_preconditions(sym))
     assert {r.id: r.preconditions for r in results if r.preconditions} == pre
     assert {r.id: r.detail for r in results if r.detail} == ch.table_claim_details(tm) | ch.symmetry_details(sym)

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from companion.config import TrainConfig
+from companion.train import prior_lr_sum
 from companion.book import ch04_arithmetic as ch
 from companion.experiments import load_experiments
 from companion.experiments.arithmetic import METHODS, arithmetic_cells
@@ -59,8 +61,10 @@ def _record(key, method, seed):
     seq = SEQ[(*key, method)][seed]
     digits = DIGITS.get(method, [(0.1,) * 6] * 3)[seed] if op == "mul" else (0.5,) * 4
     test = {"seq_acc": seq, "digit_acc": float(np.mean(digits)), **{f"digit{d}_acc": v for d, v in enumerate(digits)}}
+    kind, trainable = {"mask": ("mask", True), "fixed-mask": ("mask", False)}.get(method, ("none", True))
     config = SimpleNamespace(experiment=f"arith-{op}", profile="ci", method=method, seed=seed,
-                             train=SimpleNamespace(steps=STEPS[(op, budget)]))
+                             train=TrainConfig(lr=1e-3, steps=STEPS[(op, budget)], schedule="onecycle", warmup=0.1),
+                             model=SimpleNamespace(prior=SimpleNamespace(kind=kind, trainable=trainable)))
     return SimpleNamespace(config=config, seed=seed, run_id=f"{op}-{fraction}-{budget}-{method}-{seed}", wall_time=1.0,
                            metrics={"test": test, "train": {"seq_acc": min(1.0, seq + 0.01)}},
                            curves={"steps": CURVE_STEPS,
@@ -115,10 +119,13 @@ def test_held_at_both_passes_only_when_both_budgets_do():
 def test_claims_decided_at_both_budgets_read_partly_when_the_gap_closes(ci):
     from companion.book.claims import load_ledger, record_all
 
-    _, frame = ci
+    records, frame = ci
     results = {r.id: r.verdict for r in record_all(ch.claim_measures(frame, "ci"), ledger=load_ledger(),
-                                                      preconditions=ch.claim_preconditions(frame, "ci"))}
+                                                      preconditions=ch.claim_preconditions(frame, "ci",
+                                                                                           ch.table8_caps(records)))}
     assert results["S2-13"] == "partly" and results["S2-14"] == "partly" and results["S2-18"] == "reproduced"
+    # 250 one-cycle updates peaking at 1e-3 let an entry of the mask move about 0.1: S2-24 cannot be decided
+    assert results["S2-24"] == "inconclusive"
 
 
 def test_claim_measures_at_paper_add_the_structured_multiplication():
@@ -131,9 +138,13 @@ def test_claim_measures_at_paper_add_the_structured_multiplication():
 def test_claim_preconditions_make_multiplication_inconclusive_when_no_method_learns_it(ci):
     from companion.book.claims import load_ledger, record_all
 
-    _, frame = ci
+    records, frame = ci
     pre = ch.claim_preconditions(frame, "ci")
     assert pre == {"S2-16": {"a-method-learns": 0.02}, "S2-24": {"mask-gains": 0.69}}  # mul: default and mask at 2 %
+    cap = round(prior_lr_sum(TrainConfig(lr=1e-3, steps=250, schedule="onecycle", warmup=0.1), 250), 4)
+    assert ch.table8_caps(records) == {"mask": cap} and 0.05 < cap < 0.25
+    assert ch.claim_preconditions(frame, "ci", ch.table8_caps(records))["S2-24"] == {"mask-gains": 0.69,
+                                                                                     "mask-can-move": cap}
     ledger = load_ledger()
     assert [r["id"] for r in ledger["S2-16"].requires] == ["a-method-learns"]
     (r,) = record_all({"S2-16": 0.0}, preconditions={"S2-16": pre["S2-16"]}, ledger=ledger)
@@ -279,7 +290,8 @@ def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypa
     assert {r.id for r in ch.claims("paper", list(SEEDS))} == chapter
     frame = ch.runs_frame(grid)  # the notebook's claim cell on the same records
     assert {r.id: r.measure for r in results} == pytest.approx(ch.claim_measures(frame, "ci"), nan_ok=True)
-    assert {r.id: r.preconditions for r in results if r.preconditions} == ch.claim_preconditions(frame, "ci")
+    assert {r.id: r.preconditions for r in results if r.preconditions} == ch.claim_preconditions(
+        frame, "ci", ch.table8_caps(grid))
     assert {r.id: r.detail for r in results if r.detail} == {k: v for k, v in ch.claim_details(frame, "ci").items() if v}
     calls.clear()
     monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: calls.append((a, k)) or grid)

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from companion.config import TrainConfig
+from companion.train import prior_lr_sum
 from companion.book import ch05_images as ch
 from companion.book.stats import Paired
 from companion.experiments import get_experiment, get_grid
@@ -89,7 +91,11 @@ def _maps(method: str) -> dict:
 
 
 def _record(experiment: str, method: str, seed: int, metrics: dict, drift=None) -> SimpleNamespace:
-    config = SimpleNamespace(experiment=experiment, profile="ci", method=method, seed=seed)
+    kind, trainable = {"mask": ("mask", True), "zero-mask": ("mask", True), "fixed-mask": ("mask", False)}.get(
+        method, ("none", True))
+    config = SimpleNamespace(experiment=experiment, profile="ci", method=method, seed=seed,
+                             train=TrainConfig(lr=3e-3, steps=300, schedule="cosine", warmup=0.1),
+                             model=SimpleNamespace(prior=SimpleNamespace(kind=kind, trainable=trainable)))
     return SimpleNamespace(config=config, seed=seed, run_id=f"{experiment}-{method}-{seed}", wall_time=1.0,
                            metrics=metrics, drift=drift)
 
@@ -180,6 +186,11 @@ def test_claim_measures_preconditions_and_prose(loaded):
     assert ch.claim_preconditions(t3m, text) == {
         "S2-27": {"default-learns-images": 0.92}, "S2-28": {"default-learns-images": 0.92},
         "S2-29": {"default-learns-text": 3.0}, "S2-30": {"default-learns-text": 3.0}}
+    # 300 cosine updates at 3e-3 with 10 % warm-up: an entry of the mask moves at most about 0.47
+    cap = round(prior_lr_sum(TrainConfig(lr=3e-3, steps=300, schedule="cosine", warmup=0.1), 300), 4)
+    assert ch.image_caps(records) == {"mask": cap} and 0.4 < cap < 0.5
+    assert ch.claim_preconditions(t3m, text, ch.image_caps(records))["S2-28"] == {
+        "default-learns-images": 0.92, "mask-can-move": cap}
     shares = ch.open_share(ch.map_frame(records, ch.patterns(records)))
     results = [SimpleNamespace(id="S2-27", verdict="reproduced"), SimpleNamespace(id="R-08", verdict="reproduced")]
     masks = ch.patterns(records)
@@ -239,7 +250,8 @@ def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(loaded, 
     inc = ch.inconsistency(ch.table3(frame), ch.table5(frame), frame)
     ppl = ch.perplexity_interval(ch.perplexity_pairs(text))
     assert {r.id: r.measure for r in results} == pytest.approx(ch.claim_measures(t3m, fixed, inc["gap"], ppl))
-    assert {r.id: r.preconditions for r in results if r.preconditions} == ch.claim_preconditions(t3m, text)
+    assert {r.id: r.preconditions for r in results if r.preconditions} == ch.claim_preconditions(
+        t3m, text, ch.image_caps(records))
     asked.clear()
     ch.claims()
     kw = {"jobs": None, "store": None, "train": True}

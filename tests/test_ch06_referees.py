@@ -17,9 +17,10 @@ import torch
 from companion.readouts import jsonable, log_mask
 
 from companion.book import ch06_referees as ch
-from companion.config import TaskConfig
+from companion.book import step_cap
+from companion.config import TaskConfig, TrainConfig
 from companion.experiments import get_experiment
-from companion.experiments.referee import PLACEMENTS, mask_overrides, placement_cells, qk_norm_cells
+from companion.experiments.referee import PLACEMENTS, mask_overrides, movable_cells, placement_cells, qk_norm_cells
 from companion.priors import LearnableMask
 from companion.tasks.boolean import BooleanTask
 
@@ -41,19 +42,28 @@ QK_DRIFT = {("default", False): (0.9, 0.5), ("structured-svd", False): (0.7, 3.5
             ("structured-opt", False): (0.8, 0.7), ("default", True): (0.6, 1.1), ("structured-svd", True): (0.75, 1.2)}
 
 
-def _drift(kind_values: dict[str, float | None], maps_final=UNIFORM, maps_init=UNIFORM) -> dict:
-    """Two steps, two layers, two heads: drift 0 at step 0 and `value` at the end (None: not tracked)."""
+def _drift(kind_values: dict[str, float | None], maps_final=UNIFORM, maps_init=UNIFORM, step: float = 0.02) -> dict:
+    """Two steps, two layers, two heads: drift 0 at step 0 and `value` at the end (None: not tracked);
+    with a mask, its largest entry move `step` at the end."""
     out = {"steps": [0, 10], "maps": {"init": [maps_init, maps_init], "final": [maps_final, maps_final]}}
     for kind, v in kind_values.items():
         out[kind] = {} if v is None else {layer: [[0.0, 0.0], [v, v]] for layer in ("0", "1")}
+    if kind_values.get("mask") is not None:
+        out["mask_step"] = {layer: [[0.0, 0.0], [step, step / 2]] for layer in ("0", "1")}
     return out
 
 
-def _record(task: str, method: str, seed: int, acc: float, drift: dict, variant: str = "support", seen: float = 1.0):
-    cfg = SimpleNamespace(experiment=f"gotu-{task}", profile="ci", method=method, seed=seed,
+TRAIN = TrainConfig(lr=3e-3, steps=10)  # the step cap of a synthetic run: 10 · 3e-3 = 0.03 (own rate 0.1: 1.0)
+KIND = {"mask": ("mask", True), "zero-mask": ("mask", True), "fixed-mask": ("mask", False)}
+
+
+def _record(task: str, method: str, seed: int, acc: float, drift: dict, variant: str = "support", seen: float = 1.0,
+            train: TrainConfig = TRAIN, tag: object = ""):
+    kind, trainable = KIND.get(method, ("none", True))
+    cfg = SimpleNamespace(experiment=f"gotu-{task}", profile="ci", method=method, seed=seed, train=train,
                           task=TaskConfig.of("boolean", function=task, n_bits=N_BITS),
-                          model=SimpleNamespace(prior=SimpleNamespace(variant=variant)))
-    return SimpleNamespace(config=cfg, seed=seed, run_id=f"{task}-{method}-{seed}-{variant}", wall_time=1.0,
+                          model=SimpleNamespace(prior=SimpleNamespace(variant=variant, kind=kind, trainable=trainable)))
+    return SimpleNamespace(config=cfg, seed=seed, run_id=f"{task}-{method}-{seed}-{variant}-{tag}", wall_time=1.0,
                            metrics={"cube": {"acc": acc}, "seen": {"acc": seen}}, drift=drift)
 
 
@@ -64,8 +74,8 @@ def runs():
         variant = PLACEMENTS[task].get(placement, "support")
         accs, drifts = ACC.get((task, placement, c), (0.75,) * 3), MASK_DRIFT.get((task, placement, c), (0.2,) * 3)
         out[(task, placement, c)] = [
-            _record(task, request.methods[0], s, a, _drift({"mask": d if c > 0 else None, "attention": 0.4, "qk": None}),
-                    variant, seen=SEEN.get((task, placement, c), 1.0)) for s, a, d in zip(SEEDS, accs, drifts)]
+            _record(task, request.methods[0], s, a, _drift({"mask": d if request.methods[0] != "default" else None, "attention": 0.4, "qk": None}),
+                    variant, seen=SEEN.get((task, placement, c), 1.0), tag=c) for s, a, d in zip(SEEDS, accs, drifts)]
     return out
 
 
@@ -80,6 +90,35 @@ def qk_runs():
         start = {("structured-svd", True): HALF_CLS, ("structured-svd", False): ON_CLS}.get((method, norm), UNIFORM)
         out[(task, method, norm)] = [_record(task, method, s, 0.8, _drift({"mask": None, "attention": attention,
                                                                             "qk": qk}, final, start)) for s in SEEDS]
+    return out
+
+
+# The `mask-moves` cells: cube accuracy per seed; the misspecified mask with its own rate moves its
+# separating entries from ∓10 to ∓10 ± 5 (the log σ readout), its largest entry move 0.5 (cap 25).
+MOVABLE_ACC = {("maj3", "correct"): (1.0, 1.0, 1.0), ("maj3", "misspecified"): (0.9, 0.9, 0.95),
+               ("maj3", "fixed"): (1.0, 1.0, 1.0), ("maj3", "no mask"): (0.9, 0.85, 0.95),
+               ("maj3", "all-zero"): (0.9, 0.9, 0.9), ("2parity", "correct"): (0.8, 0.75, 0.75)}
+OWN = TrainConfig(lr=3e-3, steps=10, prior_lr=2.5)  # a cap of 25, past the 20 a ±10 entry must cross
+
+
+@pytest.fixture(scope="module")
+def movable():
+    out = {}
+    for (task, placement, rate), request in movable_cells("ci").items():
+        variant = PLACEMENTS[task].get(placement, "support")
+        accs = MOVABLE_ACC.get((task, placement), (0.75,) * 3)
+        own = rate == "own lr"
+        recs = [_record(task, request.methods[0], s, a, _drift({"mask": 0.3 if request.methods[0] != "default" else None,
+                                                                  "attention": 0.4, "qk": None}, step=0.5 if own else 0.0),
+                        variant, train=OWN if own else TRAIN, tag=rate) for s, a in zip(SEEDS, accs)]
+        if placement == "misspecified":
+            wrong = ch._pattern(recs[0].config.task, variant)
+            right = ch._pattern(recs[0].config.task, "support")
+            logits = torch.where(wrong, 10.0, -10.0) + torch.where(right & ~wrong, 5.0, 0.0)
+            value = jsonable(log_mask(SimpleNamespace(state_dict=lambda l=logits[None]: {"blocks.0.attn.prior.logits": l}),
+                                      None, ""))
+            recs = [SimpleNamespace(**{**vars(r), "readouts": {"log_mask": value}}) for r in recs]
+        out[(task, placement, rate)] = recs
     return out
 
 
@@ -175,9 +214,7 @@ def test_claim_measures_exact(frame, qk):
     norm = ch.mask_init_norm(BooleanTask("2parity", n_bits=N_BITS).mask_pattern("pair:0-2", cls=True), 10.0)
     assert norm == pytest.approx(math.sqrt(11 * math.log1p(math.exp(-10)) ** 2 + 38 * (10 + math.log1p(math.exp(-10))) ** 2))
     assert ch.mask_matters(frame) == ["maj3"]  # +10 points on Majority; 2Parity's correct mask = no mask
-    drifts = {"2parity": 0.01, "maj3": 0.03}
-    assert ch.claim_measures(frame, qk, drifts) == {
-        "R-01": 0.03,  # the larger of 2Parity and Majority (where the correct mask matters)
+    assert ch.claim_measures(frame, qk) == {
         "R-02": 0.375,  # |0.5 − 0.875|
         "R-03": 0.95,
         "R-04": 3.0,  # 0.3 / 0.1
@@ -187,11 +224,11 @@ def test_claim_measures_exact(frame, qk):
     }
     # the control starts on the pattern (share 1) and ends uniform: retention 0
     assert round(R06, 4) == 2.4 and ch.qk_retention(qk, False) == pytest.approx(0.0, abs=1e-6)
-    assert "R-01" not in ch.claim_measures(frame, qk)  # without the masks read back, R-01 is not measured
-    assert ch.claim_preconditions(frame, qk, drifts) == {
+    assert "R-01" not in ch.claim_measures(frame, qk)  # decided where the mask can move (step cap)
+    assert ch.claim_preconditions(frame, qk) == {
         "R-02": {"falsifier-fits": 0.6667}, "R-05": {"mask-matters": 1, "test-can-pass": 0},
         "R-06": {"prior-at-start": round(((2 / 3 - 3 / 7) + (3 / 4 - 4 / 7)) / 2, 4)},
-        "R-07": {"matched-pairs": 6}, "R-01": {"mask-matters": 1}}
+        "R-07": {"matched-pairs": 6}}
 
 
 def test_matched_drift_keeps_only_runs_that_start_on_the_pattern(frame, qk):
@@ -205,17 +242,16 @@ def test_matched_drift_keeps_only_runs_that_start_on_the_pattern(frame, qk):
 def test_claim_details_and_verdicts(frame, qk):
     from companion.book.claims import load_ledger, record_all
 
-    drifts = {"2parity": 0.01, "maj3": 0.03}
-    details = ch.claim_details(frame, qk, drifts)
+    details = ch.claim_details(frame, qk)
     assert details == {"R-02": "falsifier ±10 on Majority 50.0 % (MDI 87.5 %)",
                        "R-05": "3-bit Majority: 3 of 3 seeds gain, p = 0.125, 95% interval [-2.4, 22.4] points",
-                       "R-06": "without QK norm (control) 0.00", "R-01": "2Parity 0.0100, 3-bit Majority 0.0300",
+                       "R-06": "without QK norm (control) 0.00",
                        "R-07": "Structured (SVD) 3.50 vs mask 0.40 over 6 pairs matched at the start"}
     got = {r.id: (r.verdict, r.failed) for r in record_all(
-        ch.claim_measures(frame, qk, drifts), preconditions=ch.claim_preconditions(frame, qk, drifts), ledger=load_ledger())}
+        ch.claim_measures(frame, qk), preconditions=ch.claim_preconditions(frame, qk), ledger=load_ledger())}
     # three seeds cannot reach p ≤ 0.05 (1/8 at best); the falsifier does not fit S
     assert got["R-05"] == ("inconclusive", ["test-can-pass"]) and got["R-02"] == ("inconclusive", ["falsifier-fits"])
-    assert got["R-01"] == ("reproduced", []) and got["R-06"] == ("reproduced", []) and got["R-07"] == ("reproduced", [])
+    assert got["R-06"] == ("reproduced", []) and got["R-07"] == ("reproduced", [])
 
 
 def test_separating_drift_counts_only_the_entries_that_differ():
@@ -296,7 +332,8 @@ def test_prose_numbers_cover_every_glue_the_text_cites(frame, qk):
     own = {"ch6_paper_status"}
     code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
     assert all(f'"{name}"' in code for name in own)
-    assert cited and cited - own <= set(ch.prose_numbers(frame, qk, results, drifts, drifts))
+    glued = set(ch.prose_numbers(frame, qk, results, drifts, drifts)) | set(ch.step_cap_glue(None))
+    assert cited and cited - own <= glued
 
 
 # ---------------------------------------------------------------- tables and figure data
@@ -398,22 +435,83 @@ def _with_log_mask(runs):
     return out
 
 
-def test_claims_reads_both_grids_and_decides_every_claim_as_the_notebook_does(runs, qk_runs, monkeypatch):
+def test_claims_reads_the_three_grids_and_decides_every_claim_as_the_notebook_does(runs, qk_runs, movable, monkeypatch):
     from companion.book.claims import load_ledger
 
-    grids, calls = {"referee": _with_log_mask(runs), "qk-norm": qk_runs}, []
+    grids, calls = {"referee": _with_log_mask(runs), "qk-norm": qk_runs, "mask-moves": movable}, []
     monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: calls.append((name, seeds, kw)) or grids[name])
     results = ch.claims("ci", list(SEEDS), jobs=2, store="st", train=False)
-    assert calls == [(n, list(SEEDS), {"jobs": 2, "store": "st", "train": False}) for n in ("referee", "qk-norm")]
+    assert calls == [(n, list(SEEDS), {"jobs": 2, "store": "st", "train": False})
+                     for n in ("referee", "qk-norm", "mask-moves")]
     ledger = load_ledger()
     assert sorted(r.id for r in results) == sorted(
         c for c, v in ledger.items() if v.chapter.endswith("06_what_the_referees_asked") and v.rebuilt)
     # the notebook's claim cell on the same records
     frame, qk = ch.placement_frame(grids["referee"]), ch.qk_frame(qk_runs)
-    drifts = {task: ch.misspecified_drift(grids["referee"], task) for task in ("2parity", "maj3")}
-    assert {r.id: r.measure for r in results} == pytest.approx(ch.claim_measures(frame, qk, drifts), nan_ok=True)
-    assert {r.id: r.preconditions for r in results if r.preconditions} == ch.claim_preconditions(frame, qk, drifts)
-    assert {r.id: r.detail for r in results if r.detail} == ch.claim_details(frame, qk, drifts)
+    parts = ch.verdicts(frame, qk, ch.step_cap_measures(grids["referee"], movable))
+    assert [r.id for r in results] == list(parts["measures"]) and list(parts["measures"])[:2] == ["R-01", "R-02"]
+    assert {r.id: r.measure for r in results} == pytest.approx(parts["measures"], nan_ok=True)
+    assert {r.id: r.preconditions for r in results if r.preconditions} == parts["preconditions"]
+    assert {r.id: r.detail for r in results if r.detail} == parts["details"]
     calls.clear()
     ch.claims()  # the notebook's own seeds and a store that trains what is missing
     assert calls[0] == ("referee", list(ch.SEEDS), {"jobs": None, "store": None, "train": True})
+
+
+# ---------------------------------------------------------------- where the mask can move (step cap)
+
+def test_step_cap_measures_exact(runs, movable):
+    """The synthetic runs: every learnable mask moves 0.02 of a 0.03 cap at the model's rate, 0.5 of a
+    25 cap at its own; the misspecified mask with its own rate moves its entries that the correct mask
+    opens from −10 to −5, and none of those it closes."""
+    cap = ch.step_cap_measures(_with_log_mask(runs), movable)
+    claims = step_cap.step_cap_claims(cap)
+    pattern = BooleanTask("maj3", n_bits=N_BITS).mask_pattern("group:0-1-3", cls=True)
+    right = BooleanTask("maj3", n_bits=N_BITS).mask_pattern("support", cls=True)
+    up, down = int((right & ~pattern).sum()), int((pattern & ~right).sum())
+    span = math.log1p(math.exp(10)) - math.log1p(math.exp(-10))
+    sep = (math.log1p(math.exp(10)) - math.log1p(math.exp(5))) / span * up / (up + down)
+    # 13 learnable referee cells (3 placements × 4 contrasts, the all-zero mask) and 3 own-rate cells per task
+    assert claims["M-07"] == round(0.02 / 0.03, 2) and cap["n_runs"] == 2 * 13 * 3 + 2 * 3 * 3
+    assert claims["R-01"] == pytest.approx(round(sep, 4), abs=1e-4)  # the larger of the two tasks (same shapes)
+    # the correct mask with its own rate minus the fixed one: Majority 0, 2Parity (0.8, 0.75, 0.75) − 0.75
+    assert claims["M-08"] == round(0.05 / 3, 4)
+    # the misspecified mask with its own rate (0.9, 0.9, 0.95) over the same mask at the model's (0.75 each)
+    assert claims["M-09"] == round(0.9167 - 0.75, 4) and cap["matters"] == ["maj3"]
+    assert step_cap.step_cap_preconditions(cap) == {
+        "M-08": {"mask-can-move": 25.0}, "M-09": {"mask-can-move": 25.0, "mask-matters": 1},
+        "R-01": {"mask-can-move": 25.0, "mask-matters": 1}}
+    assert cap["model_cap"] == pytest.approx(0.03)
+
+
+def test_r01_is_inconclusive_where_the_mask_cannot_move_and_decided_where_it_can(runs, movable):
+    """At the model's rate (cap 0.03) the skeptic's test could only pass; with the mask's own rate it is
+    decided, here against the skeptic, as the synthetic mask moves a quarter of the way."""
+    from companion.book.claims import load_ledger, record_all
+
+    ledger = load_ledger()
+    cap = ch.step_cap_measures(_with_log_mask(runs), movable)
+    claims, pre = step_cap.step_cap_claims(cap), step_cap.step_cap_preconditions(cap)
+    got = {r.id: r.verdict for r in record_all(claims, preconditions=pre, ledger=ledger)}
+    assert got["R-01"] == "not reproduced" and got["M-07"] == "reproduced"
+    stuck = {k: {**v, "mask-can-move": cap["model_cap"]} for k, v in pre.items()}
+    got = {r.id: (r.verdict, r.failed) for r in record_all(claims, preconditions=stuck, ledger=ledger)}
+    assert got["R-01"] == ("inconclusive", ["mask-can-move"]) and got["M-08"] == ("inconclusive", ["mask-can-move"])
+
+
+def test_step_cap_glue_keeps_its_names_at_a_profile_without_the_runs(runs, movable):
+    cap = ch.step_cap_measures(_with_log_mask(runs), movable)
+    full, empty = ch.step_cap_glue(cap), ch.step_cap_glue(None)
+    assert set(empty) == set(full) | {"ch6_R01", "ch6_M07", "ch6_M08", "ch6_M09"}
+    assert full["ch6_cap_model"] == "0.03" and full["ch6_cap_own"] == "25.00" and full["ch6_cap_rate"] == "0.1"
+    assert full["ch6_cap_over"] == "0" and full["ch6_cap_fit_own_maj3"] == "3 of 3"
+    assert full["ch6_cap_r01_max"] == "0.15 %" and empty["ch6_cap_ratio"] == "—"
+    assert empty["ch6_cap_paper"] == full["ch6_cap_paper"] == "0.02 to 0.18"
+
+
+def test_load_movable_reads_the_grid_at_ci_only(monkeypatch):
+    calls = []
+    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: calls.append((name, profile)) or {"x": 1})
+    assert ch.load_movable("ci", [0]) == {"x": 1} and ch.load_movable("paper", [0]) == {}
+    assert calls == [("mask-moves", "ci")]
+    assert list(ch.movable_table({}).iloc[:, 0]) == ["The masks with a learning rate of their own are run at the ci profile only."]

@@ -20,7 +20,7 @@ A `*_claims` function returns {claim id: measure} for `record_all`; a `*_numbers
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,7 @@ import torch
 
 from companion.boolean_fourier import cube, evaluate
 from companion.book.frames import long_curves, open_mass_frame, readout, records_frame
+from companion.book import step_cap
 from companion.book.labels import label, task_title
 from companion.book.prose import diff_interval, mean_sd, num, p_text, pct
 from companion.book.stats import paired, paired_table, summary_table
@@ -52,7 +53,7 @@ __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference
            "paired_against", "headline", "headline_numbers", "accuracy_curves", "figure5_panels", "map_summary",
            "persistence", "figure5_claims", "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks",
            "function_space", "space_numbers", "frame_of", "paper_headline", "structured_gain_fitted", "retention", "figure5_preconditions",
-           "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers",
+           "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers", "mask_caps",
            "DOSSIER_OPEN", "dossier_patterns", "SEEDS", "claims", "SYMMETRY_SEEDS", "load_symmetry",
            "symmetry_predictions", "symmetry_prediction_table", "symmetry_prediction_numbers", "symmetry_table",
            "symmetry_measures", "symmetry_claims", "symmetry_details", "symmetry_preconditions", "symmetry_numbers"]
@@ -337,8 +338,15 @@ def space_numbers(space: pd.DataFrame) -> dict[str, str]:
             | {f"ch3_mdi_value_{fn}": num(means.loc[fn, "mean_mdi"], 1) for fn in means.index})
 
 
+def mask_caps(records: Mapping[str, Sequence]) -> dict[str, float]:
+    """{method: Adam's step cap of its learnable mask} for the all-zero and the learnable mask
+    (`companion.book.step_cap.cap_precondition`: the sum of the mask's learning rates over the updates,
+    the smallest over the runs): the `mask-can-move` precondition of S2-10 and S2-23."""
+    return step_cap.method_caps(records, ("zero-mask", "mask"))
+
+
 def table1_measures(frame: pd.DataFrame, refs: dict[str, dict[str, float]], fit: float = FIT,
-                    space: pd.DataFrame | None = None) -> dict:
+                    space: pd.DataFrame | None = None, caps: Mapping[str, float] | None = None) -> dict:
     """The quantities behind the Table 1 and Table 4 claims, from the per-run frame.
 
     `refs` is one reading's {task: MDI accuracies}. Returns a dict with: `means` (task × method mean
@@ -348,7 +356,7 @@ def table1_measures(frame: pd.DataFrame, refs: dict[str, dict[str, float]], fit:
     all tasks), and `svd_fit` ((runs of Structured (SVD) that fit S, all its runs)); `gain_tasks`
     (`mask_gain_tasks`) and `fitted` (`structured_gain_fitted` on them: S2-09's measure and its runs);
     with `space` (`function_space` of the default), `mdi_distance` (largest mean distance from the MDI
-    on U over the NAMED tasks where the default fits S: S2-05's measure).
+    on U over the NAMED tasks where the default fits S: S2-05's measure); with `caps` (`mask_caps`), `caps`.
     """
     means = frame.groupby(["task", "method"])[["cube.acc", "unseen.acc", "seen.acc"]].mean()
     tasks = list(dict.fromkeys(frame["task"]))
@@ -371,7 +379,7 @@ def table1_measures(frame: pd.DataFrame, refs: dict[str, dict[str, float]], fit:
         "unfit": [fn for fn in tasks if not fits[fn]],
         "structured_gain": max(gain(m, fn) for fn in tasks for m in ("structured-svd", "structured-opt")),
         "zero_gain": max(gain("zero-mask", fn) for fn in tasks),
-        "svd_fit": (int((svd["seen.acc"] >= fit).sum()), len(svd)),
+        "svd_fit": (int((svd["seen.acc"] >= fit).sum()), len(svd)), "caps": dict(caps or {}),
     }
 
 
@@ -402,7 +410,10 @@ def table_preconditions(tm: dict) -> dict[str, dict[str, float]]:
     out = {"S2-05": {"default-fits-seen": max(seen.values(), default=0.0)},
            "S2-09": {"mask-gains": len(tm["gain_tasks"]),
                      "structured-fits": sum(k for k, _ in tm["fitted"]["fitted"].values())}}
-    return out | {cid: {"default-fits-seen": seen[fn]} for fn, cid in MASK_CLAIMS.items() if fn in seen}
+    out |= {cid: {"default-fits-seen": seen[fn]} for fn, cid in MASK_CLAIMS.items() if fn in seen}
+    if "zero-mask" in tm["caps"]:
+        out["S2-10"] = {"mask-can-move": tm["caps"]["zero-mask"]}
+    return out
 
 
 def table_numbers(tm: dict, results: Sequence) -> dict[str, str]:
@@ -492,17 +503,20 @@ def learning_claims(lg: dict) -> dict[str, float]:
     return {"S2-23": round(lg["gain"], 4)}
 
 
-def learning_preconditions(lg: dict) -> dict[str, dict[str, int]]:
-    """S2-23's precondition: how many tasks the learnable mask gains on."""
-    return {"S2-23": {"mask-gains": len(lg["tasks"])}}
+def learning_preconditions(lg: dict, caps: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:
+    """S2-23's preconditions: how many tasks the learnable mask gains on and, with `caps` (`mask_caps`),
+    how far Adam lets its entries move (`mask-can-move`)."""
+    out = {"mask-gains": len(lg["tasks"])}
+    return {"S2-23": out | ({"mask-can-move": caps["mask"]} if caps else {})}
 
 
-def learning_numbers(lg: dict, results: Sequence = ()) -> dict[str, str]:
-    """ch3_learn_tasks, ch3_learn_by_task ("task +x.x" per task: learnable − fixed, points) and
-    ch3_verdict_S2-23 (from `results`)."""
+def learning_numbers(lg: dict, results: Sequence = (), caps: Mapping[str, float] | None = None) -> dict[str, str]:
+    """ch3_learn_tasks, ch3_learn_by_task ("task +x.x" per task: learnable − fixed, points),
+    ch3_verdict_S2-23 and ch3_verdict_S2-10 (from `results`) and, with `caps` (`mask_caps`), ch3_cap."""
     out = {"ch3_learn_tasks": ", ".join(map(task_title, lg["tasks"])) or "none",
            "ch3_learn_by_task": ", ".join(f"{task_title(fn)} {100 * v:+.1f}" for fn, v in lg["by_task"].items()) or "—"}
-    return out | {f"ch3_verdict_{r.id}": r.verdict for r in results if r.id == "S2-23"}
+    out |= step_cap.cap_glue("3", caps) if caps else {}
+    return out | {f"ch3_verdict_{r.id}": r.verdict for r in results if r.id in ("S2-23", "S2-10")}
 
 
 def accuracy_curves(records: Sequence) -> pd.DataFrame:
@@ -623,11 +637,12 @@ def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int
     results = record_all(mask_claims(masks), glue=False)
     refs = references()
     records, frame = load(profile, seeds, jobs=jobs, store=store, train=train)
-    tm = table1_measures(frame, refs["nearest"], space=function_space(records))
+    caps = mask_caps(records)
+    tm = table1_measures(frame, refs["nearest"], space=function_space(records), caps=caps)
     results += record_all(table_claims(tm), details=table_claim_details(tm), preconditions=table_preconditions(tm),
                           glue=False)
     lg = learning_gain(frame)
-    results += record_all(learning_claims(lg), preconditions=learning_preconditions(lg), glue=False)
+    results += record_all(learning_claims(lg), preconditions=learning_preconditions(lg, caps), glue=False)
     ret = retention(map_summary(records, masks), frame, masks, tm["gain_tasks"])
     results += record_all(figure5_claims(ret), preconditions=figure5_preconditions(ret), glue=False)
     _, sym_frame = load_symmetry(profile, jobs=jobs, store=store, train=train)

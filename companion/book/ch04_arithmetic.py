@@ -23,6 +23,7 @@ from companion.book.frames import curves, records_frame
 from companion.book.labels import label, task_title
 from companion.book.prose import diff_interval, mean_sd, p_text, pct
 from companion.book.stats import Paired, Summary, paired, summarize
+from companion.book.step_cap import cap_glue, method_caps
 from companion.experiments import get_experiment
 from companion.experiments.arithmetic import (FIGURE2_METHODS, FRACTIONS, LONG_BUDGET, METHODS, MUL_METHODS,
                                               TABLE8_FRACTION)
@@ -31,7 +32,7 @@ from companion.tasks.arithmetic import ArithmeticTask, decode
 
 __all__ = ["REACH", "fraction_label", "load_runs", "runs_frame", "examples", "mask_panel", "budget_table",
            "table8", "paired_against", "paired_table8", "summary", "paired_gain", "claim_measures",
-           "claim_preconditions", "claim_details", "verdict_numbers", "figure2_data", "figure2_seeds",
+           "claim_preconditions", "table8_caps", "cap_glue", "claim_details", "verdict_numbers", "figure2_data", "figure2_seeds",
            "fraction_ticks", "figure2_table", "held_at_both", "steps_to", "budget_gap_table", "digit_frame", "digit_table", "prose_numbers",
            "SEEDS", "claims"]
 
@@ -256,14 +257,22 @@ def claim_measures(frame: pd.DataFrame, profile: str) -> dict[str, float]:
     return out
 
 
-def claim_preconditions(frame: pd.DataFrame, profile: str) -> dict[str, dict[str, float]]:
+def claim_preconditions(frame: pd.DataFrame, profile: str, caps: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:
     """S2-16's precondition (book/claims.yml, `a-method-learns`): the highest mean test sequence accuracy
     of any method run on multiplication at Table 8's fraction; S2-24's (`mask-gains`): the learnable
-    mask's paired gain over the default on addition at 0.4 %; fractions rounded to 4 decimals."""
+    mask's paired gain over the default on addition at 0.4 %; fractions rounded to 4 decimals; and with
+    `caps` (`companion.book.step_cap.method_caps` of the runs), S2-24's `mask-can-move`."""
     mul = TABLE8_FRACTION["mul"]
     best = max(summary(frame, "mul", mul, m).mean for m in MUL_METHODS[profile])
     gain = paired_gain(frame, "add", TABLE8_FRACTION["add"], "mask").mean_diff / 100
-    return {"S2-16": {"a-method-learns": round(best / 100, 4)}, "S2-24": {"mask-gains": round(gain, 4)}}
+    can = {"mask-can-move": caps["mask"]} if caps else {}
+    return {"S2-16": {"a-method-learns": round(best / 100, 4)}, "S2-24": {"mask-gains": round(gain, 4)} | can}
+
+
+def table8_caps(records: Mapping) -> dict[str, float]:
+    """S2-24's `mask-can-move` value: Adam's step cap of the learnable mask on addition at Table 8's
+    fraction, stated budget (`companion.book.step_cap.method_caps`)."""
+    return method_caps(records[("add", TABLE8_FRACTION["add"], "base")], ("mask",))
 
 
 def claim_details(frame: pd.DataFrame, profile: str) -> dict[str, str]:
@@ -475,9 +484,9 @@ def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int
 
     seeds = list(SEEDS if seeds is None else seeds)
     check_parameters(profile, seeds, jobs)
-    _, frame = load_runs(profile, seeds, jobs=jobs, store=store, train=train)
+    records, frame = load_runs(profile, seeds, jobs=jobs, store=store, train=train)
     return record_all(claim_measures(frame, profile), details=claim_details(frame, profile),
-                      preconditions=claim_preconditions(frame, profile), glue=False)
+                      preconditions=claim_preconditions(frame, profile, table8_caps(records)), glue=False)
 
 
 def older_paper(frame: pd.DataFrame | None) -> tuple[pd.DataFrame | None, dict]:

@@ -29,6 +29,7 @@ from companion.book.frames import long_curves, open_mass_frame, records_frame
 from companion.book.labels import label, task_title
 from companion.book.prose import num, pct, signed
 from companion.book.stats import Paired, paired, paired_table, summarize, summary_table
+from companion.book.step_cap import cap_glue, method_caps
 from companion.experiments import get_experiment, get_grid
 from companion.experiments.images import LM_METHODS, METHODS, WINDOW
 from companion.masks import causal_local_pattern, patch_pattern
@@ -38,7 +39,7 @@ from companion.sweep import ensure_many
 __all__ = ["TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
            "patterns", "digit_examples", "paired_frame", "text_pattern", "text_mask", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
            "inconsistency", "reading", "map_frame", "open_share", "map_panels", "accuracy_curves", "table6",
-           "perplexity_pairs", "perplexity_interval", "mask_movement", "claim_measures", "claim_preconditions", "prose_numbers",
+           "perplexity_pairs", "perplexity_interval", "mask_movement", "claim_measures", "claim_preconditions", "image_caps", "cap_glue", "prose_numbers",
            "SEEDS", "TEXT_SEEDS", "claims"]
 
 SEEDS = tuple(range(6))  # the notebook's default seeds of the image runs (its parameters cell)
@@ -310,12 +311,20 @@ def claim_measures(t3m: dict, fixed: dict[str, Paired], gap: float, ppl: Paired)
             "S2-29": round(ppl.hi, 4), "S2-30": round(ppl.hi, 4)}
 
 
-def claim_preconditions(t3m: dict, text: pd.DataFrame) -> dict[str, dict[str, float]]:
+def image_caps(records: Mapping) -> dict[str, float]:
+    """S2-28's `mask-can-move` value: Adam's step cap of the learnable mask over the image runs
+    (`companion.book.step_cap.method_caps`; the text runs are left out)."""
+    return method_caps({k: v for k, v in records.items() if k != "text"}, ("mask",))
+
+
+def claim_preconditions(t3m: dict, text: pd.DataFrame, caps: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:
     """The default learns the images (lowest mean test accuracy over image sets, for S2-27 and S2-28) and
-    the text (its mean test bits per character, for S2-29 and S2-30)."""
+    the text (its mean test bits per character, for S2-29 and S2-30); with `caps`
+    (`companion.book.step_cap.method_caps` of the image runs), S2-28's `mask-can-move`."""
     learns = round(min(v["means"]["default"] for v in t3m.values()), 4)
     bpc = round(float(text[text.method == "default"]["test.bpc"].mean()), 4)
-    return {"S2-27": {"default-learns-images": learns}, "S2-28": {"default-learns-images": learns},
+    can = {"mask-can-move": caps["mask"]} if caps else {}
+    return {"S2-27": {"default-learns-images": learns}, "S2-28": {"default-learns-images": learns} | can,
             "S2-29": {"default-learns-text": bpc}, "S2-30": {"default-learns-text": bpc}}
 
 
@@ -362,9 +371,9 @@ def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int
     seeds = list(SEEDS if seeds is None else seeds)
     check_parameters(profile, seeds, jobs)
     check_parameters(profile, text_seeds)
-    _, frame, text = load(profile, seeds, text_seeds, jobs=jobs, store=store, train=train)
+    records, frame, text = load(profile, seeds, text_seeds, jobs=jobs, store=store, train=train)
     t3m, fixed = table3_measures(frame), fixed_vs_learnable(frame)
     ppl = perplexity_interval(perplexity_pairs(text))
     inc = inconsistency(table3(frame), table5(frame), frame)
-    return record_all(claim_measures(t3m, fixed, inc["gap"], ppl), preconditions=claim_preconditions(t3m, text),
+    return record_all(claim_measures(t3m, fixed, inc["gap"], ppl), preconditions=claim_preconditions(t3m, text, image_caps(records)),
                       glue=False)

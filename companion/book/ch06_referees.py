@@ -24,6 +24,8 @@ from companion.book.labels import label, task_title
 from companion.book.prose import diff_interval, mean_sd, num, p_text, pct, signed
 from companion.book.stats import paired, sign_flip_p, summarize
 from companion.config import TaskConfig
+from companion.book import step_cap
+from companion.experiments.chapters import chapter_requests
 from companion.experiments.referee import CONTRASTS, PLACEMENTS, TASKS
 from companion.sweep import ensure_grid
 from companion.tasks import make_task
@@ -34,7 +36,8 @@ __all__ = ["DRIFT_TITLES", "load", "load_qk", "placement_frame", "qk_frame", "dr
            "paired_gain_table", "claim_measures", "prose_numbers", "FIT", "GAIN", "MDI", "mask_matters",
            "separating_drift", "misspecified_drift", "claim_preconditions", "claim_details", "seed_test",
            "qk_retention", "matched_drift", "MATCH", "SEEDS", "claims", "PLACEMENT_NAMES", "ACCURACY_AT", "DRIFT_AT",
-           "QK_COLUMNS", "QK_DRIFTS", "MINUS_NO_MASK"]
+           "QK_COLUMNS", "QK_DRIFTS", "MINUS_NO_MASK", "load_movable", "step_cap_measures", "verdicts",
+           "movable_table", "step_cap_glue"]
 
 SEEDS = (0, 1, 2, 3, 4)  # the notebook's default seeds (its parameters cell)
 FIT = 0.99  # a run fits the seen set at this mean seen accuracy
@@ -57,6 +60,68 @@ def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=N
     """The `referee` grid: {(task, placement, contrast): [Record per seed]}; "all-zero" and
     "no mask" sit at contrast 0. `store` and `train` as in `ensure_grid`."""
     return ensure_grid("referee", profile, seeds, store=store, jobs=jobs, train=train)
+
+
+def load_movable(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
+                 train: bool = True) -> dict[tuple[str, str, str], list]:
+    """The `mask-moves` grid: {(task, placement, "own lr" | "model lr"): [Record per seed]}; {} at a
+    profile the chapter does not read it at (it reads it at `ci`). `store` and `train` as in `ensure_grid`."""
+    if not any(any(o.startswith("train.prior_lr=") for o in r.overrides) for r, _ in chapter_requests("06", profile)):
+        return {}
+    return ensure_grid("mask-moves", profile, seeds, store=store, jobs=jobs, train=train)
+
+
+def step_cap_measures(runs: Mapping, movable: Mapping) -> dict:
+    """`companion.book.step_cap.measures` from the `referee` runs and the `mask-moves` runs: the step
+    ratio of every learnable-mask run of both, the misspecified mask's accuracy and separating drift at
+    the model's learning rate (`runs`) and at its own (`movable`), and the model's cap."""
+    seen, ratios = set(), []
+    for r in step_cap.learnable([r for rs in (*runs.values(), *movable.values()) for r in rs]):
+        if r.run_id not in seen:
+            seen.add(r.run_id)
+            ratios.append(step_cap.step_ratio(r))
+    own = {(t, "misspecified", 10.0): movable[(t, "misspecified", "own lr")] for t in TASKS}
+    return step_cap.measures(
+        step_cap.movable_frame(movable), ratios,
+        {t: float(np.mean([r.metrics["cube"]["acc"] for r in runs[(t, "misspecified", 10.0)]])) for t in TASKS},
+        {t: misspecified_drift(own, t) for t in TASKS}, {t: misspecified_drift(runs, t) for t in TASKS},
+        runs[("2parity", "correct", 10.0)][0],
+        {t: (sum(r.metrics["seen"]["acc"] >= FIT for r in runs[(t, "misspecified", 10.0)]),
+             len(runs[(t, "misspecified", 10.0)])) for t in TASKS})
+
+
+def movable_table(movable: Mapping) -> pd.DataFrame:
+    """The `mask-moves` runs per task and mask: learning rate, cap, largest move, cube accuracy
+    (`companion.book.step_cap.movable_table`); one line saying so at a profile without them."""
+    if not movable:
+        return pd.DataFrame({"": ["The masks with a learning rate of their own are run at the ci profile only."]})
+    return step_cap.movable_table(step_cap.movable_frame(movable))
+
+
+def step_cap_glue(cap: dict | None) -> dict[str, str]:
+    """The step-cap section's glued numbers (`companion.book.step_cap.step_cap_numbers` and the
+    sources' caps); at a profile without the `mask-moves` runs (`cap` None) the same names, and the
+    verdicts of R-01 and M-07 … M-09 that `prose_numbers` then lacks, read "—"."""
+    out = step_cap.paper_cap_numbers(step_cap.paper_caps())
+    if cap is not None:
+        return out | step_cap.step_cap_numbers(cap)
+    template = step_cap.step_cap_numbers(step_cap.placeholder_measures())
+    return out | {k: "—" for k in template} | {f"ch6_{c}": "—" for c in ("M07", "M08", "M09", "R01")}
+
+
+def verdicts(frame: pd.DataFrame, qk: pd.DataFrame, cap: dict | None) -> dict[str, dict]:
+    """Every claim the chapter decides, as `record_all(**verdicts(...))` takes them: {"measures",
+    "details", "preconditions"}, in the order of the verdict table: R-01 … R-07 and the book's
+    M-07 … M-09 from `cap` (`step_cap_measures`; None at a profile without the `mask-moves` runs,
+    where R-01 and M-07 … M-09 are not decided)."""
+    parts = {"measures": claim_measures(frame, qk), "details": claim_details(frame, qk),
+             "preconditions": claim_preconditions(frame, qk)}
+    if cap is None:
+        return parts
+    own = {"measures": step_cap.step_cap_claims(cap), "details": step_cap.step_cap_details(cap),
+           "preconditions": step_cap.step_cap_preconditions(cap)}
+    return {k: {c: v for c, v in own[k].items() if c == "R-01"} | parts[k]
+            | {c: v for c, v in own[k].items() if c != "R-01"} for k in parts}
 
 
 def load_qk(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
@@ -429,11 +494,10 @@ def _relative_misspecified_drift(frame: pd.DataFrame) -> float:
     return _mask_drift(frame, "2parity", "misspecified", 10.0) / float(cell["mask_norm"].iloc[0])
 
 
-def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame, drifts: Mapping[str, float] | None = None) -> dict[str, float]:
+def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, float]:
     """R-01 … R-06 from the placement and QK frames (thresholds live in book/claims.yml).
 
-    R-01: the largest `separating_drift` of the misspecified ±10 mask over 2Parity and the tasks where
-    the correct mask matters, from `drifts` ({task: `misspecified_drift`}; 4 digits). R-02: |mean
+    R-01 is decided where the mask can move (`companion.book.step_cap`, `verdicts`). R-02: |mean
     full-cube accuracy of the falsifier at ±10 on Majority − the MDI's| (4 digits). R-03: mean full-cube
     accuracy of the correct mask at ±1 on Majority (4 digits). R-04: mean final mask drift of the correct
     Majority mask at ±1 over that at ±10 (1 digit). R-05: the largest exact one-sided sign-flip p of
@@ -444,10 +508,7 @@ def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame, drifts: Mapping[str, f
     drift_ratio = (_mask_drift(frame, "maj3", "correct", 1.0)
                    / max(_mask_drift(frame, "maj3", "correct", 10.0), 1e-12))
     matters = mask_matters(frame)
-    out = {}
-    if drifts is not None:
-        out["R-01"] = round(max(drifts[t] for t in dict.fromkeys(["2parity", *matters])), 4)
-    return out | {"R-02": round(abs(_accuracy(frame, "maj3", "falsifier", 10.0) - MDI["maj3"]), 4),
+    return {"R-02": round(abs(_accuracy(frame, "maj3", "falsifier", 10.0) - MDI["maj3"]), 4),
                   "R-03": round(_accuracy(frame, "maj3", "correct", 1.0), 4),
                   "R-04": round(drift_ratio, 1),
                   "R-05": round(max((seed_test(frame, t)["p"] for t in matters), default=1.0), 4),
@@ -455,21 +516,19 @@ def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame, drifts: Mapping[str, f
                   "R-07": round(matched_drift(frame, qk)["ratio"], 2)}
 
 
-def claim_preconditions(frame: pd.DataFrame, qk: pd.DataFrame, drifts: Mapping[str, float] | None = None) -> dict:
-    """The preconditions of R-01, R-02, R-05 and R-06 (book/claims.yml), by claim id."""
+def claim_preconditions(frame: pd.DataFrame, qk: pd.DataFrame) -> dict:
+    """The preconditions of R-02, R-05, R-06 and R-07 (book/claims.yml), by claim id."""
     matters = mask_matters(frame)
     fals = select(frame, "maj3", "falsifier", 10.0)
     out = {"R-02": {"falsifier-fits": round(float(fals["seen.acc"].mean()), 4)},
            "R-05": {"mask-matters": len(matters), "test-can-pass": int(2.0 ** -frame["seed"].nunique() <= 0.05)},
            "R-06": {"prior-at-start": round(_qk_start_excess(qk), 4)},
            "R-07": {"matched-pairs": matched_drift(frame, qk)["pairs"]}}
-    if drifts is not None:
-        out["R-01"] = {"mask-matters": len(matters)}
     return out
 
 
-def claim_details(frame: pd.DataFrame, qk: pd.DataFrame, drifts: Mapping[str, float] | None = None) -> dict[str, str]:
-    """What each verdict row adds: R-01's drift per task, R-02's accuracy, R-05's test per task, R-06's control."""
+def claim_details(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, str]:
+    """What each verdict row adds: R-02's accuracy, R-05's test per task, R-06's control, R-07's pairs."""
     out = {"R-02": f"falsifier ±10 on Majority {100 * _accuracy(frame, 'maj3', 'falsifier', 10.0):.1f} % "
                    f"(MDI {100 * MDI['maj3']:.1f} %)",
            "R-05": "; ".join(f"{task_title(t)}: {s['gains']} of {s['n']} seeds gain, p = {s['p']:.3f}, "
@@ -478,8 +537,6 @@ def claim_details(frame: pd.DataFrame, qk: pd.DataFrame, drifts: Mapping[str, fl
            "R-06": f"without QK norm (control) {num(qk_retention(qk, False))}",
            "R-07": "Structured (SVD) {svd:.2f} vs mask {mask:.2f} over {pairs} pairs matched at the start".format(
                **matched_drift(frame, qk))}
-    if drifts is not None:
-        out["R-01"] = ", ".join(f"{task_title(t)} {v:.4f}" for t, v in drifts.items())
     return out
 
 
@@ -544,9 +601,8 @@ def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int
 
     seeds = list(SEEDS if seeds is None else seeds)
     check_parameters(profile, seeds, jobs)
-    runs, qk_runs = gather(lambda: load(profile, seeds, jobs=jobs, store=store, train=train),
-                           lambda: load_qk(profile, seeds, jobs=jobs, store=store, train=train))
+    runs, qk_runs, movable = gather(lambda: load(profile, seeds, jobs=jobs, store=store, train=train),
+                                    lambda: load_qk(profile, seeds, jobs=jobs, store=store, train=train),
+                                    lambda: load_movable(profile, seeds, jobs=jobs, store=store, train=train))
     frame, qk = placement_frame(runs), qk_frame(qk_runs)
-    drifts = {task: misspecified_drift(runs, task) for task in TASKS}
-    return record_all(claim_measures(frame, qk, drifts), details=claim_details(frame, qk, drifts),
-                      preconditions=claim_preconditions(frame, qk, drifts), glue=False)
+    return record_all(**verdicts(frame, qk, step_cap_measures(runs, movable) if movable else None), glue=False)

@@ -31,19 +31,19 @@ def records_frame(records: Sequence) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _records(runs) -> list:
+def flat_records(runs) -> list:
     """The records of `runs`, flattened: a sequence of them, or mappings of those, to any depth."""
     if isinstance(runs, Mapping):
-        return [r for v in runs.values() for r in _records(v)]
+        return [r for v in runs.values() for r in flat_records(v)]
     if isinstance(runs, Sequence) and not isinstance(runs, str):
-        return [r for v in runs for r in (_records(v) if isinstance(v, (Mapping, list, tuple)) else [v])]
+        return [r for v in runs for r in (flat_records(v) if isinstance(v, (Mapping, list, tuple)) else [v])]
     return [runs]
 
 
 def run_summary(runs) -> str:
     """"N runs; mean wall time per run X s" of a chapter's runs: records in any nesting of mappings and
     sequences (what the chapters' `load` return), or the `records_frame` of them."""
-    frame = runs if isinstance(runs, pd.DataFrame) else records_frame(_records(runs))
+    frame = runs if isinstance(runs, pd.DataFrame) else records_frame(flat_records(runs))
     return f"{len(frame)} runs; mean wall time per run {frame['wall_time'].mean():.1f} s"
 
 
