@@ -304,6 +304,8 @@ def test_table_claims_details_and_numbers(loaded):
     # S2-05: the largest mean distance over the fitted named tasks (Majority 0.3; 3-symmetric is not named)
     assert claims == {"S2-05": 0.3, "S2-06": 1.0, "S2-07": 0.6, "S2-08": 1.0, "S2-09": 0.01, "S2-10": 0.02}
     assert ch.table_claim_details(tm) == {
+        "S2-06": "3 of 3 mask runs fit the seen set", "S2-07": "3 of 3 mask runs fit the seen set",
+        "S2-08": "3 of 3 mask runs fit the seen set",
         "S2-05": "accuracy gap to the MDI 2.5 points; not fitted: ['cyclic3']",
         "S2-09": "tasks where the mask gains: 2Parity, 3-bit Majority; runs that fit: Structured (SVD) 0 of 3, "
                  "Structured (Opt) 3 of 3, Structured (SVD) 0 of 3, Structured (Opt) 3 of 3"}
@@ -317,7 +319,8 @@ def test_table_claims_details_and_numbers(loaded):
         "ch3_mask_maj3": "100.0 %", "ch3_default_maj3": "90.0 %", "ch3_verdict_maj3": "partly",
         "ch3_structured_gain": "1.0", "ch3_structured_gain_fitted": "1.0", "ch3_gain_tasks": "2Parity, 3-bit Majority",
         "ch3_verdict_S2-05": "partly", "ch3_verdict_S2-09": "reproduced", "ch3_default_seen_cyclic3": "50.0 %",
-        "ch3_svd_fit": "0 of 12", "ch3_zero_gain": "2.0"}
+        "ch3_svd_fit": "0 of 12", "ch3_zero_gain": "2.0", "ch3_mask_fit_2parity": "3 of 3",
+        "ch3_mask_fit_cyclic3": "3 of 3", "ch3_mask_fit_maj3": "3 of 3"}
 
 
 def test_table_preconditions_make_an_unfitted_task_inconclusive(loaded):
@@ -326,15 +329,24 @@ def test_table_preconditions_make_an_unfitted_task_inconclusive(loaded):
     _, frame = loaded
     tm = ch.table1_measures(frame, REFS, space=SPACE, caps={"zero-mask": 0.75, "mask": 0.75})
     pre = ch.table_preconditions(tm)
-    assert pre == {"S2-05": {"default-fits-seen": 1.0}, "S2-06": {"default-fits-seen": 1.0},
-                   "S2-07": {"default-fits-seen": 0.5}, "S2-08": {"default-fits-seen": 1.0},
+    assert pre == {"S2-05": {"default-fits-seen": 1.0}, "S2-06": {"mask-fits-seen": 1.0},
+                   "S2-07": {"mask-fits-seen": 1.0}, "S2-08": {"mask-fits-seen": 1.0},
                    "S2-09": {"mask-gains": 2, "structured-fits": 6}, "S2-10": {"mask-can-move": 0.75}}
     ledger = load_ledger()
     # every precondition the ledger declares for these claims is recorded, and nothing else
     assert {cid: {r["id"] for r in ledger[cid].requires} for cid in pre} == {cid: set(v) for cid, v in pre.items()}
     results = {r.id: r for r in record_all(ch.table_claims(tm), preconditions=pre, ledger=ledger)}
-    assert results["S2-07"].verdict == "inconclusive" and results["S2-07"].failed == ["default-fits-seen"]
-    assert results["S2-06"].verdict == "reproduced" and results["S2-06"].failed == []
+    # the claims are about the mask: Cyclic3's default does not fit, its mask does (at 60 %)
+    assert results["S2-07"].verdict == "not reproduced" and results["S2-06"].verdict == "reproduced"
+    # two of three mask runs on Cyclic3 that do not fit S: the one that does decides nothing alone
+    unfit = frame.copy()
+    rows = unfit.index[(unfit.task == "cyclic3") & (unfit.method == "mask")]
+    unfit.loc[rows[:2], "seen.acc"] = 0.5
+    unfit.loc[rows[2], "cube.acc"] = 0.995
+    tm2 = ch.table1_measures(unfit, REFS, space=SPACE)
+    assert tm2["mask_fit"]["cyclic3"] == (1, 3, pytest.approx(0.995)) and ch.table_claims(tm2)["S2-07"] == 0.995
+    (r,) = record_all({"S2-07": 0.995}, preconditions={"S2-07": ch.table_preconditions(tm2)["S2-07"]}, ledger=ledger)
+    assert r.verdict == "inconclusive" and r.failed == ["mask-fits-seen"] and r.preconditions == {"mask-fits-seen": 0.3333}
     assert results["S2-05"].verdict == "partly"  # 0.3 of the way to the target on maj3: past 0.2, within 0.5
     assert results["S2-09"].verdict == "reproduced"  # +1 point of Structured (Opt) on Majority, within 2
     # Adam moves the all-zero mask at most 0.75 in this budget: "no gain" holds by construction
@@ -343,7 +355,7 @@ def test_table_preconditions_make_an_unfitted_task_inconclusive(loaded):
     lone = pd.DataFrame([{"task": "2parity", "method": m, "seed": 0, "cube.acc": 0.5, "unseen.acc": 0.0,
                           "seen.acc": 0.5} for m in METHODS])
     tm = ch.table1_measures(lone, REFS)
-    assert ch.table_preconditions(tm) == {"S2-05": {"default-fits-seen": 0.5}, "S2-06": {"default-fits-seen": 0.5},
+    assert ch.table_preconditions(tm) == {"S2-05": {"default-fits-seen": 0.5}, "S2-06": {"mask-fits-seen": 0.0},
                                           "S2-09": {"mask-gains": 0, "structured-fits": 0}}
     (r,) = record_all({"S2-09": 0.0}, preconditions={"S2-09": ch.table_preconditions(tm)["S2-09"]}, ledger=ledger)
     assert r.verdict == "inconclusive" and r.failed == ["mask-gains", "structured-fits"]

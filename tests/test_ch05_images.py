@@ -180,9 +180,8 @@ def test_claim_measures_preconditions_and_prose(loaded):
     assert pairs["relative change"].tolist() == pytest.approx([-0.01, 0.0, -0.02])
     ppl = ch.perplexity_interval(pairs)
     assert ppl.mean_diff == pytest.approx(-0.01) and ppl.hi == pytest.approx(-0.01 + HALF)
-    assert ch.claim_measures(t3m, fx, inc["gap"], ppl) == {
-        "S2-27": 0.02, "S2-28": round(HALF, 4), "R-08": 0.0, "S2-29": round(HALF - 0.01, 4),
-        "S2-30": round(HALF - 0.01, 4)}
+    assert ch.claim_measures(t3m, fx, ppl) == {
+        "S2-27": 0.02, "S2-28": round(HALF, 4), "S2-29": round(HALF - 0.01, 4), "S2-30": round(HALF - 0.01, 4)}
     assert ch.claim_preconditions(t3m, text) == {
         "S2-27": {"default-learns-images": 0.92}, "S2-28": {"default-learns-images": 0.92},
         "S2-29": {"default-learns-text": 3.0}, "S2-30": {"default-learns-text": 3.0}}
@@ -249,7 +248,7 @@ def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(loaded, 
     t3m, fixed = ch.table3_measures(frame), ch.fixed_vs_learnable(frame)  # the notebook's cells, same records
     inc = ch.inconsistency(ch.table3(frame), ch.table5(frame), frame)
     ppl = ch.perplexity_interval(ch.perplexity_pairs(text))
-    assert {r.id: r.measure for r in results} == pytest.approx(ch.claim_measures(t3m, fixed, inc["gap"], ppl))
+    assert {r.id: r.measure for r in results} == pytest.approx(ch.claim_measures(t3m, fixed, ppl))
     assert {r.id: r.preconditions for r in results if r.preconditions} == ch.claim_preconditions(
         t3m, text, ch.image_caps(records))
     asked.clear()

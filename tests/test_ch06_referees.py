@@ -219,7 +219,7 @@ def test_claim_measures_exact(frame, qk):
         "R-03": 0.95,
         "R-04": 3.0,  # 0.3 / 0.1
         "R-05": 0.125,  # paired (1, 1, 1) − (0.9, 0.85, 0.95): every seed gains, 1/2³
-        "R-06": round(R06, 4),  # 2.4
+        "R-06": round(R06, 4),  # 2.4, against the control's 0
         "R-07": 8.75,  # Structured (SVD) starts on the pattern (matched): attention drift 3.5 against the mask's 0.4
     }
     # the control starts on the pattern (share 1) and ends uniform: retention 0
@@ -245,7 +245,7 @@ def test_claim_details_and_verdicts(frame, qk):
     details = ch.claim_details(frame, qk)
     assert details == {"R-02": "falsifier ±10 on Majority 50.0 % (MDI 87.5 %)",
                        "R-05": "3-bit Majority: 3 of 3 seeds gain, p = 0.125, 95% interval [-2.4, 22.4] points",
-                       "R-06": "without QK norm (control) 0.00",
+                       "R-06": "retention with QK norm 2.40, without (control) 0.00",
                        "R-07": "Structured (SVD) 3.50 vs mask 0.40 over 6 pairs matched at the start"}
     got = {r.id: (r.verdict, r.failed) for r in record_all(
         ch.claim_measures(frame, qk), preconditions=ch.claim_preconditions(frame, qk), ledger=load_ledger())}

@@ -97,7 +97,7 @@ def test_groups_of_the_book_s_own_are_found_without_being_listed():
 
 def test_a_failed_precondition_says_measured_against_needed():
     ledger = load_ledger(ROOT / "book" / "claims.yml")
-    req = next(q for q in ledger["S2-07"].requires if q["id"] == "default-fits-seen")
+    req = next(q for q in ledger["S2-05"].requires if q["id"] == "default-fits-seen")
     text = preconditions.failed_sentence({"says": req["says"], "value": 0.1943}, req["rule"], "ci")
     assert text.startswith("Not decided at the ci scale. Required: the default model fits the seen set")
     assert text.endswith("Measured 19.4 %; needed ≥ 99 %.")
@@ -106,9 +106,9 @@ def test_a_failed_precondition_says_measured_against_needed():
     assert preconditions.value_words(3.1427, {"kind": "at_most", "threshold": 4.0}) == "3.143"
     assert preconditions.value_words(None, req["rule"]) == "not recorded"
     # the chapter's verdict table: words, not the precondition's identifier
-    r = ClaimResult("S2-07", 0.62, "inconclusive", "", {"default-fits-seen": 0.1943}, ["default-fits-seen"])
+    r = ClaimResult("S2-07", 0.62, "inconclusive", "", {"mask-fits-seen": 0.0}, ["mask-fits-seen"])
     cell = verdict_table([r], ledger).data["Verdict"][0]
-    assert "default-fits-seen" not in cell and "measured 19.4 %, needed ≥ 99 %: the default model fits" in cell
+    assert "mask-fits-seen" not in cell and "measured 0.0 %, needed ≥ 50 %: at least half of the learnable mask" in cell
 
 
 def test_the_verdict_strip_links_every_claim_of_its_chapter():
