@@ -30,6 +30,14 @@ N_BITS = 6  # a 7 × 7 mask with the CLS token; Majority's falsifier opens bits 
 UNIFORM = [[1 / 7] * 7 for _ in range(7)]
 ON_CLS = [[1.0] + [0.0] * 6 for _ in range(7)]  # every query on key 0 (the CLS token, open in every pattern)
 HALF_CLS = [[0.5] + [0.5 / 6] * 6 for _ in range(7)]  # Structured (SVD)'s start: half on key 0, the rest spread
+# The correct ±10 mask's end: the CLS row (free: it reads itself and the task's bits) moves 0.1 from key 0 to
+# key 1, and the last bit's row (pinned: it reads only itself) moves 0.3, which the free-row drift must not see.
+MASK_END = ([[1 / 7 + 0.1, 1 / 7 - 0.1] + [1 / 7] * 5] + [[1 / 7] * 7 for _ in range(5)]
+            + [[1 / 7] * 5 + [1 / 7 + 0.3, 1 / 7 - 0.3]])
+# R-07 on the free rows (2Parity: CLS, x0, x1; Majority: CLS, x0, x1, x2): the SVD model goes from ON_CLS to
+# UNIFORM, √(6/7) per row; the mask moves only its CLS row, by √0.02.
+SVD_FREE = (math.sqrt(3 * 6 / 7) + math.sqrt(4 * 6 / 7)) / 2
+MASK_FREE = math.sqrt(0.02)
 
 # Per-seed full-cube accuracy and final mask drift of the placement cells; any other cell: 0.75 and 0.2.
 ACC = {("maj3", "falsifier", 10.0): (0.5, 0.5, 0.5), ("maj3", "correct", 1.0): (0.9, 0.95, 1.0),
@@ -74,7 +82,8 @@ def runs():
         variant = PLACEMENTS[task].get(placement, "support")
         accs, drifts = ACC.get((task, placement, c), (0.75,) * 3), MASK_DRIFT.get((task, placement, c), (0.2,) * 3)
         out[(task, placement, c)] = [
-            _record(task, request.methods[0], s, a, _drift({"mask": d if request.methods[0] != "default" else None, "attention": 0.4, "qk": None}),
+            _record(task, request.methods[0], s, a, _drift({"mask": d if request.methods[0] != "default" else None, "attention": 0.4, "qk": None},
+                                                           MASK_END if (placement, c) == ("correct", 10.0) else UNIFORM),
                     variant, seen=SEEN.get((task, placement, c), 1.0), tag=c) for s, a, d in zip(SEEDS, accs, drifts)]
     return out
 
@@ -220,7 +229,7 @@ def test_claim_measures_exact(frame, qk):
         "R-04": 3.0,  # 0.3 / 0.1
         "R-05": 0.125,  # paired (1, 1, 1) − (0.9, 0.85, 0.95): every seed gains, 1/2³
         "R-06": round(R06, 4),  # 2.4, against the control's 0
-        "R-07": 8.75,  # Structured (SVD) starts on the pattern (matched): attention drift 3.5 against the mask's 0.4
+        "R-07": round(SVD_FREE / MASK_FREE, 2),  # matched at the start; free rows only (12.22, not 3.5 / 0.4)
     }
     # the control starts on the pattern (share 1) and ends uniform: retention 0
     assert round(R06, 4) == 2.4 and ch.qk_retention(qk, False) == pytest.approx(0.0, abs=1e-6)
@@ -233,7 +242,10 @@ def test_claim_measures_exact(frame, qk):
 
 def test_matched_drift_keeps_only_runs_that_start_on_the_pattern(frame, qk):
     md = ch.matched_drift(frame, qk)
-    assert md == pytest.approx({"ratio": 8.75, "pairs": 6, "svd": 3.5, "mask": 0.4})
+    rows = md.pop("rows")
+    assert rows == {"2parity": (3, 7), "maj3": (4, 7)}
+    assert md == pytest.approx({"ratio": SVD_FREE / MASK_FREE, "pairs": 6, "svd": SVD_FREE, "mask": MASK_FREE,
+                                "svd_all": 3.5, "mask_all": 0.4})
     unmatched = qk.assign(open_start=0.5)
     none = ch.matched_drift(frame, unmatched)
     assert none["pairs"] == 0 and none["ratio"] != none["ratio"]  # NaN: nothing to compare
@@ -246,7 +258,8 @@ def test_claim_details_and_verdicts(frame, qk):
     assert details == {"R-02": "falsifier ±10 on Majority 50.0 % (MDI 87.5 %)",
                        "R-05": "3-bit Majority: 3 of 3 seeds gain, p = 0.125, 95% interval [-2.4, 22.4] points",
                        "R-06": "retention with QK norm 2.40, without (control) 0.00",
-                       "R-07": "Structured (SVD) 3.50 vs mask 0.40 over 6 pairs matched at the start"}
+                       "R-07": "free rows: Structured (SVD) 1.73 vs mask 0.14 over 6 pairs matched at the start; "
+                               "every row: 3.50 vs 0.40"}
     got = {r.id: (r.verdict, r.failed) for r in record_all(
         ch.claim_measures(frame, qk), preconditions=ch.claim_preconditions(frame, qk), ledger=load_ledger())}
     # three seeds cannot reach p ≤ 0.05 (1/8 at best); the falsifier does not fit S
@@ -305,7 +318,9 @@ def test_prose_numbers_exact(frame, qk):
         "ch6_sep1_maj3": "0.00 %", "ch6_matters": "3-bit Majority", "ch6_r05_p": "0.125",
         "ch6_r05_gains": "3 of 3", "ch6_r05_pmin": "0.125", "ch6_r05_interval": "[-2.4, 22.4]",
         "ch6_fals10_seen": "66.7 %", "ch6_ret_norm": "2.40", "ch6_ret_plain": "0.00"}
-    assert (p["ch6_match_ratio"], p["ch6_match_pairs"], p["ch6_match_svd"], p["ch6_match_mask"]) == ("8.8", "6", "3.50", "0.40")
+    assert (p["ch6_match_ratio"], p["ch6_match_pairs"], p["ch6_match_svd"], p["ch6_match_mask"]) == ("12.2", "6", "1.73", "0.14")
+    assert (p["ch6_match_svd_all"], p["ch6_match_mask_all"], p["ch6_match_ratio_all"]) == ("3.50", "0.40", "8.8")
+    assert p["ch6_free_rows"] == "3 of 7 on 2Parity; 4 of 7 on 3-bit Majority"
     assert {k: p[k] for k in ("ch6_acc_maj3_falsifier_10", "ch6_acc_maj3_correct_1", "ch6_acc_maj3_default",
                               "ch6_acc_2parity_misspecified_5", "ch6_acc_2parity_default")} == {
         "ch6_acc_maj3_falsifier_10": "50.0 %", "ch6_acc_maj3_correct_1": "95.0 %", "ch6_acc_maj3_default": "90.0 %",
@@ -515,3 +530,17 @@ def test_load_movable_reads_the_grid_at_ci_only(monkeypatch):
     assert ch.load_movable("ci", [0]) == {"x": 1} and ch.load_movable("paper", [0]) == {}
     assert calls == [("mask-moves", "ci")]
     assert list(ch.movable_table({}).iloc[:, 0]) == ["The masks with a learning rate of their own are run at the ci profile only."]
+
+
+def test_free_rows_are_the_queries_a_hard_mask_does_not_pin():
+    """2Parity's mask opens CLS → {itself, x0, x1} and x0 ↔ x1; every other bit reads only itself, so 3 of
+    its 16 rows can move under a ±10 mask, and 4 of Majority's (CLS, x0, x1, x2)."""
+    parity = ch._pattern(TaskConfig.of("boolean", function="2parity", n_bits=15), "support")
+    majority = ch._pattern(TaskConfig.of("boolean", function="maj3", n_bits=15), "support")
+    assert np.flatnonzero(ch.free_rows(parity)).tolist() == [0, 1, 2]
+    assert np.flatnonzero(ch.free_rows(majority)).tolist() == [0, 1, 2, 3]
+    # a pinned row's move is invisible to the free-row drift, a free row's is not
+    record = SimpleNamespace(drift={"maps": {"init": [UNIFORM], "final": [MASK_END]}})
+    rows = ch.free_rows(ch._pattern(TaskConfig.of("boolean", function="2parity", n_bits=N_BITS), "support"))
+    assert ch.free_drift(record, rows) == pytest.approx(MASK_FREE)
+    assert ch.free_drift(SimpleNamespace(drift={"maps": {}}), rows) != ch.free_drift(SimpleNamespace(drift={"maps": {}}), rows)

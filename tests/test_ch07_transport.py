@@ -237,13 +237,18 @@ def test_claim_measures_details_and_prose_numbers():
     # GOAT's lead over the better one is 0.41944…
     assert ch.claim_measures(eot, thm, curves) == {"S3-01": 3e-15, "S3-02": 2e-15, "S3-03": 4.4e-15,
                                                    "S3-04": 0.819, "S3-22": 0.419}
-    both = ("share of sink mass shed, copy-mixture: GOAT +0.819, RoPE +0.400, ALiBi -0.250; "
-            "char-LM control: GOAT +0.500, RoPE +0.667, ALiBi +0.600")
+    # the chapter decides on the control's curves: GOAT 0.5, RoPE 0.667, ALiBi 0.6 → lead −0.167
+    assert ch.claim_measures(eot, thm, control)["S3-04"] == 0.5 and ch.claim_measures(eot, thm, control)["S3-22"] == -0.167
+    both = ("share of sink mass shed, char-LM (decides): GOAT +0.500, RoPE +0.667, ALiBi +0.600; "
+            "copy-mixture: GOAT +0.819, RoPE +0.400, ALiBi -0.250")
     assert ch.claim_details(eot, thm, curves, control) == {"S3-02": "random simplex points better: 2",
                                                            "S3-03": "3,345 (query, key, head) triples",
                                                            "S3-04": both, "S3-22": both}
+    with_heads = ch.claim_details(eot, thm, curves, control, heads)["S3-04"]
+    assert with_heads == both + "; copy-mixture's GOAT puts 0.90 of one head's attention on key 0, a token it copies"
     assert ch.claim_preconditions(heads) == {"S3-04": {"goat-has-sink": 0.9}, "S3-22": {"goat-has-sink": 0.9}}
-    numbers = ch.prose_numbers(eot, thm, curves, control, heads, 0.8634)
+    control_heads = heads.assign(**{"mean p0": [0.018, 0.017]})
+    numbers = ch.prose_numbers(eot, thm, curves, control, heads, 0.8634, control_heads)
     assert numbers == {
         "ch7_prop22": "< 1e-13", "ch7_prop31": "< 1e-13", "ch7_thm_worst": "4.4e-15", "ch7_thm_checked": "3,345",
         "ch7_thm_recompute": "2e-15", "ch7_thm_tight": "0.99", "ch7_pooled_goat": "0.86",
@@ -257,7 +262,8 @@ def test_claim_measures_details_and_prose_numbers():
         "ch7_ctl_share_rope": "+67%",
         "ch7_ctl_p0_low_alibi": "0.050", "ch7_ctl_p0_high_alibi": "0.020", "ch7_ctl_drop_alibi": "+0.030",
         "ch7_ctl_share_alibi": "+60%",
-        "ch7_sinkhead_low": "0.96", "ch7_sinkhead_high": "0.94"}
+        "ch7_sinkhead_low": "0.96", "ch7_sinkhead_high": "0.94", "ch7_sinkhead_min": "0.90",
+        "ch7_ctl_sinkhead": "0.018"}
     table = ch.sink_table(curves, control)
     assert list(table.index) == [("copy-mixture", "GOAT"), ("copy-mixture", "RoPE"), ("copy-mixture", "ALiBi"),
                                  ("char-LM control", "GOAT"), ("char-LM control", "RoPE"), ("char-LM control", "ALiBi")]
@@ -312,7 +318,8 @@ def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
         block.attn.prior.sink_bump.data[0] = 8.0
     models = {"goat": sink, "rope": _model(replace(BASE, positions="rope")), "alibi": _model(ALIBI)}
     runs = {m: [_record(m, s, model) for s in (0, 1, 2)] for m, model in models.items()}
-    control = {m: recs[:2] for m, recs in runs.items()}
+    # the control's GOAT has no sink: the sink claims are decided on it, not on the runs' sink head
+    control = {m: [_record(m, s, _model(GOAT) if m == "goat" else model) for s in (0, 1)] for m, model in models.items()}
     calls = []
     monkeypatch.setattr(ch, "load", lambda profile, seeds, **kw: calls.append(("load", profile, seeds, kw)) or runs)
     monkeypatch.setattr(ch, "load_control", lambda profile, seeds, **kw: calls.append(("control", profile, seeds, kw)) or control)
@@ -320,10 +327,12 @@ def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
     assert [c[:3] for c in calls] == [("load", "ci", [0, 1, 2]), ("control", "ci", [0, 1])]
     assert calls[0][3] == calls[1][3] == {"jobs": None, "store": "there", "train": False}
     assert [r.id for r in results] == ["S3-01", "S3-02", "S3-03", "S3-04", "S3-22", "S3-20", "S3-23"]
-    eot, thm, curves = ch.propositions(), ch.theorem(runs), ch.sink_curves(runs)
+    eot, thm, curves = ch.propositions(), ch.theorem(runs), ch.sink_curves(control)
     expect = {**ch.claim_measures(eot, thm, curves), **ch.sensitivity_measures(ch.sensitivity())}
-    stored = record_all(expect, preconditions=ch.claim_preconditions(ch.sink_heads(runs)))
+    stored = record_all(expect, preconditions=ch.claim_preconditions(ch.sink_heads(control)))
     assert [(r.id, r.measure, r.verdict) for r in results] == [(r.id, r.measure, r.verdict) for r in stored]
-    assert results[3].preconditions == ch.claim_preconditions(ch.sink_heads(runs))["S3-04"]
+    assert results[3].preconditions == ch.claim_preconditions(ch.sink_heads(control))["S3-04"]
+    assert results[3].preconditions["goat-has-sink"] < 0.5 < ch.claim_preconditions(ch.sink_heads(runs))["S3-04"]["goat-has-sink"]
+    assert results[3].verdict == results[4].verdict == "inconclusive"
     with pytest.raises(ValueError, match="seeds"):
         ch.claims(seeds=[])

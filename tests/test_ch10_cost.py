@@ -178,17 +178,29 @@ def test_goals_take_their_limits_from_the_ledger():
 def test_claim_measures_and_details():
     cpu, steps = cr.frame(_sweep()), cr.step_frame(_steps())
     m = cr.claim_measures(cpu, {}, steps)
-    assert m == {"C-03": 2.0, "S3-15": 1.05, "C-01": 2.0, "C-02": None, "S3-16": 0.991}
-    assert cr.claim_details({}) == {"C-02": "no GPU result is committed"}
-    gpu = {"gpu": _result([_rec("sdpa", 4096), _rec("mask-attend", 4096, ratio=1.8123)],
+    # S3-15 and C-02 are decided on a GPU: without a GPU result neither has a measure
+    assert m == {"C-03": 2.0, "S3-15": None, "C-01": 2.0, "C-02": None, "S3-16": 0.991}
+    none = "no GPU result is committed"
+    assert cr.claim_details({}) == {"C-02": none, "S3-15": none}
+    assert cr.claim_details({}, cpu) == {"C-02": none, "S3-15": none + "; on this CPU 1.05 ×"}
+    gpu = {"gpu": _result([_rec("sdpa", 4096), _rec("mask-attend", 4096, ratio=1.8123),
+                           _rec("goat-lanes", 4096, ratio=1.4937)],
                           settings={"device": "cuda:0", "dtype": "float32"})}
     assert cr.gpu_results({**gpu, "cpu": _sweep()}) == gpu
     assert cr.claim_measures(cpu, gpu, steps)["C-02"] == 1.812
-    assert cr.claim_details(gpu) == {"C-02": "worst of float32 1.81 ×"}
-    # C-02 takes the worse precision: a bfloat16 result at 3.54 decides it
-    bf16 = {"bf16": _result([_rec("sdpa", 4096), _rec("mask-attend", 4096, ratio=3.5412)],
+    assert cr.claim_measures(cpu, gpu, steps)["S3-15"] == 1.494  # the GPU's ratio, not this CPU's 1.05
+    assert cr.claim_details(gpu, cpu) == {"C-02": "worst of float32 1.81 ×",
+                                          "S3-15": "worst of float32 1.49 ×; on this CPU 1.05 ×"}
+    # C-02 takes the worse precision: a bfloat16 result at 3.54 decides it; GOAT's bfloat16 lanes fail
+    # the gate, are not timed, and leave S3-15 on float32, with the failure named
+    bf16 = {"bf16": _result([_rec("sdpa", 4096), _rec("mask-attend", 4096, ratio=3.5412),
+                             _rec("goat-lanes", 4096, status="gate-failed")],
                             settings={"device": "cuda:0", "dtype": "bfloat16"})}
-    assert cr.claim_measures(cpu, {**gpu, **bf16}, steps)["C-02"] == 3.541
+    both = {**gpu, **bf16}
+    assert cr.claim_measures(cpu, both, steps)["C-02"] == 3.541
+    assert cr.claim_measures(cpu, both, steps)["S3-15"] == 1.494
+    assert cr.claim_details(both)["S3-15"] == "worst of float32 1.49 ×; bfloat16 fails the float64 gate, not timed"
+    assert cr.gpu_gate_failures(both, "goat-lanes") == ["bfloat16"] and cr.gpu_gate_failures(both, "mask-attend") == []
 
 
 def _gpu(dtype, rows):

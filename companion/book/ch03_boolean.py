@@ -21,6 +21,7 @@ A `*_claims` function returns {claim id: measure} for `record_all`; a `*_numbers
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -43,6 +44,7 @@ from companion.experiments import get_experiment
 from companion.experiments.gotu import METHODS
 from companion.masks import support_pattern
 from companion.sweep import ensure_grid
+from companion.tasks import make_task
 from companion.tasks.boolean import FUNCTIONS, BooleanTask, make_function
 
 __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference_table", "reference_numbers",
@@ -52,9 +54,9 @@ __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference
            "table_numbers",
            "paired_against", "headline", "headline_numbers", "accuracy_curves", "figure5_panels", "map_summary",
            "persistence", "figure5_claims", "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks",
-           "function_space", "space_numbers", "frame_of", "paper_headline", "structured_gain_fitted", "retention", "figure5_preconditions",
+           "function_space", "settle", "space_numbers", "frame_of", "paper_headline", "structured_gain_fitted", "retention", "figure5_preconditions",
            "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers", "mask_caps",
-           "DOSSIER_OPEN", "dossier_patterns", "SEEDS", "claims", "SYMMETRY_SEEDS", "load_symmetry",
+           "TABLE7_READING", "table7_patterns", "SEEDS", "claims", "SYMMETRY_SEEDS", "load_symmetry",
            "symmetry_predictions", "symmetry_prediction_table", "symmetry_prediction_numbers", "symmetry_table",
            "symmetry_measures", "symmetry_claims", "symmetry_details", "symmetry_preconditions", "symmetry_numbers"]
 
@@ -140,9 +142,11 @@ def recovered_monomials(function: str, n: int = N_BITS) -> list[tuple[int, ...]]
     return sorted((m for m in walsh_expansion(evaluate(f.expansion, full), coords) if m), key=lambda m: (len(m), m))
 
 
-# The open sets of the source's Table 7 as the dossier reads them (besides the diagonal; token 0 is
-# CLS, token i + 1 is bit x_i): CLS → the bits it reads, and the bit pairs open both ways.
-DOSSIER_OPEN = {
+# The open sets of the source's Table 7 as this book reads them (besides the diagonal; token 0 is CLS,
+# token i + 1 is bit x_i): CLS → the bits it reads, and the bit pairs open both ways. The sources held
+# here name Table 7 but do not print its entries: these are a reading of App. E's construction rule
+# (the project's research notes), written out by hand, not the paper's table.
+TABLE7_READING = {
     "2parity": {"cls": (0, 1), "pairs": ((0, 1),)},
     "cyclic3": {"cls": tuple(range(N_BITS)), "pairs": tuple((i, (i + d) % N_BITS) for i in range(N_BITS) for d in (1, 2))},
     "maj3": {"cls": (0, 1, 2), "pairs": ((0, 1), (0, 2), (1, 2))},
@@ -150,11 +154,11 @@ DOSSIER_OPEN = {
 }
 
 
-def dossier_patterns(n: int = N_BITS) -> dict[str, torch.Tensor]:
-    """The masks of `DOSSIER_OPEN`, written out entry by entry (bool (n + 1, n + 1)), independently of
+def table7_patterns(n: int = N_BITS) -> dict[str, torch.Tensor]:
+    """The masks of `TABLE7_READING`, written out entry by entry (bool (n + 1, n + 1)), independently of
     the mask builder."""
     out = {}
-    for fn, spec in DOSSIER_OPEN.items():
+    for fn, spec in TABLE7_READING.items():
         m = torch.eye(n + 1, dtype=torch.bool)
         m[0, [i + 1 for i in spec["cls"]]] = True
         for i, j in spec["pairs"]:
@@ -165,10 +169,11 @@ def dossier_patterns(n: int = N_BITS) -> dict[str, torch.Tensor]:
 
 def mask_claims(masks: dict[str, torch.Tensor]) -> dict[str, bool]:
     """S2-11: every mask equals the pattern rebuilt from the monomials recovered from the target's
-    values, and the open set of the source's Table 7 as the dossier gives it (`dossier_patterns`)."""
+    values, and this book's hand-written reading of the source's Table 7 (`table7_patterns`; the table's
+    entries are not in the sources held here)."""
     rebuilt = {fn: support_pattern(recovered_monomials(fn), N_BITS, cls=True) for fn in masks}
-    dossier = dossier_patterns()
-    return {"S2-11": all(torch.equal(rebuilt[fn], masks[fn]) and torch.equal(dossier[fn], masks[fn]) for fn in masks)}
+    reading = table7_patterns()
+    return {"S2-11": all(torch.equal(rebuilt[fn], masks[fn]) and torch.equal(reading[fn], masks[fn]) for fn in masks)}
 
 
 def budget(profile: str, seeds: Sequence[int]) -> pd.Series:
@@ -311,12 +316,32 @@ def structured_gain_fitted(frame: pd.DataFrame, tasks: Sequence[str], fit: float
     return {"gain": max(gains, default=float("nan")), "fitted": fitted}
 
 
+@lru_cache(maxsize=None)
+def _unseen_scale(task_cfg) -> float:
+    """RMS(f* − MDI) on the task's unseen set U: the distance from the MDI to the target, the unit of
+    `function_space`'s distance."""
+    task = make_task(task_cfg)
+    x, y = task.splits["unseen"]
+    mdi = evaluate(task.fn.mdi(task.n_bits), (2.0 * x - 1).to(torch.float32))
+    return float((y - mdi).pow(2).mean().sqrt())
+
+
+def settle(record) -> float:
+    """How much a run's error on U still moves at the end of training: |RMSE_U(T) − RMSE_U(T')| between
+    its last two evaluations T' < T (the last fifth of the budget at `ci`), in units of RMS(f* − MDI) on
+    U. By the triangle inequality it is at most how far the function on U moved in that interval, in the
+    unit of `function_space`'s distance: a run still on its way somewhere moves by more than it."""
+    mse = record.curves["eval"]["unseen"]["mse"]
+    return abs(float(np.sqrt(mse[-1])) - float(np.sqrt(mse[-2]))) / _unseen_scale(record.config.task)
+
+
 def function_space(records: dict[str, Sequence], method: str = "default", fit: float = FIT) -> pd.DataFrame:
     """Every run of `method` on the tasks where its runs fit the seen set on average (mean seen
     accuracy ≥ `fit`; elsewhere there is no interpolator to compare with), against the MDI on the
     task's unseen set U, as measured at the end of each run (the record's `mdi_distance` readout,
     `companion.tasks.boolean.mdi_readout`): columns task, seed, seen (its seen accuracy), distance,
-    agree, and mean_pred / mean_mdi (the mean prediction and the MDI's mean value on U)."""
+    agree, mean_pred / mean_mdi (the mean prediction and the MDI's mean value on U) and settle (`settle`:
+    how much its error on U still moved over the last evaluation interval, in the distance's unit)."""
     rows = []
     for fn, recs in records.items():
         runs = [r for r in recs if r.config.method == method]
@@ -324,15 +349,17 @@ def function_space(records: dict[str, Sequence], method: str = "default", fit: f
             continue
         for rec in runs:
             rows.append({"task": fn, "seed": rec.seed, "seen": rec.metrics["seen"]["acc"],
-                         **readout(rec, "mdi_distance")})
-    return pd.DataFrame(rows, columns=["task", "seed", "seen", "distance", "agree", "mean_pred", "mean_mdi"])
+                         **readout(rec, "mdi_distance"), "settle": settle(rec)})
+    return pd.DataFrame(rows, columns=["task", "seed", "seen", "distance", "agree", "mean_pred", "mean_mdi", "settle"])
 
 
 def space_numbers(space: pd.DataFrame) -> dict[str, str]:
-    """ch3_space_<task> (the default's mean distance from the MDI on U, 0 = MDI, 1 = target) and
+    """ch3_space_<task> (the default's mean distance from the MDI on U, 0 = MDI, 1 = target),
+    ch3_settle_<task> (its mean `settle` over the last evaluation interval, same unit) and
     ch3_agree_<task> (mean share of U where it rounds like the MDI), per task."""
-    means = space.groupby("task")[["distance", "agree", "mean_pred", "mean_mdi"]].mean()
+    means = space.groupby("task")[["distance", "agree", "mean_pred", "mean_mdi", "settle"]].mean()
     return ({f"ch3_space_{fn}": num(means.loc[fn, "distance"]) for fn in means.index}
+            | {f"ch3_settle_{fn}": num(means.loc[fn, "settle"], 3) for fn in means.index}
             | {f"ch3_agree_{fn}": pct(means.loc[fn, "agree"]) for fn in means.index}
             | {f"ch3_pred_{fn}": num(means.loc[fn, "mean_pred"], 1) for fn in means.index}
             | {f"ch3_mdi_value_{fn}": num(means.loc[fn, "mean_mdi"], 1) for fn in means.index})
@@ -358,7 +385,8 @@ def table1_measures(frame: pd.DataFrame, refs: dict[str, dict[str, float]], fit:
     runs when none fits)}: S2-06–S2-08's measures and preconditions); `gain_tasks`
     (`mask_gain_tasks`) and `fitted` (`structured_gain_fitted` on them: S2-09's measure and its runs);
     with `space` (`function_space` of the default), `mdi_distance` (largest mean distance from the MDI
-    on U over the NAMED tasks where the default fits S: S2-05's measure); with `caps` (`mask_caps`), `caps`.
+    on U over the NAMED tasks where the default fits S: S2-05's measure) and `settle` (the largest mean
+    `settle` over the same tasks: S2-05's convergence precondition); with `caps` (`mask_caps`), `caps`.
     """
     means = frame.groupby(["task", "method"])[["cube.acc", "unseen.acc", "seen.acc"]].mean()
     tasks = list(dict.fromkeys(frame["task"]))
@@ -375,13 +403,16 @@ def table1_measures(frame: pd.DataFrame, refs: dict[str, dict[str, float]], fit:
         fitted = runs[runs["seen.acc"] >= fit]
         mask_fit[fn] = (len(fitted), len(runs), float((fitted if len(fitted) else runs)["cube.acc"].mean()))
     gain_tasks = mask_gain_tasks(frame, fit)
-    distance = float("nan")
+    distance = settled = float("nan")
     if space is not None:
         fitted_named = [fn for fn in NAMED if fn in tasks and fits[fn]]
-        dist = space.groupby("task")["distance"].mean()
-        distance = max((float(dist[fn]) for fn in fitted_named if fn in dist.index), default=float("nan"))
+        on_u = space.groupby("task")[["distance", "settle"]].mean()
+        named = [fn for fn in fitted_named if fn in on_u.index]
+        distance = max((float(on_u.loc[fn, "distance"]) for fn in named), default=float("nan"))
+        settled = max((float(on_u.loc[fn, "settle"]) for fn in named), default=float("nan"))
     return {
         "gain_tasks": gain_tasks, "fitted": structured_gain_fitted(frame, gain_tasks, fit), "mdi_distance": distance,
+        "settle": settled,
         "means": means, "fits": fits, "mdi_gap": max(gaps, default=float("nan")),
         "unfit": [fn for fn in tasks if not fits[fn]],
         "structured_gain": max(gain(m, fn) for fn in tasks for m in ("structured-svd", "structured-opt")),
@@ -412,12 +443,14 @@ def table_claim_details(tm: dict) -> dict[str, str]:
 
 
 def table_preconditions(tm: dict) -> dict[str, dict[str, float]]:
-    """The preconditions of the Table 1 claims (book/claims.yml): for S2-05 (`default-fits-seen`) the
-    highest mean seen accuracy of the default over the named tasks; for S2-06–S2-08 (`mask-fits-seen`)
+    """The preconditions of the Table 1 claims (book/claims.yml): for S2-05 the highest mean seen
+    accuracy of the default over the named tasks (`default-fits-seen`) and, when the function-space
+    frame was given, the largest mean `settle` over the tasks its measure reads (`default-settled`); for S2-06–S2-08 (`mask-fits-seen`)
     the share of the learnable mask's runs that fit the task's seen set; 4 decimals."""
     seen = {fn: round(float(tm["means"].loc[(fn, "default"), "seen.acc"]), 4)
             for fn in NAMED if (fn, "default") in tm["means"].index}
-    out = {"S2-05": {"default-fits-seen": max(seen.values(), default=0.0)},
+    out = {"S2-05": {"default-fits-seen": max(seen.values(), default=0.0),
+                     "default-settled": round(tm.get("settle", float("nan")), 4)},
            "S2-09": {"mask-gains": len(tm["gain_tasks"]),
                      "structured-fits": sum(k for k, _ in tm["fitted"]["fitted"].values())}}
     out |= {cid: {"mask-fits-seen": round(k / n, 4)}

@@ -1,6 +1,7 @@
 """Chapter 7, attention as transport with a prior: Propositions 2.2 and 3.1 solved by an optimiser,
 Theorem 5.4 checked on random problems, Theorem 5.1 and Figure 2c measured on the trained
-copy-mixture models (Figure 2c also on the char-LM models of Chapter 9, as a control).
+copy-mixture models, and Figure 2c also on the char-LM models of Chapter 9, where key 0 carries no task
+information and the sink claims are decided.
 
 - the propositions: `propositions` (random problems, the optimiser against the closed forms),
   `propositions_table`, `proposition_checks`;
@@ -9,7 +10,8 @@ copy-mixture models (Figure 2c also on the char-LM models of Chapter 9, as a con
   `sensitivity_details`, `sensitivity_numbers`;
 - the models: `load` (the `copymix` runs), `run_summary`;
 - Theorem 5.1: `theorem` (per model and seed), `theorem_table`, `theorem_checks`;
-- Figure 2c: `load_control` (the char-LM runs where key 0 carries no task information),
+- Figure 2c: `load_control` (the char-LM runs where key 0 carries no task information, on which
+  S3-04 and S3-22 are decided),
   `matched_curve`, `sink_curve`, `sink_curves`, `mean_curve`, `shed`, `shed_share`, `sink_heads`,
   `pooled_shed` (the measure used before), `sink_table`;
 - the verdicts and the prose: `claim_measures`, `claim_preconditions`, `claim_details`, `prose_numbers`;
@@ -372,8 +374,10 @@ def _edge(drops: Mapping[str, float]) -> float:
 def claim_measures(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame]) -> dict[str, float]:
     """S3-01 and S3-02: the largest gap to Proposition 2.2's and 3.1's closed forms; S3-03: the
     largest violation of Theorem 5.1; S3-04: the share of GOAT's sink mass in the lowest
-    position-matched ω bin that is shed by the highest (`shed_share`, head means, mean over runs) on
-    copy-mixture; S3-22: GOAT's share shed minus the larger of RoPE's and ALiBi's (3 decimals)."""
+    position-matched ω bin that is shed by the highest (`shed_share`, head means, mean over runs);
+    S3-22: GOAT's share shed minus the larger of RoPE's and ALiBi's (3 decimals). `curves` are the
+    `sink_curves` the two sink claims are decided on: the char-LM control's, where key 0 carries no
+    task information (a sink there is structural, as on C4)."""
     drops = _drops(curves)
     return {"S3-01": float(eot[PROP22].max()), "S3-02": float(eot[PROP31].max()),
             "S3-03": float(thm["max violation"].max()), "S3-04": round(drops["goat"], 3), "S3-22": round(_edge(drops), 3)}
@@ -381,25 +385,32 @@ def claim_measures(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd
 
 def claim_preconditions(heads: pd.DataFrame) -> dict[str, dict[str, float]]:
     """S3-04 and S3-22 need a sink to shed: the smallest, over GOAT's runs, of its sink head's mean
-    attention on key 0 (`sink_heads` of the copy-mixture models; 3 decimals)."""
+    attention on key 0 (`sink_heads` of the models the claims are decided on, the char-LM control's;
+    3 decimals)."""
     sink = round(float(heads.loc[label("goat"), "mean p0"].min()), 3)
     return {"S3-04": {"goat-has-sink": sink}, "S3-22": {"goat-has-sink": sink}}
 
 
 def claim_details(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame],
-                  control: Mapping[str, pd.DataFrame]) -> dict[str, str]:
+                  control: Mapping[str, pd.DataFrame], heads: pd.DataFrame | None = None) -> dict[str, str]:
     """What the verdict rows add: random points that did better, entries checked, every method's share
-    shed on copy-mixture and on the char-LM control."""
+    shed on the char-LM control (where the sink claims are decided) and on copy-mixture, and, with
+    `heads` (`sink_heads` of the copy-mixture models), the first-token head copy-mixture's GOAT builds."""
     drops = lambda cs: ", ".join(f"{label(m)} {v:+.3f}" for m, v in _drops(cs).items())  # noqa: E731
-    both = f"share of sink mass shed, copy-mixture: {drops(curves)}; char-LM control: {drops(control)}"
+    both = f"share of sink mass shed, char-LM (decides): {drops(control)}; copy-mixture: {drops(curves)}"
+    if heads is not None:
+        both += (f"; copy-mixture's GOAT puts {heads.loc[label('goat'), 'mean p0'].min():.2f} of one head's attention "
+                 "on key 0, a token it copies")
     return {"S3-02": f"random simplex points better: {int(eot[BETTER].sum())}",
             "S3-03": f"{int(thm['checked'].sum()):,} (query, key, head) triples", "S3-04": both, "S3-22": both}
 
 
 def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame],
-                  control: Mapping[str, pd.DataFrame], heads: pd.DataFrame, pooled: float) -> dict[str, str]:
+                  control: Mapping[str, pd.DataFrame], heads: pd.DataFrame, pooled: float,
+                  control_heads: pd.DataFrame | None = None) -> dict[str, str]:
     """Every number the chapter's text cites, by glue name (`heads` is `sink_heads` of the
-    copy-mixture models, `pooled` GOAT's `pooled_shed`)."""
+    copy-mixture models, `pooled` GOAT's `pooled_shed`, `control_heads` `sink_heads` of the char-LM
+    control)."""
     out = {"ch7_prop22": below(eot[PROP22].max()), "ch7_prop31": below(eot[PROP31].max()),
            "ch7_thm_worst": f"{thm['max violation'].max():.1e}", "ch7_thm_checked": f"{int(thm['checked'].sum()):,}",
            "ch7_thm_recompute": f"{thm['recomputed vs forward'].max():.0e}",
@@ -414,6 +425,9 @@ def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.
     goat = heads.loc[label("goat")]
     out["ch7_sinkhead_low"] = f"{goat['p0, lowest ω bin'].mean():.2f}"
     out["ch7_sinkhead_high"] = f"{goat['p0, highest ω bin'].mean():.2f}"
+    out["ch7_sinkhead_min"] = f"{goat['mean p0'].min():.2f}"
+    if control_heads is not None:
+        out["ch7_ctl_sinkhead"] = f"{control_heads.loc[label('goat'), 'mean p0'].max():.3f}"
     return out
 
 
@@ -432,10 +446,12 @@ def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int
     runs = load(profile, seeds, jobs=jobs, store=store, train=train)
     thm = theorem(runs)
     curves_2c = sink_curves(runs)
-    control_2c = sink_curves(load_control(profile, list(CONTROL_SEEDS), jobs=jobs, store=store, train=train))
+    control_runs = load_control(profile, list(CONTROL_SEEDS), jobs=jobs, store=store, train=train)
+    control_2c = sink_curves(control_runs)
     heads = sink_heads(runs)
-    results = record_all(claim_measures(eot, thm, curves_2c), details=claim_details(eot, thm, curves_2c, control_2c),
-                         preconditions=claim_preconditions(heads))
+    results = record_all(claim_measures(eot, thm, control_2c),
+                         details=claim_details(eot, thm, curves_2c, control_2c, heads),
+                         preconditions=claim_preconditions(sink_heads(control_runs)))
     sens = sensitivity()
     results += record_all(sensitivity_measures(sens), details=sensitivity_details(sens))
     return results

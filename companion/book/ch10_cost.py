@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,7 @@ from companion.paths import repo_root
 __all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "CHUNKED_RESULT", "chunked_table", "chunked_numbers",
            "bf16_goat_table", "bf16_goat_numbers", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "load",
            "committed", "gpu_results", "frame", "wide", "settings_table", "variant_curves", "ratio_table", "flex_backward_note", "gpu_flex_status", "quadratic_reference", "growth_exponent", "growth_table",
-           "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_mask_ratios", "gpu_mask_ratio", "GPU_GOALS", "gpu_frame",
+           "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_mask_ratios", "gpu_mask_ratio", "gpu_ratios", "gpu_gate_failures", "gpu_worst", "GPU_GOALS", "gpu_frame",
            "gpu_ratio_table", "gpu_goal_table", "gpu_provenance", "gpu_prose_numbers", "load_steps", "step_frame",
            "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers", "claims",
            "PEAK_RESULT", "load_peak", "FTZ_RESULTS", "STEP_FTZ_RESULTS", "REPORTED_RESULT", "load_reported",
@@ -295,24 +296,47 @@ def gpu_goals_display(goals: pd.DataFrame) -> pd.DataFrame:
     return out.set_index("variant")
 
 
-def gpu_mask_ratios(gpu: dict[str, dict]) -> dict[str, float]:
-    """{dtype: the learnable mask through `attend` over plain SDPA, forward + backward at GOAL_L} for
-    every committed GPU result that measured it."""
+def gpu_ratios(gpu: dict[str, dict], variant: str) -> dict[str, float]:
+    """{dtype: `variant` over plain SDPA, forward + backward at GOAL_L} for every committed GPU result
+    in which it ran and passed the float64 gate (a call that failed the gate was not timed)."""
     out = {}
     for result in gpu.values():
         g = frame(result)
-        sel = g[(g.variant == "mask-attend") & (g.L == GOAL_L) & (g["mode"] == "fwd+bwd") & (g.status == "ok")]
+        sel = g[(g.variant == variant) & (g.L == GOAL_L) & (g["mode"] == "fwd+bwd") & (g.status == "ok")]
         if len(sel):
             out[result["settings"]["dtype"]] = float(sel.paired_ratio.iloc[0])
     return out
 
 
-def gpu_mask_ratio(gpu: dict[str, dict]) -> float | None:
-    """C-02's measure: the learnable mask's forward + backward time over plain SDPA at GOAL_L, the
-    worst over the precisions measured on a GPU (the claim must hold in the precision one trains in,
-    bfloat16, as in float32), rounded to 3 places; None without a GPU result."""
-    ratios = gpu_mask_ratios(gpu)
+def gpu_gate_failures(gpu: dict[str, dict], variant: str) -> list[str]:
+    """The precisions of the committed GPU results in which `variant` failed the float64 gate at GOAL_L."""
+    out = []
+    for result in gpu.values():
+        g = frame(result)
+        sel = g[(g.variant == variant) & (g.L == GOAL_L) & (g["mode"] == "fwd+bwd") & (g.status == "gate-failed")]
+        if len(sel):
+            out.append(result["settings"]["dtype"])
+    return sorted(out)
+
+
+def gpu_mask_ratios(gpu: dict[str, dict]) -> dict[str, float]:
+    """{dtype: the learnable mask through `attend` over plain SDPA, forward + backward at GOAL_L} for
+    every committed GPU result that measured it."""
+    return gpu_ratios(gpu, "mask-attend")
+
+
+def gpu_worst(gpu: dict[str, dict], variant: str) -> float | None:
+    """The worst (largest) of `gpu_ratios` over the precisions measured, rounded to 3 places; None
+    without a GPU result that timed `variant`. C-02 (the learnable mask) and S3-15 (GOAT's lanes) are
+    decided on it: a claim about fused GPU kernels must hold in each precision in which the call gives
+    a correct answer, bfloat16, the one a GPU trains in, as well as float32."""
+    ratios = gpu_ratios(gpu, variant)
     return round(max(ratios.values()), 3) if ratios else None
+
+
+def gpu_mask_ratio(gpu: dict[str, dict]) -> float | None:
+    """C-02's measure: `gpu_worst` of the learnable mask through `attend`."""
+    return gpu_worst(gpu, "mask-attend")
 
 
 # The GPU goals (issue "Fast runs", item 5): (variant, L, dtype, the claim whose threshold is the goal;
@@ -625,23 +649,34 @@ def step_comparison(live_steps: pd.DataFrame, steps: pd.DataFrame) -> str:
 
 
 def claim_measures(cpu: pd.DataFrame, gpu: dict[str, dict], steps: pd.DataFrame) -> dict[str, float | None]:
-    """C-03 (the mask's peak-memory exponent), S3-15 and C-01 (GOAT's time and memory over SDPA at
-    GOAL_L), C-02 (the mask on a GPU; None without a GPU result), S3-16 (GOAT over RoPE, whole step)."""
+    """C-03 (the mask's peak-memory exponent), C-01 (GOAT's memory over SDPA at GOAL_L on this CPU),
+    S3-15 and C-02 (GOAT's lanes and the mask over SDPA at GOAL_L on a GPU, the worse precision;
+    None without a GPU result), S3-16 (GOAT over RoPE, whole step)."""
     return {
         "C-03": round(growth_exponent(cpu, "mask-sdpa", "fwd+bwd"), 3),
-        "S3-15": round(_at(cpu, "goat-lanes", "paired_ratio"), 3),
+        "S3-15": gpu_worst(gpu, "goat-lanes"),
         "C-01": round(_at(cpu, "goat-lanes", "memory_ratio"), 3),
         "C-02": gpu_mask_ratio(gpu),
         "S3-16": round(float(steps.loc["goat", "memory vs RoPE"]), 3),
     }
 
 
-def claim_details(gpu: dict[str, dict]) -> dict[str, str]:
-    """Why a claim has no measure: C-02 when no GPU result is committed."""
-    ratios = gpu_mask_ratios(gpu)
-    if not ratios:
-        return {"C-02": "no GPU result is committed"}
-    return {"C-02": "worst of " + ", ".join(f"{d} {r:.2f} ×" for d, r in sorted(ratios.items()))}
+def _worst_words(ratios: Mapping[str, float], failed: Sequence[str] = ()) -> str:
+    words = "worst of " + ", ".join(f"{d} {r:.2f} ×" for d, r in sorted(ratios.items()))
+    return words + "".join(f"; {d} fails the float64 gate, not timed" for d in failed)
+
+
+def claim_details(gpu: dict[str, dict], cpu: pd.DataFrame | None = None) -> dict[str, str]:
+    """What the GPU verdict rows add: the ratio in each precision (or that no GPU result is committed),
+    the precisions that failed the gate, and for S3-15 this CPU's ratio beside it (`cpu`, the
+    committed sweep's frame)."""
+    out = {}
+    for cid, variant in (("C-02", "mask-attend"), ("S3-15", "goat-lanes")):
+        ratios = gpu_ratios(gpu, variant)
+        out[cid] = _worst_words(ratios, gpu_gate_failures(gpu, variant)) if ratios else "no GPU result is committed"
+    if cpu is not None:
+        out["S3-15"] += f"; on this CPU {_at(cpu, 'goat-lanes', 'paired_ratio'):.2f} ×"
+    return out
 
 
 def prose_numbers(result: dict, peak: dict, steps: pd.DataFrame, live_lengths: list[int]) -> dict[str, str]:
@@ -695,4 +730,4 @@ def claims(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: boo
     results = committed()
     cpu, gpu = frame(results[CPU_RESULT]), gpu_results(results)
     steps = step_frame(load_steps("step-memory-cpu"))
-    return record_all(claim_measures(cpu, gpu, steps), details=claim_details(gpu), glue=False)
+    return record_all(claim_measures(cpu, gpu, steps), details=claim_details(gpu, cpu), glue=False)
