@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["repo_root", "data_roots"]
+__all__ = ["repo_root", "data_roots", "ladder_root"]
 
 
 def repo_root(start: str | os.PathLike | None = None) -> Path:
@@ -33,3 +33,8 @@ def data_roots(root: str | os.PathLike = "") -> list[Path]:
     env = os.environ.get("COMPANION_DATA")
     base = repo_root()
     return ([Path(env).expanduser()] if env else []) + [base / "data", base.parent / "shared" / "data"]
+
+
+def ladder_root() -> Path:
+    """The scale ladder's committed records, `<repo root>/results/ladder` (`companion ladder`)."""
+    return repo_root() / "results" / "ladder"

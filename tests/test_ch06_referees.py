@@ -20,7 +20,7 @@ from companion.book import ch06_referees as ch
 from companion.book import step_cap
 from companion.config import TaskConfig, TrainConfig
 from companion.experiments import get_experiment
-from companion.experiments.referee import PLACEMENTS, mask_overrides, movable_cells, placement_cells, qk_norm_cells
+from companion.experiments.referee import PLACEMENTS, WIDENED, mask_overrides, movable_cells, placement_cells, qk_norm_cells
 from companion.priors import LearnableMask
 from companion.tasks.boolean import BooleanTask
 
@@ -40,7 +40,8 @@ SVD_FREE = (math.sqrt(3 * 6 / 7) + math.sqrt(4 * 6 / 7)) / 2
 MASK_FREE = math.sqrt(0.02)
 
 # Per-seed full-cube accuracy and final mask drift of the placement cells; any other cell: 0.75 and 0.2.
-ACC = {("maj3", "falsifier", 10.0): (0.5, 0.5, 0.5), ("maj3", "correct", 1.0): (0.9, 0.95, 1.0),
+ACC = {("maj3", "falsifier", 10.0): (0.5, 0.5, 0.5), ("maj3", "widened", 10.0): (1.0, 1.0, 0.875),
+       ("maj3", "correct", 1.0): (0.9, 0.95, 1.0),
        ("maj3", "correct", 10.0): (1.0, 1.0, 1.0), ("maj3", "no mask", 0.0): (0.9, 0.85, 0.95)}
 MASK_DRIFT = {("2parity", "misspecified", 10.0): (0.4, 0.5, 0.6), ("maj3", "correct", 1.0): (0.3, 0.3, 0.3),
               ("maj3", "correct", 10.0): (0.1, 0.1, 0.1)}
@@ -79,7 +80,7 @@ def _record(task: str, method: str, seed: int, acc: float, drift: dict, variant:
 def runs():
     out = {}
     for (task, placement, c), request in placement_cells("ci").items():
-        variant = PLACEMENTS[task].get(placement, "support")
+        variant = {**PLACEMENTS[task], "widened": WIDENED[task]}.get(placement, "support")
         accs, drifts = ACC.get((task, placement, c), (0.75,) * 3), MASK_DRIFT.get((task, placement, c), (0.2,) * 3)
         out[(task, placement, c)] = [
             _record(task, request.methods[0], s, a, _drift({"mask": d if request.methods[0] != "default" else None, "attention": 0.4, "qk": None},
@@ -187,7 +188,7 @@ def test_load_reads_the_two_grids(monkeypatch):
 # ---------------------------------------------------------------- frames
 
 def test_placement_frame_one_row_per_run_with_the_initial_mask_norm(frame):
-    assert len(frame) == 28 * len(SEEDS) and list(frame.columns[:3]) == ["task", "placement", "contrast"]
+    assert len(frame) == 30 * len(SEEDS) and list(frame.columns[:3]) == ["task", "placement", "contrast"]
     mis = ch.select(frame, "2parity", "misspecified", 2.0)
     assert mis["method"].tolist() == ["mask"] * 3 and mis["mask_drift"].tolist() == pytest.approx([0.2] * 3)
     pattern = BooleanTask("2parity", n_bits=N_BITS).mask_pattern("pair:0-2", cls=True)
@@ -224,7 +225,7 @@ def test_claim_measures_exact(frame, qk):
     assert norm == pytest.approx(math.sqrt(11 * math.log1p(math.exp(-10)) ** 2 + 38 * (10 + math.log1p(math.exp(-10))) ** 2))
     assert ch.mask_matters(frame) == ["maj3"]  # +10 points on Majority; 2Parity's correct mask = no mask
     assert ch.claim_measures(frame, qk) == {
-        "R-02": 0.375,  # |0.5 − 0.875|
+        "R-02": 0.0833,  # the widened falsifier: |(1 + 1 + 0.875) / 3 − 0.875|
         "R-03": 0.95,
         "R-04": 3.0,  # 0.3 / 0.1
         "R-05": 0.125,  # paired (1, 1, 1) − (0.9, 0.85, 0.95): every seed gains, 1/2³
@@ -235,9 +236,26 @@ def test_claim_measures_exact(frame, qk):
     assert round(R06, 4) == 2.4 and ch.qk_retention(qk, False) == pytest.approx(0.0, abs=1e-6)
     assert "R-01" not in ch.claim_measures(frame, qk)  # decided where the mask can move (step cap)
     assert ch.claim_preconditions(frame, qk) == {
-        "R-02": {"falsifier-fits": 0.6667}, "R-05": {"mask-matters": 1, "test-can-pass": 0},
+        "R-02": {"falsifier-fits": 1.0}, "R-05": {"mask-matters": 1, "test-can-pass": 0},
         "R-06": {"prior-at-start": round(((2 / 3 - 3 / 7) + (3 / 4 - 4 / 7)) / 2, 4)},
         "R-07": {"matched-pairs": 6}}
+
+
+def test_r02_passes_on_a_collapse_and_is_inconclusive_when_the_widened_falsifier_cannot_fit(frame, qk):
+    """R-02's rule at both ends: a widened falsifier at the MDI's level is a collapse (reproduced); one
+    that does not fit the seen set decides nothing (inconclusive), whatever its accuracy."""
+    from companion.book.claims import assess, load_ledger
+
+    claim = load_ledger()["R-02"]
+    wid = (frame.task == "maj3") & (frame.placement == "widened")
+    collapsed = frame.assign(**{"cube.acc": frame["cube.acc"].where(~wid, 0.875)})
+    assert ch.claim_measures(collapsed, qk)["R-02"] == 0.0
+    assert assess(claim, 0.0, ch.claim_preconditions(collapsed, qk)["R-02"]) == ("reproduced", [])
+    unfit = frame.assign(**{"seen.acc": frame["seen.acc"].where(~wid, 0.9)})
+    pre = ch.claim_preconditions(unfit, qk)["R-02"]
+    assert pre == {"falsifier-fits": 0.9}
+    assert assess(claim, ch.claim_measures(unfit, qk)["R-02"], pre) == ("inconclusive", ["falsifier-fits"])
+    assert assess(claim, 0.125, {"falsifier-fits": 1.0})[0] == "not reproduced"  # the null fails the rule
 
 
 def test_matched_drift_keeps_only_runs_that_start_on_the_pattern(frame, qk):
@@ -255,15 +273,16 @@ def test_claim_details_and_verdicts(frame, qk):
     from companion.book.claims import load_ledger, record_all
 
     details = ch.claim_details(frame, qk)
-    assert details == {"R-02": "falsifier ±10 on Majority 50.0 % (MDI 87.5 %)",
+    assert details == {"R-02": "widened falsifier ±10 on Majority 95.8 % (MDI 87.5 %); the shape-only falsifier "
+                               "fits 66.7 % of the seen set",
                        "R-05": "3-bit Majority: 3 of 3 seeds gain, p = 0.125, 95% interval [-2.4, 22.4] points",
                        "R-06": "retention with QK norm 2.40, without (control) 0.00",
                        "R-07": "free rows: Structured (SVD) 1.73 vs mask 0.14 over 6 pairs matched at the start; "
                                "every row: 3.50 vs 0.40"}
     got = {r.id: (r.verdict, r.failed) for r in record_all(
         ch.claim_measures(frame, qk), preconditions=ch.claim_preconditions(frame, qk), ledger=load_ledger())}
-    # three seeds cannot reach p ≤ 0.05 (1/8 at best); the falsifier does not fit S
-    assert got["R-05"] == ("inconclusive", ["test-can-pass"]) and got["R-02"] == ("inconclusive", ["falsifier-fits"])
+    # three seeds cannot reach p ≤ 0.05 (1/8 at best); the widened falsifier fits S and keeps most of the gain
+    assert got["R-05"] == ("inconclusive", ["test-can-pass"]) and got["R-02"] == ("not reproduced", [])
     assert got["R-06"] == ("reproduced", []) and got["R-07"] == ("reproduced", [])
 
 
@@ -486,8 +505,9 @@ def test_step_cap_measures_exact(runs, movable):
     up, down = int((right & ~pattern).sum()), int((pattern & ~right).sum())
     span = math.log1p(math.exp(10)) - math.log1p(math.exp(-10))
     sep = (math.log1p(math.exp(10)) - math.log1p(math.exp(5))) / span * up / (up + down)
-    # 13 learnable referee cells (3 placements × 4 contrasts, the all-zero mask) and 3 own-rate cells per task
-    assert claims["M-07"] == round(0.02 / 0.03, 2) and cap["n_runs"] == 2 * 13 * 3 + 2 * 3 * 3
+    # 14 learnable referee cells (3 placements × 4 contrasts, the widened falsifier, the all-zero mask) and
+    # 3 own-rate cells per task
+    assert claims["M-07"] == round(0.02 / 0.03, 2) and cap["n_runs"] == 2 * 14 * 3 + 2 * 3 * 3
     assert claims["R-01"] == pytest.approx(round(sep, 4), abs=1e-4)  # the larger of the two tasks (same shapes)
     # the correct mask with its own rate minus the fixed one: Majority 0, 2Parity (0.8, 0.75, 0.75) − 0.75
     assert claims["M-08"] == round(0.05 / 3, 4)

@@ -126,12 +126,12 @@ def test_prior_lr_sum_under_each_schedule():
 
 
 def _records():
-    for path in sorted((ROOT / "results" / "ci").glob("*.json")):
+    for path in sorted([*(ROOT / "results" / "ci").glob("*.json"), *(ROOT / "results" / "ladder").glob("*.json")]):
         yield Record.from_dict(json.loads(path.read_text()))
 
 
 def test_every_committed_learnable_mask_moved_within_adams_bound():
-    """The property M-07 rests on, over every committed `ci` record with a learnable mask: each holds
+    """The property M-07 rests on, over every committed `ci` and ladder record with a learnable mask: each holds
     its `mask_step` drift, and no entry ever moved more than (1 − β₁)/√(1 − β₂) times the cap; a
     fixed mask never moved at all."""
     learnable = fixed = 0

@@ -26,7 +26,7 @@ from companion.book.stats import paired, sign_flip_p, summarize
 from companion.config import TaskConfig
 from companion.book import step_cap
 from companion.experiments.chapters import chapter_requests
-from companion.experiments.referee import CONTRASTS, PLACEMENTS, TASKS
+from companion.experiments.referee import CONTRASTS, PLACEMENTS, TASKS, WIDENED
 from companion.sweep import ensure_grid
 from companion.tasks import make_task
 
@@ -49,9 +49,10 @@ QK_KEY = ("task", "method", "qk_norm")
 DRIFT_TITLES = {"mask": "mask drift ‖Δ log σ(M)‖_F", "attention": "attention-pattern drift",
                 "qk": "query–key drift ‖ΔA‖/‖A₀‖"}
 # The paired comparisons against the model without a mask: (placement, contrast).
-PAIRED_CELLS = (("correct", 10.0), ("correct", 1.0), ("misspecified", 10.0), ("falsifier", 10.0), ("all-zero", 0.0))
+PAIRED_CELLS = (("correct", 10.0), ("correct", 1.0), ("misspecified", 10.0), ("falsifier", 10.0), ("widened", 10.0),
+                ("all-zero", 0.0))
 # The Majority gains the verdict cites: glue suffix → (placement, contrast).
-GAINS = {"fals10": ("falsifier", 10.0), "fals1": ("falsifier", 1.0), "mis10": ("misspecified", 10.0),
+GAINS = {"fals10": ("falsifier", 10.0), "fals1": ("falsifier", 1.0), "mis10": ("misspecified", 10.0), "wid10": ("widened", 10.0),
          "cor1": ("correct", 1.0), "cor2": ("correct", 2.0), "cor10": ("correct", 10.0)}
 
 
@@ -266,7 +267,7 @@ def _titled(table: pd.DataFrame) -> pd.DataFrame:
 
 # How the tables name a placement, a mask variant and a contrast.
 PLACEMENT_NAMES = {"correct": "Correct", "misspecified": "Misspecified", "falsifier": "Falsifier",
-                   "all-zero": "All-zero mask", "no mask": "No mask (default)"}
+                   "widened": "Widened falsifier", "all-zero": "All-zero mask", "no mask": "No mask (default)"}
 ACCURACY_AT = "Full-cube accuracy (%) at contrast ±c"
 DRIFT_AT = "Final mask drift ‖Δ log σ(M)‖_F at contrast ±c"
 QK_COLUMNS = {"acc": "Full-cube accuracy (%)", "open_start": "CLS attention on open keys, start",
@@ -303,7 +304,8 @@ def _readable(table: pd.DataFrame) -> pd.DataFrame:
 
 def placements_table() -> pd.DataFrame:
     """Which keys each placement's mask opens (rows) on each task (columns), in words."""
-    table = pd.DataFrame(PLACEMENTS).map(_variant_words).rename(columns=task_title, index=PLACEMENT_NAMES)
+    table = pd.DataFrame({t: {**PLACEMENTS[t], "widened": WIDENED[t]} for t in PLACEMENTS})
+    table = table.map(_variant_words).rename(columns=task_title, index=PLACEMENT_NAMES)
     table.index.name = "Placement"
     return table
 
@@ -372,7 +374,7 @@ def paired_gain_table(frame: pd.DataFrame) -> pd.DataFrame:
 def accuracy_runs(frame: pd.DataFrame, task: str) -> pd.DataFrame:
     """The placed masks' runs of one task, long form for `plots.mean_interval`: placement, contrast,
     seed and `acc`, full-cube accuracy in %."""
-    rows = frame[(frame.task == task) & (frame.contrast > 0)]
+    rows = frame[(frame.task == task) & (frame.contrast > 0) & frame.placement.isin(list(PLACEMENTS[task]))]
     return rows[["placement", "contrast", "seed"]].assign(acc=100 * rows["cube.acc"].to_numpy())
 
 
@@ -529,7 +531,7 @@ def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, float]:
     """R-01 … R-06 from the placement and QK frames (thresholds live in book/claims.yml).
 
     R-01 is decided where the mask can move (`companion.book.step_cap`, `verdicts`). R-02: |mean
-    full-cube accuracy of the falsifier at ±10 on Majority − the MDI's| (4 digits). R-03: mean full-cube
+    full-cube accuracy of the widened falsifier at ±10 on Majority − the MDI's| (4 digits). R-03: mean full-cube
     accuracy of the correct mask at ±1 on Majority (4 digits). R-04: mean final mask drift of the correct
     Majority mask at ±1 over that at ±10 (1 digit). R-05: the largest exact one-sided sign-flip p of
     correct ±10 − no mask over the tasks where the correct mask matters (4 digits; 1.0 without one).
@@ -540,7 +542,7 @@ def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, float]:
     drift_ratio = (_mask_drift(frame, "maj3", "correct", 1.0)
                    / max(_mask_drift(frame, "maj3", "correct", 10.0), 1e-12))
     matters = mask_matters(frame)
-    return {"R-02": round(abs(_accuracy(frame, "maj3", "falsifier", 10.0) - MDI["maj3"]), 4),
+    return {"R-02": round(abs(_accuracy(frame, "maj3", "widened", 10.0) - MDI["maj3"]), 4),
                   "R-03": round(_accuracy(frame, "maj3", "correct", 1.0), 4),
                   "R-04": round(drift_ratio, 1),
                   "R-05": round(max((seed_test(frame, t)["p"] for t in matters), default=1.0), 4),
@@ -551,7 +553,7 @@ def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, float]:
 def claim_preconditions(frame: pd.DataFrame, qk: pd.DataFrame) -> dict:
     """The preconditions of R-02, R-05, R-06 and R-07 (book/claims.yml), by claim id."""
     matters = mask_matters(frame)
-    fals = select(frame, "maj3", "falsifier", 10.0)
+    fals = select(frame, "maj3", "widened", 10.0)
     out = {"R-02": {"falsifier-fits": round(float(fals["seen.acc"].mean()), 4)},
            "R-05": {"mask-matters": len(matters), "test-can-pass": int(2.0 ** -frame["seed"].nunique() <= 0.05)},
            "R-06": {"prior-at-start": round(_qk_start_excess(qk), 4)},
@@ -561,8 +563,9 @@ def claim_preconditions(frame: pd.DataFrame, qk: pd.DataFrame) -> dict:
 
 def claim_details(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, str]:
     """What each verdict row adds: R-02's accuracy, R-05's test per task, R-06's control, R-07's pairs."""
-    out = {"R-02": f"falsifier ±10 on Majority {100 * _accuracy(frame, 'maj3', 'falsifier', 10.0):.1f} % "
-                   f"(MDI {100 * MDI['maj3']:.1f} %)",
+    out = {"R-02": f"widened falsifier ±10 on Majority {100 * _accuracy(frame, 'maj3', 'widened', 10.0):.1f} % "
+                   f"(MDI {100 * MDI['maj3']:.1f} %); the shape-only falsifier fits "
+                   f"{100 * float(select(frame, 'maj3', 'falsifier', 10.0)['seen.acc'].mean()):.1f} % of the seen set",
            "R-05": "; ".join(f"{task_title(t)}: {s['gains']} of {s['n']} seeds gain, p = {s['p']:.3f}, "
                              f"95% interval [{100 * s['lo']:.1f}, {100 * s['hi']:.1f}] points"
                              for t in mask_matters(frame) for s in [seed_test(frame, t)]) or "no task where the mask matters",
@@ -589,6 +592,11 @@ def prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence,
                 "ch6_r05_pmin": f"{2.0 ** -worst['n']:.3f}",
                 "ch6_r05_interval": f"[{100 * worst['lo']:.1f}, {100 * worst['hi']:.1f}]"}
     out["ch6_fals10_seen"] = pct(float(select(frame, "maj3", "falsifier", 10.0)["seen.acc"].mean()))
+    out["ch6_wid10_seen"] = pct(float(select(frame, "maj3", "widened", 10.0)["seen.acc"].mean()))
+    out["ch6_acc_maj3_widened_10"] = pct(_accuracy(frame, "maj3", "widened", 10.0))
+    out["ch6_acc_2parity_widened_10"] = pct(_accuracy(frame, "2parity", "widened", 10.0))
+    out["ch6_wid10_perfect"] = "{} of {}".format(int((select(frame, "maj3", "widened", 10.0)["cube.acc"] >= 0.999).sum()),
+                                                len(select(frame, "maj3", "widened", 10.0)))
     out["ch6_ret_norm"] = num(qk_retention(qk, True))
     out["ch6_ret_plain"] = num(qk_retention(qk, False))
     md = matched_drift(frame, qk)

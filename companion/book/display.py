@@ -64,10 +64,10 @@ def _unit(units: dict, cid: str) -> tuple[str, str]:
 def _in_unit(x: float, kind: str, *, signed: bool = False, exact: bool = False) -> str:
     x = 0.0 if round(100 * x, 1) == 0 and kind in ("percent", "points") else x  # never "-0.0"
     if kind == "percent":
-        return f"{100 * x:.4g} %" if exact else f"{100 * x:.1f} %"
+        return (f"{100 * x:.4g} %" if exact else f"{100 * x:.1f} %").replace("-", "−")
     if kind == "points":
-        value = f"{100 * x:.4g}" if exact else f"{100 * x:.1f}"
-        return f"{'+' if signed and x > 0 else ''}{value} points"
+        value = (f"{100 * x:.4g}" if exact else f"{100 * x:.1f}").replace("-", "−")
+        return f"{'+' if signed and x > 0 else ''}{value} point{'' if value.lstrip('+−') == '1' else 's'}"
     if kind == "ratio":
         return f"{x:.3g} ×"
     if kind in _FLOORS:  # a gap that rounding alone makes: a bound, the same on every processor

@@ -2,7 +2,8 @@
 
 - `referee`: the skeptic's mask placements (correct, misspecified, falsifier) × contrasts ±c, plus
   the all-zero mask and the default (contrast 0), on 2Parity and on 3-bit Majority (its analogues
-  on Majority's support {0, 1, 2}).
+  on Majority's support {0, 1, 2}), and a widened falsifier at ±10 (`WIDENED`: the relevant bits and
+  as many unused ones), a wrong mask that can still fit the seen set.
 - `qk-norm`: Default and Structured (SVD) without and with QK normalisation, and Structured (Opt)
   without.
 - `mask-moves`: the correct and misspecified ±10 masks and the all-zero mask with a learning rate of
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from companion.experiments import Grid, Request, register_grid
 
-__all__ = ["PLACEMENTS", "CONTRASTS", "TASKS", "QK_CELLS", "MOVABLE_LR", "MOVABLE", "mask_overrides", "placement_cells",
+__all__ = ["PLACEMENTS", "WIDENED", "CONTRASTS", "TASKS", "QK_CELLS", "MOVABLE_LR", "MOVABLE", "mask_overrides", "placement_cells",
            "qk_norm_cells", "movable_cells"]
 
 TASKS = ("2parity", "maj3")
@@ -28,6 +29,10 @@ PLACEMENTS = {
     "2parity": {"correct": "support", "misspecified": "pair:0-2", "falsifier": "pair:1-2"},
     "maj3": {"correct": "support", "misspecified": "group:0-1-3", "falsifier": "group:3-4-5"},
 }
+# A falsifier that can fit the seen set: the task's relevant bits and as many it does not use, open
+# together at ±10. The shape-only falsifier above cuts the relevant bits off from the CLS token (it
+# fits only part of the seen set), so it cannot show whether a wrong mask collapses to the default.
+WIDENED = {"2parity": "group:0-1-2-3", "maj3": "group:0-1-2-3-4-5"}
 CONTRASTS = (1.0, 2.0, 5.0, 10.0)
 MOVABLE_LR = 0.1  # the mask's own learning rate in `mask-moves`: 25 over the ci profile's 250 updates
 MOVABLE = ("correct", "misspecified", "all-zero")  # the placements trained at MOVABLE_LR
@@ -49,6 +54,7 @@ def placement_cells(profile: str) -> dict[tuple[str, str, float], Request]:
         for placement, variant in PLACEMENTS[task].items():
             for c in CONTRASTS:
                 cells[(task, placement, c)] = Request(exp, ("mask",), mask_overrides(variant, c))
+        cells[(task, "widened", 10.0)] = Request(exp, ("mask",), mask_overrides(WIDENED[task], 10.0))
         cells[(task, "all-zero", 0.0)] = Request(exp, ("zero-mask",))
         cells[(task, "no mask", 0.0)] = Request(exp, ("default",))
     return cells

@@ -1,0 +1,57 @@
+"""`companion ladder`: make the scale ladder's missing runs (`companion.experiments.ladder`), cheapest
+rung first, a whole group at a time, into `results/ladder`; `--status` counts what each rung has.
+
+Resumable by construction: a finished group is a stored record per seed, and the next call skips it.
+One worker by default (`--jobs`), so the ladder runs in the background beside other work.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from companion.experiments.ladder import FAMILIES, rung_configs, rung_order
+from companion.paths import ladder_root
+from companion.store import RunStore, StoreError
+from companion.sweep import run_missing
+
+__all__ = ["add_commands"]
+
+
+def _cmd_ladder(args) -> int:
+    families = [f.strip() for f in args.only.split(",")] if args.only else list(FAMILIES)
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown or (args.jobs is not None and args.jobs < 1):
+        what = (f"unknown family {unknown[0]!r}; valid: {', '.join(FAMILIES)}" if unknown
+                else f"--jobs must be >= 1, got {args.jobs}")
+        print(f"companion ladder: error: {what}.", file=sys.stderr)
+        return 2
+    store = RunStore(args.store or ladder_root(), read_only=args.status)
+    for fam, rung in rung_order():
+        if fam.name not in families:
+            continue
+        cfgs = rung_configs(fam.name, rung.name)
+        have = sum(store.load(c) is not None for c in cfgs)
+        label = f"{fam.name}/{rung.name}: {rung.what}"
+        if args.status or have == len(cfgs):
+            print(f"{label}: {have} of {len(cfgs)} runs stored")
+            continue
+        print(f"{label}: making {len(cfgs) - have} of {len(cfgs)} runs", flush=True)
+        try:
+            run_missing(cfgs, store, "local", True, {"jobs": args.jobs})
+        except StoreError as err:
+            print(f"companion ladder: error: {err}", file=sys.stderr)
+            return 2
+        except RuntimeError as err:
+            print(f"companion ladder: {err}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def add_commands(subparsers) -> None:
+    p = subparsers.add_parser("ladder", help="make the scale ladder's missing runs (resumable), or count them")
+    p.add_argument("--status", action="store_true", help="count each rung's stored runs; train nothing")
+    p.add_argument("--only", default=None, help="comma-separated families (default all): " + ", ".join(FAMILIES))
+    p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1: the ladder runs beside "
+                                                       "other work)")
+    p.add_argument("--store", default=None, help="run store folder (default results/ladder)")
+    p.set_defaults(func=_cmd_ladder)
