@@ -36,7 +36,6 @@ __all__ = ["FIT", "rung_records", "train_flops", "gotu_measures", "arith_measure
            "ladder_frame", "verdict_moves", "ladder_numbers"]
 
 FIT = 0.99  # a run fits the seen set at this seen accuracy (Chapter 3's FIT)
-ADD_FRACTION = 0.004
 
 
 def rung_records(family: Family, rung: Rung, store: RunStore | None = None, ci_store: RunStore | None = None):
