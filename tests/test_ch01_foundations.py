@@ -140,3 +140,11 @@ def test_prose_numbers_of_the_chapter_example():
     }
     assert text["ch1_w_grid_zero"] == "0.1863" and text["ch1_w_grid_open_pct"] == "62.9"
     assert text["ch1_renorm_factor"] == "2.692"
+
+
+def test_the_encoding_table_shows_sin_and_cos_of_each_position():
+    from companion.book.ch01_foundations import encoding_table
+
+    table = encoding_table(sinusoidal_positions(2, 2, dtype=torch.float64))
+    assert table.loc[1].tolist() == [f"{math.sin(1):.4f}", f"{math.cos(1):.4f}"]
+    assert table.loc[0].tolist() == ["0.0000", "1.0000"] and table.index.name == "position p"

@@ -158,3 +158,11 @@ def test_sweep_table_pairs_each_derivative_with_its_bound():
     assert list(t.columns) == ["largest |∂p/∂m|", "bound on |∂p/∂m|", "largest ‖∂p/∂q‖", "bound on ‖∂p/∂q‖",
                                "largest ‖∂p/∂k‖", "bound on ‖∂p/∂k‖"]
     assert (t["largest |∂p/∂m|"] <= t["bound on |∂p/∂m|"]).all()  # Corollary 1 holds row by row
+
+
+def test_the_saturation_table_names_its_columns_for_readers():
+    from companion.book.ch02_mechanism import SATURATION_COLUMNS, saturation_table
+
+    table = saturation_table(SAT)
+    assert list(table.columns) == list(SATURATION_COLUMNS.values()) and table.index.name == "mask contrast c"
+    assert table.loc[10, "weight on closed keys"] == "5.3e-05" and table.loc[1, "σ(−c), an open entry's ∂ log σ/∂m"] == "0.27"

@@ -300,7 +300,7 @@ def test_function_space_reads_the_mdi_readout_of_fitted_tasks():
     assert space["settle"].tolist() == pytest.approx([0.5, 0.025])
     assert ch.space_numbers(space) == {"ch3_space_2parity": "0.75", "ch3_agree_2parity": "50.0 %",
                                        "ch3_settle_2parity": "0.263",
-                                       "ch3_pred_2parity": "0.0", "ch3_mdi_value_2parity": "-3.0"}
+                                       "ch3_pred_2parity": "0.0", "ch3_mdi_value_2parity": "−3.0"}
 
 
 def test_table_claims_details_and_numbers(loaded):
@@ -630,3 +630,10 @@ def test_paper_headline_reads_whatever_paper_records_exist(loaded):
     want = ch.headline(frame[frame.task == "2parity"], methods=("mask",))
     assert got.equals(want) and list(got.index) == [(ch.task_title("2parity"), ch.label("mask"))]
     assert ch.paper_headline([r for r in records["maj3"] if r.config.method == "default"]) is None
+
+
+def test_the_budget_table_names_its_rows_for_readers():
+    b = ch.budget("ci", [0, 1, 2])
+    table = ch.budget_table(b)
+    assert list(table.columns) == ["ci"] and "learning rate" in table.index and "d_model" not in table.index
+    assert table.loc["learning rate", "ci"] == b["lr"] and table.loc["seeds", "ci"] == 3

@@ -171,13 +171,28 @@ def test_claim_preconditions_make_multiplication_inconclusive_when_no_method_lea
 def test_claim_details_give_the_intervals_and_the_best_other(ci):
     _, frame = ci
     details = ch.claim_details(frame, "ci")
-    assert details["S2-15"] == "best: Structured (Opt) 4.0 %; at 2× the updates: Structured (SVD) 50.0 %"
-    assert details["S2-13"] == "default 1.0 %, at 2× the updates 60.0 %"
-    assert details["S2-14"].startswith("95% interval [46.6, 91.4] points; at 2× the updates +39.7 [")  # 69 ± t(2) · 9/√3
+    assert details["S2-15"] == "Structured (Opt) 4.0 % at the stated budget, Structured (SVD) 50.0 % at 2× the updates"
+    assert details["S2-13"] == "1.0 % at the stated budget, 60.0 % at 2× the updates"
+    assert details["S2-14"].startswith("+69.0 points, 95 % interval [46.6, 91.4] at the stated budget, +39.7 points, "
+                                       "95 % interval [")  # 69 ± t(2) · 9/√3
     assert details["S2-16"] == "95% interval [-2.5, 2.5] points"
     assert details["S2-24"] == "learnable − fixed, 95% interval [-1.1, 1.8] points"  # (0, 0, 1) points
-    assert details["S2-18"] == ("smallest mean margin over fractions 0.2 %, 0.4 %, 1 %: 40.0 points; at 2× the updates: "
-                                "0.2 % +30.0, 0.4 % +39.7, 1 % +15.0")
+    assert details["S2-18"] == ("smallest margin over fractions 0.2 %, 0.4 %, 1 %: +40.0 points at the stated budget; "
+                                "at 2× the updates: 0.2 % +30.0 points, 0.4 % +39.7 points, 1 % +15.0 points")
+
+
+def test_a_two_budget_claim_shows_what_was_measured_not_its_decision_statistic(ci):
+    """S2-13's measure is max(a_base, min(a_long, 0.15)): here 0.15, which no run measured. The verdict
+    table and the scoreboard show the two measured accuracies instead; its null stays a number."""
+    from companion.book.display import load_dashboard, ours_text
+
+    _, frame = ci
+    units = load_dashboard()["units"]
+    measure, detail = ch.claim_measures(frame, "ci")["S2-13"], ch.claim_details(frame, "ci")["S2-13"]
+    assert measure == 0.15
+    assert ours_text(measure, "S2-13", units, detail) == "1.0 % at the stated budget, 60.0 % at 2× the updates"
+    assert ours_text(0.7749, "S2-13", units) == "77.5 %"
+    assert ours_text(0.5, "S2-16", units, "95% interval [40.0, 60.0] points") == "+50.0 points, 95 % interval [40.0, 60.0]"
 
 
 def test_verdict_numbers_name_each_claim():
@@ -193,7 +208,7 @@ def test_prose_numbers_at_ci(ci):
         "ch4_add_default": "1.0 %", "ch4_add_structured-svd": "2.0 %", "ch4_add_structured-opt": "4.0 %",
         "ch4_add_mimetic": "1.0 %", "ch4_add_mask": "70.0 %", "ch4_add_fixed-mask": "69.7 %",
         "ch4_best_other": "Structured (Opt)", "ch4_best_other_value": "4.0 %",
-        "ch4_gain_add": "+69.0 [46.6, 91.4]", "ch4_gain_mul": "0.0 [-2.5, 2.5]",
+        "ch4_gain_add": "+69.0 [46.6, 91.4]", "ch4_gain_mul": "0.0 [−2.5, 2.5]",
         "ch4_mul_default": "2.0 %", "ch4_mul_mask": "2.0 %", "ch4_fixed_vs_mask": "1.00",
         "ch4_fig2_min_margin": "40.0", "ch4_fig2_min_at": "0.2 %", "ch4_fig2_fractions": "0.2 %, 0.4 %, 1 %",
         "ch4_passes_hi": "3.2", "ch4_passes_lo": "16", "ch4_frac_hi": "1 %", "ch4_frac_lo": "0.2 %",

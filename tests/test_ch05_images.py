@@ -199,8 +199,8 @@ def test_claim_measures_preconditions_and_prose(loaded):
         "ch5_acc_default": "92.0 %", "ch5_acc_mimetic": "93.0 %", "ch5_acc_structured_svd": "91.0 %",
         "ch5_acc_mask": "95.0 %", "ch5_acc_fixed_mask": "95.0 %", "ch5_acc_zero_mask": "92.0 %",
         "ch5_best_other": "Mimetic", "ch5_lead": "+2.0 [+2.0, +2.0]", "ch5_lead_reading": "improvement",
-        "ch5_fixed": "0.0 [-2.5, +2.5]", "ch5_fixed_reading": "undecided", "ch5_gap": "0.00", "ch5_spread": "2.00",
-        "ch5_ppl_change": "-1.00 [-3.48, +1.48]", "ch5_ppl_reading": "undecided", "ch5_margin": "1 %",
+        "ch5_fixed": "0.0 [−2.5, +2.5]", "ch5_fixed_reading": "undecided", "ch5_gap": "0.00", "ch5_spread": "2.00",
+        "ch5_ppl_change": "−1.00 [−3.48, +1.48]", "ch5_ppl_reading": "undecided", "ch5_margin": "1 %",
         "ch5_share_default_end": "0.39", "ch5_share_svd_start": "1.00", "ch5_share_svd_end": "0.39",
         "ch5_share_mask_end": "1.00", "ch5_share_uniform": "0.39", "ch5_mask_moved": "1.2 %",
         "ch5_zero": "0.0 [0.0, 0.0]",
@@ -279,3 +279,13 @@ def test_paired_vs_default_reads_as_a_table_for_people():
     assert list(t.columns) == ["image set", "minus default (points) [95 % interval]", "p (paired t-test)", "seeds"]
     assert t.index.tolist() == ["Mask (learnable)"] and t.iloc[0]["seeds"] == 2
     assert t.iloc[0]["minus default (points) [95 % interval]"].startswith("2.25 [")  # mean of +3.0 and +1.5
+
+
+def test_tables_for_the_page_carry_readers_headers():
+    import pandas as pd
+
+    t = pd.DataFrame({"test.acc (%)": ["95.0 ± 2.0"], "n": [5]},
+                     index=pd.MultiIndex.from_tuples([("8×8 digits", "Mask (learnable)")], names=["dataset", "method"]))
+    shown = ch.for_page(t)
+    assert list(shown.columns) == ["Test accuracy (%)", "Seeds"] and list(shown.index.names) == ["Image set", "Method"]
+    assert shown.iloc[0, 0] == "95.0 ± 2.0"

@@ -353,7 +353,7 @@ def test_prose_numbers_exact(frame, qk):
     assert p["ch6_n_seeds"] == "3" and p["ch6_r04"] == "3"
     assert (p["ch6_R01"], p["ch6_R02"]) == ("reproduced", "partly")
     assert {k: p[f"ch6_gain_{k}"] for k in ("cor10", "cor2", "cor1", "fals10", "fals1", "mis10")} == {
-        "cor10": "+10.0", "cor2": "-15.0", "cor1": "+5.0", "fals10": "-40.0", "fals1": "-15.0", "mis10": "-15.0"}
+        "cor10": "+10.0", "cor2": "−15.0", "cor1": "+5.0", "fals10": "−40.0", "fals1": "−15.0", "mis10": "−15.0"}
 
 
 def test_prose_numbers_cover_every_glue_the_text_cites(frame, qk):
@@ -390,10 +390,10 @@ def test_accuracy_and_drift_tables(frame):
 def test_paired_gain_table(frame):
     table = ch.paired_gain_table(frame)
     assert list(table.columns) == [ch.MINUS_NO_MASK, "p (paired t-test)", "Seeds"]
-    assert table.loc[("3-bit Majority", "Correct ±10")].tolist() == ["+10.0 [-2.4, 22.4]", "0.07", 3]
-    assert table.loc[("3-bit Majority", "Falsifier ±10")].tolist() == ["-40.0 [-52.4, -27.6]", "0.005", 3]
+    assert table.loc[("3-bit Majority", "Correct ±10")].tolist() == ["+10.0 [−2.4, 22.4]", "0.074", 3]
+    assert table.loc[("3-bit Majority", "Falsifier ±10")].tolist() == ["−40.0 [−52.4, −27.6]", "0.0052", 3]
     # identical values: zero difference, p = 1 by the zero-variance rule
-    assert table.loc[("2Parity", "All-zero mask")].tolist() == ["0.0 [0.0, 0.0]", "1.00", 3]
+    assert table.loc[("2Parity", "All-zero mask")].tolist() == ["0.0 [0.0, 0.0]", "1.0", 3]
 
 
 def test_qk_tables_use_the_readers_names(qk):

@@ -259,7 +259,7 @@ def test_flex_on_the_gpu_is_described_by_what_its_record_says():
     assert cr.gpu_flex_status({}).startswith("was not measured")
     old = {**_rec("flex", 4096, status="error"), "reason": need, "gate": {"passed": False}}
     text = cr.gpu_flex_status(bf16(old))
-    assert "246,784 bytes needed, 232,448 available" in text and "predates the harness's tile fitting" in text
+    assert "246,784 bytes needed, 232,448 available" in text and "the only ones the recorded run tried" in text
     assert "(tiles 64×64, then tiles 32×32, 1 stage)" in text  # the ladder's own rungs
     from companion.cost.flex import KERNEL_LADDER
 

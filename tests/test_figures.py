@@ -145,7 +145,8 @@ def _ch05():
 
     rng = _rng()
     order = ("mimetic", "structured-svd", "structured-opt", "mask")
-    diffs = pd.DataFrame([{"method": m, "seed": s, "difference": float(rng.normal())} for m in order for s in range(5)])
+    diffs = pd.DataFrame([{"dataset": "digits", "method": m, "seed": s, "difference": float(rng.normal())}
+                          for m in order for s in range(5)])
     pairs = pd.DataFrame({"seed": range(5), "default": rng.uniform(3, 4, 5), "mask": rng.uniform(3, 4, 5)})
     pairs["relative change"] = pairs["mask"] / pairs["default"] - 1
     return [f05.digits(rng.uniform(0, 255, (10, 8, 8)), list(range(10)), ch.image_pattern(4)),
@@ -169,7 +170,7 @@ def _ch06():
     qk = {(t, kind): pd.DataFrame([{"method": m, "QK": q, "seed": s, "step": st, "drift": float(rng.uniform(0, 1))}
                                    for m in ("default", "mask") for q in ("none", "QK norm") for s in range(3)
                                    for st in (0, 50, 100)]) for t in ("maj3", "cyclic3") for kind in ("qk", "attention")}
-    titles = {"mask": "mask drift ‖Δ log σ(M)‖_F", "attention": "attention-pattern drift", "qk": "query–key drift ‖ΔA‖/‖A₀‖"}
+    from companion.book.ch06_referees import DRIFT_TITLES as titles
     return [f06.contrast(runs, baselines, contrasts), f06.drift(drift, titles), f06.qk_drift(qk, titles)]
 
 
@@ -261,6 +262,64 @@ def test_layout_problems_names_each_broken_rule():
     assert "legend (line" in problems
     assert "no colour bar" in problems
     assert re.search(r"log y axis .* shows [01] labelled tick", problems)
+
+
+def test_figure_5_2_draws_the_paired_table_s_interval_for_the_first_image_set_only():
+    """The dots' mean and its bar are Chapter 5's table cell (stats.paired against the default, a
+    Student-t interval), not a bootstrap; a second image set in the frame is not drawn."""
+    from companion.book import ch05_images as ch
+    from companion.book.stats import paired
+
+    plots.use_style()
+    acc = {("digits", "default"): [50.0, 60.0, 55.0, 58.0], ("digits", "mask"): [57.0, 61.0, 64.0, 58.0],
+           ("cifar10", "default"): [10.0, 11.0, 12.0, 13.0], ("cifar10", "mask"): [90.0, 91.0, 92.0, 93.0]}
+    frame = pd.DataFrame([{"dataset": d, "method": m, "seed": s, "test.acc (%)": v}
+                          for (d, m), vals in acc.items() for s, v in enumerate(vals)])
+    fig = f05.paired(ch.paired_frame(frame), ["mask"])
+    (bar,) = [c for c in fig.axes[0].collections if isinstance(c, matplotlib.collections.LineCollection)]
+    (segment,) = bar.get_segments()
+    cell = paired(dict(enumerate(acc[("digits", "mask")])), dict(enumerate(acc[("digits", "default")])))
+    assert segment[:, 0] == pytest.approx([cell.lo, cell.hi])
+    assert cell.mean_diff == pytest.approx(4.25)
+    plt.close(fig)
+
+
+def test_a_binary_map_needs_its_two_swatches_not_a_colour_bar():
+    """A 0/1 mask is drawn in two colours; without the legend of both swatches the checker names it,
+    with `plots.swatches` it is satisfied, and the swatches are the map's own two colours."""
+    plots.use_style()
+    pattern = np.array([[1, 0, 0], [1, 1, 0], [0, 1, 1]])
+    fig, ax = plots.panels(height=3, width=4)
+    image = plots.binary_map(ax, pattern, title="mask")
+    assert "the binary map in axes 'mask' has no two-swatch legend" in plots.layout_problems(fig)
+    legend = plots.swatches(fig, image)
+    assert plots.layout_problems(fig) == []
+    shown = {t.get_text(): matplotlib.colors.to_hex(h.get_facecolor()) for t, h in zip(legend.get_texts(), legend.legend_handles)}
+    assert shown == {"closed": "#ffffff", "open": "#252525"}
+    drawn = image.to_rgba(image.get_array())[..., :3]
+    assert np.array_equal(drawn[pattern == 1], np.tile(matplotlib.colors.to_rgb("#252525"), ((pattern == 1).sum(), 1)))
+    assert np.array_equal(drawn[pattern == 0], np.ones(((pattern == 0).sum(), 3)))
+    plt.close(fig)
+
+
+def test_seeds_are_thin_lines_under_a_bold_mean():
+    """interval="seeds": one thin, faint line per seed and method, and the mean over seeds bold, whose
+    points are the seeds' means (two seeds that split apart stay visible as themselves)."""
+    plots.use_style()
+    data = pd.DataFrame([{"method": m, "seed": s, "step": t, "value": v}
+                         for m, base in (("default", 0.0), ("mask", 50.0)) for s, off in ((0, 0.0), (1, 40.0))
+                         for t, v in ((0, base + off), (10, base + off + 5))])
+    fig, ax = plots.panels(height=3)
+    plots.mean_interval(ax, data, x="step", y="value", interval="seeds")
+    lines = [line for line in ax.get_lines() if len(line.get_xdata())]
+    thin = [line for line in lines if line.get_linewidth() == plots.SEED_LW]
+    bold = [line for line in lines if line.get_linewidth() == plots.MEAN_LW]
+    assert len(thin) == 4 and all(line.get_alpha() == plots.SEED_ALPHA for line in thin)
+    assert sorted(tuple(line.get_ydata()) for line in bold) == [(20.0, 25.0), (70.0, 75.0)]
+    assert {matplotlib.colors.to_hex(line.get_color()) for line in bold} == {labels.colour("default"), labels.colour("mask")}
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["Default", "Mask (learnable)"]
+    assert not ax.collections, "no band is drawn"
+    plt.close(fig)
 
 
 def test_log_ticks_label_at_least_two_ticks_on_a_short_range():

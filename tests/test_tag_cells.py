@@ -49,6 +49,12 @@ def test_every_source_follows_the_convention(path):
     ("fig, ax = plt.subplots()\nax.plot([1])\nplt.show()", [], {"hide-input"}),
     ("x = ch.load()\nglue('a', 1)\nch.table(x)", [], {"hide-input"}),
     ("ch.table1(frame, refs)", [], set()),
+    ("listing(attention._eager)", [], {"remove-input"}),
+    ("from companion.priors import LearnableMask\nlisting(LearnableMask.forward, start='x')", [], {"remove-input"}),
+    ("records, frame = ch.load(profile, seeds)\nprint(f'{len(frame)} runs')", ["nbval-ignore-output"], {"remove-cell"}),
+    ("runs = ch.load_qk(profile)\nqk = ch.qk_frame(runs)\nprint(len(qk))", [], {"remove-cell"}),
+    ("frame = ch.frame_of(runs)\nprint(frame)", [], set()),  # prints a result, loads nothing
+    ("runs = ch.load(profile)\nch.table(runs)", [], set()),  # shows a table: the reader's
     ("%matplotlib inline", ["hide-input"], {"hide-input"}),  # not Python: left as it is
 ])
 def test_classify(source, tags, expected):

@@ -5,17 +5,20 @@ code cell, and the "rerun this chapter" note after the title cell; `tools/tag_ce
 every source in notebooks/ and `tests/test_tag_cells.py` checks that every source already follows it.
 The convention (only the tags in MANAGED are set or cleared; other tags are left alone):
 
-- the `parameters` cell, and cells that only glue numbers or record claims (`glue`, `glue_all`,
-  `record`, `record_all`) or show the `{id: verdict}` summary: `remove-cell` (they still execute,
-  and nbval still checks their outputs);
-- the setup cell (imports, `check_parameters`, `plots.use_style`), `verdict_table(...)`, and cells
-  that glue or record and then show one table: `remove-input` (their output, if any, stays);
+- the `parameters` cell, cells that only glue numbers or record claims (`glue`, `glue_all`,
+  `record`, `record_all`) or show the `{id: verdict}` summary, and cells that load the chapter's runs
+  and print how many there are (`load…(...)`, then `print(...)`): `remove-cell` (they still execute,
+  and nbval still checks their outputs; the run counts and times are the rerunner's, not the reader's);
+- the setup cell (imports, `check_parameters`, `plots.use_style`), `verdict_table(...)`, a
+  `listing(...)` of the package's source, and cells that glue or record and then show one table:
+  `remove-input` (their output, if any, stays);
 - cells that draw a figure (`plt.`, `fig`, `.subplots(`), and cells that compute beside a `glue`:
   `hide-input` (the code folds under its output).
 
 A figure cell's caption (`metadata.mystnb.figure.caption`, numbered by the build) also gives its image
 its alt text (`metadata.mystnb.image.alt`): the caption as plain text, so that a screen reader says
-what the figure shows rather than the image's file name.
+what the figure shows rather than the image's file name. A table cell's caption has a name `tab-…`
+(`companion.book.tables` numbers it as a table); the verdict table gets `VERDICT_CAPTION`.
 
 Papermill's injected-parameters cell is removed by the runner (`runner.strip_volatile`).
 """
@@ -26,9 +29,12 @@ import ast
 import copy
 import re
 
-__all__ = ["MANAGED", "RERUN_ID", "classify", "rerun_note", "alt_text", "plan"]
+__all__ = ["MANAGED", "VERDICT_CAPTION", "RERUN_ID", "classify", "rerun_note", "alt_text", "plan"]
 
 MANAGED = ("remove-cell", "remove-input", "hide-input")
+# The caption of the table every measuring chapter ends with (`claims.verdict_table`), numbered as a table.
+VERDICT_CAPTION = ("The chapter's claims: what the source says and its value, ours in the same unit, and the "
+                   "verdict by the claim's rule (each claim links to its card on the scoreboard).")
 RERUN_ID = "rerun-this-chapter"
 _BOOKKEEPING_CALLS = {"glue", "glue_all", "record", "record_all"}
 _SETUP_CALLS = {"check_parameters", "use_style"}
@@ -46,6 +52,13 @@ def _statement_calls(stmt) -> str | None:
     """The function a statement calls at its top (`f(...)`, `x = f(...)`, `x += f(...)`), else None."""
     value = getattr(stmt, "value", None)
     return _call_name(value) if isinstance(stmt, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign)) else None
+
+
+def _loads_and_counts(body, calls) -> bool:
+    """Run bookkeeping: assignments of which one loads runs (`load…`), then a `print(...)` of the count."""
+    return (len(body) > 1 and calls[-1] == "print" and isinstance(body[-1], ast.Expr)
+            and all(isinstance(s, ast.Assign) for s in body[:-1])
+            and any((c or "").startswith("load") for c in calls[:-1]))
 
 
 def classify(source: str, tags: list[str]) -> set[str]:
@@ -66,14 +79,28 @@ def classify(source: str, tags: list[str]) -> set[str]:
         return {"remove-cell"}  # the {id: verdict} summary that nbval checks (after any glue)
     if len(body) == 1 and calls[0] == "verdict_table":
         return {"remove-input"}
+    if calls[-1] == "listing" and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body[:-1]):
+        return {"remove-input"}  # a listing of the package's source: the listing is what the page shows
     if len(body) > 1 and all(c in _BOOKKEEPING_CALLS for c in calls[:-1]) and isinstance(body[-1], ast.Expr):
         return {"remove-input"}  # bookkeeping, then the table it leads to: show the table only
+    if _loads_and_counts(body, calls):
+        return {"remove-cell"}
     imports = any(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
     if imports and (set(calls) & _SETUP_CALLS or isinstance(body[0], (ast.Import, ast.ImportFrom))):
         return {"remove-input"}
     if _PLOTTING.search(source) or set(calls) & _BOOKKEEPING_CALLS:
         return {"hide-input"}  # a figure, or computing beside glue: fold the code under its output
     return set()
+
+
+def _shows_verdicts(source: str) -> bool:
+    """Whether the cell's one output is the verdict table: it ends with `verdict_table(...)`."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    calls = [_statement_calls(s) for s in body]
+    return bool(body) and calls[-1] == "verdict_table" and isinstance(body[-1], ast.Expr)
 
 
 def _trains(name: str) -> bool:
@@ -136,9 +163,11 @@ def plan(nb: dict, name: str) -> dict:
             meta["tags"] = new
         else:
             meta.pop("tags", None)
-        caption = meta.get("mystnb", {}).get("figure", {}).get("caption")
-        if caption:
-            meta["mystnb"].setdefault("image", {})["alt"] = alt_text(caption)
+        if _shows_verdicts("".join(cell.get("source", ""))):
+            meta.setdefault("mystnb", {})["figure"] = {"caption": VERDICT_CAPTION, "name": f"tab-ch{int(name[:2])}-verdicts"}
+        figure = meta.get("mystnb", {}).get("figure", {})
+        if figure.get("caption") and not figure.get("name", "").startswith("tab-"):
+            meta["mystnb"].setdefault("image", {})["alt"] = alt_text(figure["caption"])
     note = {"cell_type": "markdown", "id": RERUN_ID, "metadata": {}, "source": _lines(rerun_note(name))}
     existing = [i for i, c in enumerate(cells) if c.get("id") == RERUN_ID]
     if existing:

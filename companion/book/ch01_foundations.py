@@ -30,7 +30,7 @@ __all__ = [
     "causal_visibility", "SOURCE_FIG_004", "source_comparison", "matches_source", "random_qkv", "causal_weights",
     "attend_error", "single_query_weights", "Blocking", "blocking_cases", "blocking_weights", "blocking_table", "renormalisation",
     "renormalisation_gap", "Projections", "self_attention", "permutation_gap", "equivariance_trials", "gap_summary",
-    "SETTINGS", "stated_pe2", "claim_measures", "prose_numbers", "claims", "TRIALS",
+    "SETTINGS", "encoding_table", "stated_pe2", "claim_measures", "prose_numbers", "claims", "TRIALS",
 ]
 
 # The source's table of the causal rule for a three-token sentence (its FIG-004), row by row.
@@ -202,6 +202,15 @@ def gap_summary(gaps: dict[str, list[float]]) -> pd.DataFrame:
     small ones in e-notation, others to 3 places."""
     summary = pd.DataFrame({s: {"largest gap": max(v), "smallest gap": min(v)} for s, v in gaps.items()}).T
     return summary.map(lambda x: below(x) if x < 1e-6 else f"{x:.3f}")
+
+
+def encoding_table(pe: Tensor, digits: int = 4) -> pd.DataFrame:
+    """A sinusoidal encoding as the page shows it: one row per position p, one column per coordinate
+    (PE(p, 0) = sin p, PE(p, 1) = cos p in width two), `digits` decimals."""
+    values = pe.detach().cpu().numpy()
+    frame = pd.DataFrame(values, index=pd.Index(range(len(values)), name="position p"),
+                         columns=[f"PE(p, {i})" for i in range(values.shape[1])])
+    return frame.map(lambda x: f"{x:.{digits}f}".replace("-", "−"))
 
 
 def stated_pe2() -> Tensor:

@@ -38,7 +38,8 @@ from companion.book.prose import DIFFERENCES, ROUNDOFF, below
 __all__ = [
     "mask_probs", "dp_dm", "dp_dq", "dp_dk", "autograd_jacobian", "central_difference",
     "norm_sweep", "SWEEP_COLUMNS", "sweep_table", "contrast_sweep", "log_sigmoid_values", "theorem1_gaps", "qk_gaps", "ROUNDING", "gap_texts", "within_rounding",
-    "corollary1_worst_ratio", "key_growth", "peak_scale", "growth_share", "saturation", "grad_at", "content_sweep",
+    "corollary1_worst_ratio", "key_growth", "peak_scale", "growth_share", "saturation", "SATURATION_COLUMNS",
+    "saturation_table", "grad_at", "content_sweep",
     "adam_first_step", "claim_measures", "prose_numbers", "claims", "DRAWS",
 ]
 
@@ -259,6 +260,17 @@ def adam_first_step(grad: float, *, lr: float = 1e-3) -> float:
 def saturation(contrasts: list[float], *, a: Tensor, open_: Tensor) -> pd.DataFrame:
     """`contrast_sweep` as a table indexed by contrast."""
     return pd.DataFrame(contrast_sweep(contrasts, a=a, open_=open_)).set_index("contrast")
+
+
+SATURATION_COLUMNS = {"closed_mass": "weight on closed keys", "grad_open": "largest |∂p/∂m|, open entries",
+                      "grad_closed": "largest |∂p/∂m|, closed entries", "sigma_open": "σ(−c), an open entry's ∂ log σ/∂m"}
+
+
+def saturation_table(sat: pd.DataFrame) -> pd.DataFrame:
+    """`saturation` as the page shows it: named columns, three significant digits (every value is ≥ 0)."""
+    table = sat.rename(columns=SATURATION_COLUMNS).map(lambda x: f"{x:.3g}")
+    table.index.name = "mask contrast c"
+    return table
 
 
 def grad_at(sat: pd.DataFrame, contrast: float) -> float:

@@ -58,7 +58,7 @@ __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference
            "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers", "mask_caps",
            "TABLE7_READING", "table7_patterns", "SEEDS", "claims", "SYMMETRY_SEEDS", "load_symmetry",
            "symmetry_predictions", "symmetry_prediction_table", "symmetry_prediction_numbers", "symmetry_table",
-           "symmetry_measures", "symmetry_claims", "symmetry_details", "symmetry_preconditions", "symmetry_numbers"]
+           "symmetry_measures", "symmetry_claims", "symmetry_details", "symmetry_preconditions", "symmetry_numbers", "BUDGET_HEADERS", "budget_table"]
 
 N_BITS = 15
 SEEDS = (0, 1, 2, 3, 4)  # the notebook's default seeds (its parameters cell)
@@ -185,6 +185,18 @@ def budget(profile: str, seeds: Sequence[int]) -> pd.Series:
         "lr": cfg.train.lr, "L2": cfg.train.weight_decay, "batch": cfg.train.batch_size,
         "steps": cfg.train.steps or f"{cfg.train.epochs} epochs",
         "training points": dict(cfg.task.params).get("n_train") or "all of S", "seeds": len(seeds)}, name=profile)
+
+
+BUDGET_HEADERS = {"d_model": "model width", "layers": "layers", "heads": "heads", "d_head": "head width",
+                  "FF": "feed-forward width", "optimiser": "optimiser", "lr": "learning rate",
+                  "L2": "weight decay", "batch": "batch size", "steps": "updates",
+                  "training points": "training points", "seeds": "seeds"}
+
+
+def budget_table(b: pd.Series) -> pd.DataFrame:
+    """`budget` as the page shows it: one row per item under readers' names (model width, learning
+    rate, …), one column for the profile."""
+    return b.rename(index=BUDGET_HEADERS).to_frame()
 
 
 def budget_numbers(b: pd.Series) -> dict:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from companion.book.frames import curves, records_frame
 from companion.book.labels import label, task_title
-from companion.book.prose import diff_interval, mean_sd, p_text, pct
+from companion.book.prose import diff_interval, mean_sd, num, p_text, pct, signed
 from companion.book.stats import Paired, Summary, paired, summarize
 from companion.book.step_cap import cap_glue, method_caps
 from companion.experiments import get_experiment
@@ -293,17 +293,33 @@ def claim_details(frame: pd.DataFrame, profile: str) -> dict[str, str]:
     gain_add, gain_mul = paired_gain(frame, "add", add, "mask"), paired_gain(frame, "mul", mul, "mask")
     long = f"{LONG_BUDGET}× the updates"
     best, best_long = _best_other(frame), _best_other(frame, "long")
-    return {"S2-13": f"default {summary(frame, 'add', add, 'default').mean:.1f} %, at {long} {_long_default(frame):.1f} %",
-            "S2-14": f"95% interval [{gain_add.lo:.1f}, {gain_add.hi:.1f}] points; at {long} "
-                     f"{_interval(paired_gain(frame, 'add', add, 'mask', budget='long'))}",
-            "S2-15": "best: {} {:.1f} %; at {}: {} {:.1f} %".format(label(best[0]), best[1], long, label(best_long[0]),
-                                                                  best_long[1]),
+    return {"S2-13": f"{_percent(summary(frame, 'add', add, 'default').mean)} at the stated budget, "
+                     f"{_percent(_long_default(frame))} at {long}",
+            "S2-14": f"{_points(gain_add)} at the stated budget, "
+                     f"{_points(paired_gain(frame, 'add', add, 'mask', budget='long'))} at {long}",
+            "S2-15": f"{label(best[0])} {_percent(best[1])} at the stated budget, {label(best_long[0])} "
+                     f"{_percent(best_long[1])} at {long}",
             "S2-16": f"95% interval [{gain_mul.lo:.1f}, {gain_mul.hi:.1f}] points",
             "S2-24": "learnable − fixed, 95% interval [{0.lo:.1f}, {0.hi:.1f}] points".format(
                 paired_gain(frame, "add", add, "mask", baseline="fixed-mask")),
-            "S2-18": "smallest mean margin over fractions " + ", ".join(fraction_label(f) for f in FRACTIONS[profile])
-                     + f": {min(_margins(frame, profile).values()):.1f} points; at {long}: "
-                     + ", ".join(f"{fraction_label(f)} {m:+.1f}" for f, m in _margins(frame, profile, "long").items())}
+            "S2-18": "smallest margin over fractions " + ", ".join(fraction_label(f) for f in FRACTIONS[profile])
+                     + f": {_signed_points(min(_margins(frame, profile).values()))} at the stated budget; at {long}: "
+                     + ", ".join(f"{fraction_label(f)} {_signed_points(m)}" for f, m in _margins(frame, profile, "long").items())}
+
+
+def _points(g: Paired) -> str:
+    """A paired gain as the scoreboard and verdict table write it: "+66.1 points, 95 % interval [48.2, 84.0]"."""
+    return f"{_signed_points(g.mean_diff)}, 95 % interval [{num(g.lo, 1)}, {num(g.hi, 1)}]".replace("-", "−")
+
+
+def _signed_points(x: float) -> str:
+    """A difference in points with its sign and a true minus: "+6.2 points", "−0.5 points"."""
+    return f"{signed(x, 1).replace('-', '−')} points"
+
+
+def _percent(x: float) -> str:
+    """An accuracy already in percent as the page writes it: "90.4 %"."""
+    return pct(x / 100)
 
 
 def verdict_numbers(results: Sequence) -> dict[str, str]:

@@ -40,7 +40,7 @@ __all__ = ["TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_
            "patterns", "digit_examples", "paired_frame", "text_pattern", "text_mask", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
            "inconsistency", "reading", "map_frame", "open_share", "map_panels", "accuracy_curves", "table6",
            "perplexity_pairs", "perplexity_interval", "mask_movement", "claim_measures", "claim_preconditions", "image_caps", "cap_glue", "prose_numbers",
-           "SEEDS", "TEXT_SEEDS", "claims"]
+           "SEEDS", "TEXT_SEEDS", "claims", "HEADERS", "for_page"]
 
 SEEDS = tuple(range(6))  # the notebook's default seeds of the image runs (its parameters cell)
 TEXT_SEEDS = tuple(range(12))  # and of the language models
@@ -148,6 +148,18 @@ def table3(frame: pd.DataFrame) -> pd.DataFrame:
     """Table 3: test top-1 accuracy (%) of default, mimetic, structured and mask initialisation, mean ±
     std [95 % interval] over seeds, per image set."""
     return _table(frame, TABLE3, ["test.acc (%)", "train.acc (%)"], 1)
+
+
+HEADERS = {"test.acc (%)": "Test accuracy (%)", "train.acc (%)": "Training accuracy (%)", "n": "Seeds",
+           "test.ppl": "Test perplexity", "test.bpc": "Test bits per character", "dataset": "Image set",
+           "method": "Method"}
+
+
+def for_page(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 3, 5 or 6 as the page shows it: the metric names of the records become readers' headers."""
+    out = table.rename(columns=HEADERS)
+    out.index = out.index.set_names([HEADERS.get(n, n) for n in out.index.names])
+    return out
 
 
 def table5(frame: pd.DataFrame) -> pd.DataFrame:

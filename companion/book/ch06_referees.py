@@ -46,7 +46,8 @@ GAIN = 0.02  # the correct ±10 mask matters on a task when it is this far above
 MDI = {"2parity": 0.75, "maj3": 0.875}  # the minimum-degree interpolator's full-cube accuracy (Chapter 3)
 PLACEMENT_KEY = ("task", "placement", "contrast")
 QK_KEY = ("task", "method", "qk_norm")
-DRIFT_TITLES = {"mask": "mask drift ‖Δ log σ(M)‖_F", "attention": "attention-pattern drift",
+# Figure titles (matplotlib's mathtext draws the Frobenius norm); tables name it in words.
+DRIFT_TITLES = {"mask": r"mask drift $\|\Delta \log\sigma(M)\|_F$", "attention": "attention-pattern drift",
                 "qk": "query–key drift ‖ΔA‖/‖A₀‖"}
 # The paired comparisons against the model without a mask: (placement, contrast).
 PAIRED_CELLS = (("correct", 10.0), ("correct", 1.0), ("misspecified", 10.0), ("falsifier", 10.0), ("widened", 10.0),
@@ -269,7 +270,7 @@ def _titled(table: pd.DataFrame) -> pd.DataFrame:
 PLACEMENT_NAMES = {"correct": "Correct", "misspecified": "Misspecified", "falsifier": "Falsifier",
                    "widened": "Widened falsifier", "all-zero": "All-zero mask", "no mask": "No mask (default)"}
 ACCURACY_AT = "Full-cube accuracy (%) at contrast ±c"
-DRIFT_AT = "Final mask drift ‖Δ log σ(M)‖_F at contrast ±c"
+DRIFT_AT = "Final mask drift ‖Δ log σ(M)‖ (Frobenius norm) at contrast ±c"
 QK_COLUMNS = {"acc": "Full-cube accuracy (%)", "open_start": "CLS attention on open keys, start",
               "open_end": "CLS attention on open keys, end", "qk_drift": "Query–key drift ‖ΔA‖/‖A₀‖"}
 QK_DRIFTS = {"qk_drift": "Query–key drift ‖ΔA‖/‖A₀‖", "attention_drift": "Attention-pattern drift"}

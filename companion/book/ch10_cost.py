@@ -477,8 +477,8 @@ def gpu_flex_status(gpu: dict[str, dict], variant: str = "flex") -> str:
             f"({int(need.group(1)):,} bytes needed, {int(need.group(2)):,} available)")
     if not attempts:
         smaller = ", then ".join(describe_options(o) for o in KERNEL_LADDER[1:])
-        return (text + ". That run predates the harness's tile fitting, which now retries with smaller ones "
-                f"({smaller}) when Triton reports this; the next GPU run says whether they fit")
+        return (text + f" with the default tiles, the only ones the recorded run tried; whether smaller ones "
+                f"({smaller}) fit is for the next GPU run to say")
     return text + (f", with each of the {len(attempts)} tile sizes tried, down to "
                    f"{describe_options(attempts[-1]['options'])}")
 

@@ -57,7 +57,10 @@ _FLOORS = {"roundoff": ROUNDOFF, "differences": DIFFERENCES}
 
 
 def _unit(units: dict, cid: str) -> tuple[str, str]:
-    kind, _, suffix = str(units.get(cid, "number")).partition(":")
+    """(kind, suffix) of a claim's unit: "points", "percent: of seeds" → ("percent", "of seeds"); an
+    entry may be a mapping {unit: …, ours: detail}."""
+    entry = units.get(cid, "number")
+    kind, _, suffix = str(entry.get("unit", "number") if isinstance(entry, dict) else entry).partition(":")
     return kind.strip(), suffix.strip()
 
 
@@ -76,21 +79,29 @@ def _in_unit(x: float, kind: str, *, signed: bool = False, exact: bool = False) 
 
 
 def ours_text(measure, cid: str, units: dict, detail: str = "") -> str:
-    """Our measure in the source's units: "75.0 %", "+66.1 points [48.2, 84.0]", "1.06 ×", "holds"."""
+    """Our measure in the source's units: "75.0 %", "+66.1 points [48.2, 84.0]", "1.06 ×", "holds".
+
+    A claim whose unit entry says `ours: detail` is decided by a statistic that combines measured values
+    (a measure read at two budgets and clamped to the rule's levels): its "Ours" is the chapter's
+    `detail`, which states those measured values in the source's unit, never the statistic itself."""
     if measure is None:
         return "—"
+    entry = units.get(cid)
+    if isinstance(entry, dict) and entry.get("ours") == "detail" and detail:
+        return detail
     if isinstance(measure, bool):
         return "holds" if measure else "does not hold"
     if not isinstance(measure, (int, float)):
         return number(measure)
     kind, suffix = _unit(units, cid)
     text = _in_unit(float(measure), kind, signed=True)
-    interval = re.search(r"(\d+) ?% interval \[([-\d.]+), ([-\d.]+)\]", detail or "")
+    interval = re.search(r"(\d+) ?% interval \[([-−\d.]+), ([-−\d.]+)\]", detail or "")
     if interval:  # shown only when it is the interval of this very measure (it contains it)
-        lo, hi = float(interval.group(2)), float(interval.group(3))
+        lo, hi = (float(interval.group(k).replace("−", "-")) for k in (2, 3))
         shown = 100 * float(measure) if kind in ("percent", "points") else float(measure)
         if lo <= shown <= hi:
-            text += f", {interval.group(1)} % interval [{interval.group(2)}, {interval.group(3)}]"
+            lo_text, hi_text = (interval.group(k).replace("-", "−") for k in (2, 3))
+            text += f", {interval.group(1)} % interval [{lo_text}, {hi_text}]"
     return f"{text} {suffix}".strip()
 
 

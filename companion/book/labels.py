@@ -28,15 +28,18 @@ VARIANTS = {"sdpa": "SDPA, no prior", "goat-lanes": "GOAT lanes (SDPA)",
             "alibi-sdpa": "ALiBi bias (SDPA)",
             "eager-goat": "GOAT, eager", "flex": "GOAT (FlexAttention)"}
 
-_BASE = {"default": "#4d4d4d", "structured-svd": "#e07b39", "structured-opt": "#c9a227", "mimetic": "#8c6d31",
-         "mask": "#c0392b", "fixed-mask": "#7d5ba6", "zero-mask": "#3a9e6f", "sym-mask": "#e377c2",
-         "goat": "#1b6ca8", "goat-uniform": "#6baed6", "rope": "#d95f02", "rope-pi": "#fdae6b",
-         "alibi": "#1b9e77", "sinusoidal": "#8c8c8c"}
-# A variant shares the colour of the method it computes.
-_VARIANT_COLOUR = {"sdpa": "#4d4d4d", "goat-lanes": _BASE["goat"], "goat-sdpa": "#4292c6", "goat-chunked": "#2171b5",
+# Every method's colour is at least `colours.MIN_APART` (CIEDE2000) from every other method's, from
+# the categorical cycle `plots.PALETTE` and from the ink grey `plots.INK` (tests/test_figures.py).
+_BASE = {"default": "#4d4d4d", "structured-svd": "#e08214", "structured-opt": "#c9a227", "mimetic": "#7f4f24",
+         "mask": "#c0392b", "fixed-mask": "#7d5ba6", "zero-mask": "#00a6a6", "sym-mask": "#e377c2",
+         "goat": "#1b6ca8", "goat-uniform": "#9ecae1", "rope": "#2ca02c", "rope-pi": "#98df8a",
+         "alibi": "#6b7f00", "sinusoidal": "#f08880"}
+# A variant that computes a method keeps its colour; the others are shades of it, each distinct from
+# every other variant (Chapter 10 draws them together).
+_VARIANT_COLOUR = {"sdpa": "#4d4d4d", "goat-lanes": _BASE["goat"], "goat-sdpa": "#4292c6", "goat-chunked": "#0b2f5e",
                    "mask-sdpa": _BASE["mask"],
-                   "mask-sdpa-math": "#e6550d", "eager-bias": "#969696", "mask-attend": "#fb6a4a", "mask-flex": "#a50f15",
-                   "alibi-sdpa": _BASE["alibi"], "eager-goat": "#9ecae1", "flex": "#08519c"}
+                   "mask-sdpa-math": "#e6550d", "eager-bias": "#969696", "mask-attend": "#fc9272", "mask-flex": "#67000d",
+                   "alibi-sdpa": _BASE["alibi"], "eager-goat": "#9ecae1", "flex": "#6a51a3"}
 COLOURS = {**_BASE, **_VARIANT_COLOUR}
 MARKERS = {"default": "o", "structured-svd": "s", "structured-opt": "D", "mimetic": "v", "mask": "^",
            "fixed-mask": "P", "zero-mask": "X", "sym-mask": "*", "goat": "o", "goat-uniform": "s", "rope": "^", "rope-pi": "v",

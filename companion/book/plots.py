@@ -20,11 +20,15 @@ import numpy as np
 
 from companion.book.labels import colour, label
 
-__all__ = ["use_style", "heatmap", "map_grid", "grouped_bars", "mean_interval", "PALETTE", "COLUMN_IN", "MIN_PT", "panels",
+__all__ = ["use_style", "heatmap", "map_grid", "grouped_bars", "mean_interval", "binary_map", "swatches", "PALETTE", "INK", "COLUMN_IN", "MIN_PT", "panels",
            "mosaic", "picture", "legend_below", "legend_right", "shared_colorbar", "log_ticks", "layout_problems"]
 
-# The cycle for things that are not methods (placements, layers, lengths…).
-PALETTE = ("#1b6ca8", "#e07b39", "#3a9e6f", "#b5485d", "#7d5ba6", "#8c8c8c")
+# The cycle for things that are not methods (placements, heads, symbols…): ultramarine, umber, dark
+# green, lavender, wine, dark teal (neighbours differ in lightness as well as hue), each at least
+# `colours.MIN_APART` from every method's colour.
+PALETTE = ("#1010c8", "#a87860", "#004808", "#a888f8", "#780840", "#006860")
+INK = "#8c8c8c"  # strokes that carry no meaning of their own: lines joining a seed's pair, grids
+SEED_LW, SEED_ALPHA, MEAN_LW = 0.6, 0.35, 2.0  # one seed's line, and the mean over seeds drawn over them
 COLUMN_IN = 7.0  # width of the book's text column in inches: a wider figure is shrunk to it
 MIN_PT = 9.0  # the smallest text on the page, in points, after that shrinking
 
@@ -39,11 +43,24 @@ def use_style() -> None:
     import pandas as pd
 
     pd.set_option("display.max_colwidth", None)
+    _retina()
     plt.rcParams.update({
         "figure.dpi": 110, "savefig.dpi": 110, "figure.figsize": (COLUMN_IN, 3.6),
         "axes.spines.top": False, "axes.spines.right": False, "axes.grid": False,
         "axes.prop_cycle": plt.cycler(color=PALETTE), **_FONTS, "legend.frameon": False,
     })
+
+
+def _retina() -> None:
+    """In a notebook, figures are shown as PNGs of twice the pixels at their size on the page, sharp on
+    high-density screens and in the printed book (nothing changes outside IPython)."""
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("retina")
 
 
 def heatmap(ax, values, *, xlabels=None, ylabels=None, cmap="Blues", vmin=None, vmax=None,
@@ -83,20 +100,29 @@ def grouped_bars(ax, groups: dict[str, list[float]], labels: list[str], *, ylabe
 
 
 def mean_interval(ax, data, *, x: str, y: str, hue: str = "method", interval: str = "ci",
-                  hue_order: Sequence[str] | None = None, labels: dict | None = None, **kwargs):
-    """Mean of `y` over seeds against `x`, one line per `hue` value, with a band: `interval` "ci"
-    (95 % bootstrap interval of the mean, fixed seed), "range" (min to max) or "sd".
+                  hue_order: Sequence[str] | None = None, labels: dict | None = None, units: str = "seed", **kwargs):
+    """Mean of `y` over seeds against `x`, one line per `hue` value, with what spreads it: `interval`
+    "seeds" (each seed a thin line, the mean bold: seeds that split into groups stay visible), "ci"
+    (95 % bootstrap interval of the mean, fixed seed), "range" (a min-to-max band) or "sd".
 
-    `data` is long form (one row per seed and x: `companion.book.frames.long_curves`). Method names
-    get the book's colours and labels; `labels` overrides a hue value's legend text.
+    `data` is long form (one row per seed and x: `companion.book.frames.long_curves`; `units` names its
+    seed column). Method names get the book's colours and labels; `labels` overrides a hue value's
+    legend text.
     """
     import seaborn as sns
 
-    errorbar = {"ci": ("ci", 95), "range": ("pi", 100), "sd": "sd"}[interval]
     order = list(hue_order) if hue_order is not None else list(dict.fromkeys(data[hue]))
     palette = {h: colour(h) if hue == "method" else PALETTE[i % len(PALETTE)] for i, h in enumerate(order)}
-    sns.lineplot(data=data, x=x, y=y, hue=hue, hue_order=order, palette=palette, errorbar=errorbar,
-                 seed=0, ax=ax, **kwargs)
+    if interval == "seeds":
+        thin = {k: v for k, v in kwargs.items() if k not in ("marker", "err_style")}
+        sns.lineplot(data=data, x=x, y=y, hue=hue, hue_order=order, palette=palette, units=units, estimator=None,
+                     lw=SEED_LW, alpha=SEED_ALPHA, legend=False, ax=ax, **thin)
+        sns.lineplot(data=data, x=x, y=y, hue=hue, hue_order=order, palette=palette, errorbar=None, lw=MEAN_LW,
+                     ax=ax, **kwargs)
+    else:
+        errorbar = {"ci": ("ci", 95), "range": ("pi", 100), "sd": "sd"}[interval]
+        sns.lineplot(data=data, x=x, y=y, hue=hue, hue_order=order, palette=palette, errorbar=errorbar,
+                     seed=0, ax=ax, **kwargs)
     names = {h: (labels or {}).get(h, label(h) if hue == "method" else str(h)) for h in order}
     handles, texts = ax.get_legend_handles_labels()
     if handles:
@@ -181,6 +207,27 @@ def shared_colorbar(fig, image, axes, *, label: str = "", ticks=None, ticklabels
     if ticks is not None:
         bar.set_ticks(ticks, labels=ticklabels)
     return bar
+
+
+def binary_map(ax, values, *, labels: tuple[str, str] = ("closed", "open"), title: str = ""):
+    """A 0/1 pattern (a mask's closed and open entries) as two colours, white for 0 and near-black
+    for 1, rows top to bottom; it takes a two-swatch legend (`swatches`), not a colour bar."""
+    from matplotlib.colors import ListedColormap
+
+    two = ListedColormap(["#ffffff", "#252525"], name="binary-" + "-".join(labels))
+    image = heatmap(ax, np.asarray(values, dtype=float), cmap=two, vmin=0, vmax=1, colorbar=False, title=title)
+    image.set_gid("binary")
+    image.swatch_labels = tuple(labels)
+    return image
+
+
+def swatches(fig, image, *, where: str = "outside right center"):
+    """The legend of a `binary_map`: one swatch per value (edged, so that white shows), labelled."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(facecolor=image.cmap(image.norm(v)), edgecolor="k", lw=0.6, label=text)
+               for v, text in zip((0, 1), image.swatch_labels)]
+    return fig.legend(handles=handles, loc=where, frameon=False)
 
 
 def map_grid(panels_: Sequence[tuple[str, object]], *, columns: int, vmax: float, panel_height: float,
@@ -268,6 +315,10 @@ def layout_problems(fig, *, column: float = COLUMN_IN, min_pt: float = MIN_PT) -
         for image in ax.images:
             if image.get_gid() == "picture":
                 continue
+            if image.get_gid() == "binary":
+                if not _has_swatches(fig, image):
+                    problems.append(f"the binary map in axes {ax.get_title()!r} has no two-swatch legend")
+                continue
             if not any(m is image or (m.get_cmap().name == image.get_cmap().name and m.get_clim() == image.get_clim())
                        for m in bars):
                 problems.append(f"the heat map in axes {ax.get_title()!r} has no colour bar")
@@ -281,6 +332,17 @@ def layout_problems(fig, *, column: float = COLUMN_IN, min_pt: float = MIN_PT) -
             if shown < 2:
                 problems.append(f"the log {name} axis of {ax.get_title()!r} shows {shown} labelled tick(s)")
     return problems
+
+
+def _has_swatches(fig, image) -> bool:
+    """Whether a legend of `fig` shows a swatch of each of `image`'s two colours."""
+    from matplotlib.colors import to_hex
+    from matplotlib.patches import Patch
+
+    wanted = {to_hex(image.cmap(image.norm(v))) for v in (0, 1)}
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    return any(wanted <= {to_hex(h.get_facecolor()) for h in legend.legend_handles if isinstance(h, Patch)}
+               for legend in legends)
 
 
 def _labelled_ticks(ax, name: str) -> int:

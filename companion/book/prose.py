@@ -37,23 +37,28 @@ def pct(x: float, digits: int = 1, *, sign: bool = False) -> str:
     """A share in [0, 1] as a percentage: 0.873 → "87.3 %" ("—" for NaN or None)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"
-    return f"{100 * x:{'+' if sign else ''}.{digits}f} %"
+    return f"{100 * x:{'+' if sign else ''}.{digits}f} %".replace("-", MINUS)
+
+
+MINUS = "−"  # U+2212: the page's minus sign, never a hyphen
 
 
 def num(x: float, digits: int = 2) -> str:
-    """A number with fixed digits, no negative zero ("—" for NaN or None)."""
+    """A number with fixed digits, a true minus sign and no negative zero ("—" for NaN or None)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"
     text = f"{x:.{digits}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
+    if text.startswith("-"):
+        return text[1:] if float(text) == 0 else MINUS + text[1:]
+    return text
 
 
 def signed(x: float, digits: int = 1) -> str:
-    """A difference with its sign: +3.2, −0.5 (0 without a sign; "—" for NaN or None)."""
+    """A difference with its sign: +3.2, −0.5 (a true minus; 0 without a sign; "—" for NaN or None)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"
     text = f"{x:+.{digits}f}"
-    return text[1:] if float(text) == 0 else text
+    return text[1:] if float(text) == 0 else text.replace("-", MINUS)
 
 
 def mean_sd(values, digits: int = 1) -> str:
@@ -75,10 +80,11 @@ def diff_interval(mean: float, lo: float, hi: float, digits: int = 1) -> str:
 
 
 def p_text(p: float) -> str:
-    """A p-value as a table cell: two decimals, "< 0.001" below that, "—" when there is none."""
+    """A p-value as a table cell: two significant digits (0.074, 0.50), "< 0.001" below that, "—" when
+    there is none."""
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "—"
-    return "< 0.001" if p < 0.001 else f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
+    return "< 0.001" if p < 0.001 else f"{p:#.2g}"
 
 
 def checks_table(checks: dict[str, Any], column: str = "result"):

@@ -17,7 +17,8 @@ It sets MyST substitutions (enable the `substitution` extension) that any page m
 The same values go into `html_context` (`book_commit`, `book_date`) for templates. Every chapter page
 that measures claims opens with a strip of its verdicts (`companion.book.verdict_strip`), and
 `book/_static/scoreboard.js` unfolds the scoreboard group a link to a claim points into. Built inside
-`_build/editions/<profile>/`, the verdicts are that profile's.
+`_build/editions/<profile>/`, the verdicts are that profile's. A notebook output named `tab-…` is a
+numbered table (`companion.book.tables`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from sphinx.util import logging
 
-from companion.book import glance, verdict_strip
+from companion.book import glance, tables, verdict_strip
 from companion.book.pdf import PDF_NAME
 
 __all__ = ["setup", "build_facts", "git_commit", "book_profile"]
@@ -139,4 +140,6 @@ def setup(app):
     app.connect("doctree-resolved", verdict_strip.resolve_strips)
     app.add_node(verdict_strip.VerdictStrip)
     app.add_js_file("scoreboard.js")
+    app.add_js_file("book.js")
+    tables.setup(app)
     return {"version": "2", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -185,6 +185,11 @@ def test_glued_values_render(opened: OpenedPage):
     # a bound reads "< 1e-13" and is a value
     bad = [text for text in texts if not text or re.fullmatch(r"<\S[^>]*>", text) or " object at 0x" in text]
     assert not bad, f"glued values that rendered empty or as a repr: {bad}"
+    weights = opened.page.eval_on_selector_all(
+        "p span.pasted-text", "els => els.map(el => [el.textContent.trim(), getComputedStyle(el).fontWeight,"
+        " getComputedStyle(el.parentElement).fontWeight])")
+    heavier = [text for text, own, around in weights if int(own) > int(around)]
+    assert not heavier, f"glued numbers set heavier than the prose around them: {heavier[:5]}"
 
 
 @pytest.mark.parametrize("name", SCREENSHOT_PAGES)
@@ -416,3 +421,32 @@ def test_a_chapter_opens_with_its_verdicts(open_page, pages: list[str], html_dir
     assert strip, "Chapter 3 has no verdict strip under its title"
     assert strip["after_title"] and strip["top"] < DESKTOP["height"]
     assert set(strip["ids"]) == expected
+
+
+def test_a_chapter_s_tables_are_numbered_and_captioned_above(open_page, pages: list[str]):
+    """The verdict table (and every table named tab-…) reads "Table 3.N" in its caption, set above it,
+    and a {numref} to it would find that number."""
+    chapter = "chapters/03_boolean_extrapolation"
+    opened = open_page(next(p for p in pages if p.endswith(chapter + ".html")), DESKTOP)
+    found = opened.page.evaluate("""() => Array.from(document.querySelectorAll('div.numbered-table')).map((d) => {
+        const num = d.querySelector('.caption-number'), cap = num && num.parentElement, table = d.querySelector('table');
+        return {id: d.id, caption: cap ? cap.textContent.trim() : null,
+                above: !!cap && !!table && cap.getBoundingClientRect().bottom <= table.getBoundingClientRect().top + 1}; })""")
+    assert any(t["id"] == "tab-ch3-verdicts" for t in found), f"no numbered verdict table: {found}"
+    for t in found:
+        assert t["caption"] and re.match(r"Table \d+(\.\d+)*", t["caption"]), t
+        assert t["above"], f"the caption of {t['id']} is not above its table"
+
+
+def test_no_number_in_a_table_breaks_across_lines(open_page, pages: list[str]):
+    """Cells holding a number with its spread or interval ("100.0 ± 0.0", "+10.1 [3.4, 16.8]") stay on
+    one line at a phone's width; a cell of words may still wrap."""
+    chapter = "chapters/04_arithmetic"
+    opened = open_page(next(p for p in pages if p.endswith(chapter + ".html")), PHONE)
+    cells = opened.page.evaluate("""() => Array.from(document.querySelectorAll('table td')).map((c) => [
+        c.textContent.trim(), c.classList.contains('number-cell'), getComputedStyle(c).whiteSpace])""")
+    spread = [c for c in cells if re.fullmatch(r"[+−-]?\d[\d.]* ± \d[\d.]*( \[[^\]]+\])?", c[0])]
+    assert spread, "no mean ± spread cell found on the page"
+    assert all(marked and space == "nowrap" for _, marked, space in spread), [c for c in spread if c[2] != "nowrap"][:3]
+    words = [c for c in cells if re.search(r"[a-z]{4,}", c[0])]
+    assert words and not any(marked for _, marked, _ in words)

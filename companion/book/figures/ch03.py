@@ -12,36 +12,32 @@ from companion.book.labels import task_title
 
 __all__ = ["masks", "curves", "maps"]
 
-_OPEN = dict(ticks=[0, 1], ticklabels=["closed", "open"])
-
-
 def masks(patterns: Mapping[str, object], tasks: Sequence[str]):
     """Each task's open pattern over the CLS token and the bit tokens (dark = open), 2 × 2 panels
-    and one closed/open colour bar."""
+    and one closed/open legend."""
     fig, axes = plots.panels(2, 2, height=5.6)
     n = len(np.asarray(patterns[tasks[0]]))
     ticks = ["CLS"] + [str(i) for i in range(n - 1)]
     for ax, fn in zip(axes.flat, tasks):
-        image = plots.heatmap(ax, np.asarray(patterns[fn], dtype=float), cmap="Greys", vmin=0, vmax=1, colorbar=False,
-                              title=task_title(fn))
+        image = plots.binary_map(ax, patterns[fn], title=task_title(fn))
         ax.set_xticks(range(0, n, 3), ticks[::3])
         ax.set_yticks(range(0, n, 3), ticks[::3])
     for ax in axes.flat[len(tasks):]:
         ax.set_visible(False)
-    plots.shared_colorbar(fig, image, axes, **_OPEN)
+    plots.swatches(fig, image)
     return fig
 
 
 def curves(curves: Mapping[str, pd.DataFrame], interpolator: Mapping[str, float],
            y: str = "full-cube accuracy (%)"):
-    """Accuracy during training per task (2 × 2 panels; mean over seeds, band over seeds), the
+    """Accuracy during training per task (2 × 2 panels; each seed thin, the mean bold), the
     minimum-degree interpolator's accuracy dashed; one legend below."""
     tasks = list(curves)
     fig, axes = plots.panels(2, 2, height=5.8, sharey=True, sharex=True)
     for ax, fn in zip(axes.flat, tasks):
         # the reference first, so that the method legend `mean_interval` builds lists it too
         ax.axhline(interpolator[fn], ls="--", color="k", lw=0.8, label="minimum-degree interpolator")
-        plots.mean_interval(ax, curves[fn], x="step", y=y, interval="range")
+        plots.mean_interval(ax, curves[fn], x="step", y=y, interval="seeds")
         ax.set_title(task_title(fn))
         ax.label_outer()
     for ax in axes.flat[len(tasks):]:

@@ -16,13 +16,14 @@ __all__ = ["masks", "figure2", "curves", "digits"]
 
 def masks(panels: Mapping[str, tuple[np.ndarray, list[str]]]):
     """Each operation's mask (query × key, dark = open) with its positions named, side by side, and
-    one closed/open colour bar: `panels` is {op: ch04.mask_panel(op)}."""
+    one closed/open legend: `panels` is {op: ch04.mask_panel(op)}."""
     fig, axes = plots.panels(1, len(panels), height=3.9, squeeze=False)
     for ax, (op, (pattern, names)) in zip(axes.flat, panels.items()):
-        image = plots.heatmap(ax, pattern, cmap="Greys", vmin=0, vmax=1, colorbar=False, xlabels=names, ylabels=names,
-                              title=task_title(op), xlabel="key", ylabel="query")
+        image = plots.binary_map(ax, pattern, title=task_title(op))
+        ax.set_xticks(range(len(names)), names); ax.set_yticks(range(len(names)), names)
+        ax.set(xlabel="key", ylabel="query")
         ax.tick_params(axis="x", labelrotation=90)
-    plots.shared_colorbar(fig, image, axes, ticks=[0, 1], ticklabels=["closed", "open"])
+    plots.swatches(fig, image, where="outside lower center")
     return fig
 
 
@@ -41,10 +42,10 @@ def figure2(points: pd.DataFrame, seeds: pd.DataFrame, ticks: tuple[list[int], l
 
 def curves(data: pd.DataFrame, *, dashes: Mapping[str, object] | None = None, height: float = 3.6):
     """Test sequence accuracy during training (long form from `frames.long_curves`, scale 100), mean
-    over seeds with a band spanning them; `dashes` per method; legend to the right."""
+    over seeds bold over each seed's thin line; `dashes` per method; legend to the right."""
     fig, ax = plots.panels(height=height)
     style = dict(style="method", dashes=dict(dashes)) if dashes else {}
-    plots.mean_interval(ax, data, x="step", y="value", interval="range", **style)
+    plots.mean_interval(ax, data, x="step", y="value", interval="seeds", **style)
     ax.set(xlabel="update", ylabel="test sequence accuracy (%)")
     plots.legend_right(ax)
     return fig

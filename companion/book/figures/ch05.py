@@ -13,12 +13,9 @@ from companion.book.labels import colour, label, task_title
 
 __all__ = ["digits", "paired", "curves", "maps", "band", "perplexity"]
 
-_OPEN = dict(ticks=[0, 1], ticklabels=["closed", "open"])
-
-
 def digits(images: Sequence[np.ndarray], classes: Sequence[int], pattern: np.ndarray, *, grid=(1.5, 3.5, 5.5)):
     """The digits (two rows of pictures, their patch grid drawn at `grid`) and, right, the mask over the
-    patches with its closed/open colour bar."""
+    patches with its closed/open legend."""
     half = -(-len(images) // 2)
     layout = [[f"d{i}" for i in range(r * half, (r + 1) * half)] + ["mask"] for r in range(2)]
     fig, axes = plots.mosaic(layout, height=2.9, width_ratios=[1] * half + [2.2])
@@ -26,27 +23,33 @@ def digits(images: Sequence[np.ndarray], classes: Sequence[int], pattern: np.nda
         ax = axes[f"d{i}"]
         plots.picture(ax, img, cmap="Greys", vmin=0, vmax=255)
         for t in grid:
-            ax.axhline(t, color=plots.PALETTE[3], lw=0.6); ax.axvline(t, color=plots.PALETTE[3], lw=0.6)
+            ax.axhline(t, color=plots.PALETTE[0], lw=0.6); ax.axvline(t, color=plots.PALETTE[0], lw=0.6)
         ax.set_title(str(y))
     for i in range(len(images), 2 * half):
         axes[f"d{i}"].set_visible(False)
-    image = plots.heatmap(axes["mask"], pattern, cmap="Greys", vmin=0, vmax=1, colorbar=False,
-                          title=f"mask ({len(pattern)} × {len(pattern)})")
+    image = plots.binary_map(axes["mask"], pattern, title=f"mask ({len(pattern)} × {len(pattern)})")
     axes["mask"].set_xticks([]); axes["mask"].set_yticks([])
-    plots.shared_colorbar(fig, image, axes["mask"], **_OPEN)
+    plots.swatches(fig, image)
     return fig
 
 
 def paired(diffs: pd.DataFrame, order: Sequence[str]):
-    """Each method minus the default, seed by seed (dots) and the mean with its 95 % interval (black)."""
+    """Each method minus the default, seed by seed (dots) and the mean with its 95 % Student-t interval
+    (black): the interval of Chapter 5's paired table, `companion.book.stats.summarize` of the differences;
+    the first image set of `diffs` (`ch05_images.paired_frame`)."""
     import seaborn as sns
+
+    from companion.book.stats import summarize
+
+    diffs = diffs[diffs.dataset == diffs.dataset.iloc[0]]
 
     fig, ax = plots.panels(height=3.0)
     with plots.fixed_jitter():
         sns.stripplot(data=diffs, y="method", x="difference", order=order, hue="method", hue_order=order,
                       palette={m: colour(m) for m in order}, alpha=0.45, size=4, legend=False, ax=ax)
-    sns.pointplot(data=diffs, y="method", x="difference", order=order, color="k", errorbar=("ci", 95), seed=0,
-                  linestyle="none", markers="d", ax=ax)
+    means = [summarize(diffs.loc[diffs.method == m, "difference"]) for m in order]
+    ax.errorbar([s.mean for s in means], range(len(order)), xerr=[[s.mean - s.lo for s in means], [s.hi - s.mean for s in means]],
+                fmt="d", color="k", capsize=3, zorder=3)
     ax.axvline(0, color="k", lw=0.8, ls="--")
     ax.set_yticks(range(len(order)), [label(m) for m in order])
     ax.set(xlabel="test accuracy minus default (points), paired by seed", ylabel="")
@@ -68,12 +71,12 @@ def maps(panels: Sequence[tuple[str, object]], *, columns: int = 3, vmax: float 
 
 
 def band(pattern: np.ndarray, length: int, window: int):
-    """The language model's causal local mask, with its closed/open colour bar."""
+    """The language model's causal local mask, with its closed/open legend."""
     fig, ax = plots.panels(height=3.4, width=4.4)
-    plots.heatmap(ax, pattern, cmap="Greys", vmin=0, vmax=1, colorbar=False,
-                  title=f"causal local mask\n({length} × {length}, W = {window})", xlabel="key", ylabel="query")
+    image = plots.binary_map(ax, pattern, title=f"causal local mask\n({length} × {length}, W = {window})")
+    ax.set(xlabel="key", ylabel="query")
     ax.set_xticks([]); ax.set_yticks([])
-    plots.shared_colorbar(fig, ax.images[0], ax, **_OPEN)
+    plots.swatches(fig, image)
     return fig
 
 
@@ -84,7 +87,7 @@ def perplexity(pairs: pd.DataFrame, interval):
 
     fig, axes = plots.panels(1, 2, height=3.2, gridspec_kw={"width_ratios": [1.2, 1]})
     long = pairs.melt(id_vars="seed", value_vars=["default", "mask"], var_name="method", value_name="test perplexity")
-    sns.lineplot(data=long, x="method", y="test perplexity", units="seed", estimator=None, color=plots.PALETTE[5],
+    sns.lineplot(data=long, x="method", y="test perplexity", units="seed", estimator=None, color=plots.INK,
                  lw=0.8, ax=axes[0])
     sns.pointplot(data=long, x="method", y="test perplexity", hue="method",
                   palette={m: colour(m) for m in ("default", "mask")}, errorbar=("ci", 95), seed=0, legend=False,

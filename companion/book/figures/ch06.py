@@ -39,7 +39,7 @@ def drift(curves: Mapping[str, pd.DataFrame], titles: Mapping[str, str]):
     placements by colour and contrasts by line style; the mask panel on a symlog axis; legend below."""
     fig, axes = plots.panels(1, len(curves), height=3.6, squeeze=False)
     for ax, (kind, data) in zip(axes.flat, curves.items()):
-        plots.mean_interval(ax, data, x="step", y="drift", hue="placement", style="contrast", interval="range")
+        plots.mean_interval(ax, data, x="step", y="drift", hue="placement", style="contrast", interval="seeds")
         ax.set(xlabel="step", ylabel="", title=titles[kind])
         if kind == "mask":
             ax.set_yscale("symlog", linthresh=1e-3)
@@ -56,7 +56,7 @@ def qk_drift(curves: Mapping[tuple[str, str], pd.DataFrame], titles: Mapping[str
     fig, axes = plots.panels(len(tasks), len(kinds), height=2.7 * len(tasks) + 0.6, squeeze=False, sharex=True)
     for row, task in zip(axes, tasks):
         for ax, kind in zip(row, kinds):
-            plots.mean_interval(ax, curves[(task, kind)], x="step", y="drift", style="QK", interval="range")
+            plots.mean_interval(ax, curves[(task, kind)], x="step", y="drift", style="QK", interval="seeds")
             ax.set(xlabel="step", ylabel="", title=f"{task_title(task)}: {titles[kind]}")
             ax.label_outer()
     plots.legend_below(fig, ncols=4)

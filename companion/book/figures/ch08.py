@@ -14,10 +14,10 @@ __all__ = ["gap", "figure1"]
 
 
 def gap(curves: pd.DataFrame, order: Sequence[str]):
-    """Test cross-entropy minus the Bayes value against the update, mean over seeds with a band spanning
-    them (`curves` is `ch08_copy_mixture.gap_curves`, long form); log y; legend to the right."""
+    """Test cross-entropy minus the Bayes value against the update, each seed thin and the mean over
+    seeds bold (`curves` is `ch08_copy_mixture.gap_curves`, long form); log y; legend to the right."""
     fig, ax = plots.panels(height=3.4)
-    plots.mean_interval(ax, curves, x="step", y="value", interval="range", hue_order=list(order))
+    plots.mean_interval(ax, curves, x="step", y="value", interval="seeds", hue_order=list(order))
     ax.set(yscale="log", xlabel="update", ylabel="cross-entropy − Bayes (nats)")
     plots.log_ticks(ax, "y")
     plots.legend_right(ax)

@@ -27,10 +27,10 @@ def _length_axis(ax, lengths: Sequence[int], train_len: int) -> None:
 
 
 def ppl_length(curves: pd.DataFrame, lengths: Sequence[int], train_len: int, order: Sequence[str]):
-    """Test perplexity per character against context length for each reading, mean over seeds with a
-    band spanning them (`curves` is `ch09_extrapolation.length_curves(lm, "ppl")`); log–log; legend below."""
+    """Test perplexity per character against context length for each reading, each seed thin and the
+    mean over seeds bold (`curves` is `ch09_extrapolation.length_curves(lm, "ppl")`); log–log; legend below."""
     fig, ax = plots.panels(height=4.0)
-    plots.mean_interval(ax, curves, x="length", y="ppl", interval="range", hue_order=list(order), marker="o")
+    plots.mean_interval(ax, curves, x="length", y="ppl", interval="seeds", hue_order=list(order), marker="o")
     ax.set(yscale="log", xlabel="context length (characters)", ylabel="test perplexity per character")
     _length_axis(ax, lengths, train_len)
     plots.log_ticks(ax, "y")
@@ -83,11 +83,11 @@ def key_prior(lines: pd.DataFrame, train_len: int):
 
 
 def passkey(curves: pd.DataFrame, lengths: Sequence[int], train_len: int, order: Sequence[str], chance: float = 0.1):
-    """Span-token accuracy against context length for each reading, mean over seeds with a band
-    spanning them (`curves` is `ch09_extrapolation.length_curves(pk, "span_acc")`); chance dashed, the
+    """Span-token accuracy against context length for each reading, each seed thin and the mean
+    over seeds bold (`curves` is `ch09_extrapolation.length_curves(pk, "span_acc")`); chance dashed, the
     training length dotted; log x; legend below."""
     fig, ax = plots.panels(height=4.0)
-    plots.mean_interval(ax, curves, x="length", y="span_acc", interval="range", hue_order=list(order), marker="o")
+    plots.mean_interval(ax, curves, x="length", y="span_acc", interval="seeds", hue_order=list(order), marker="o")
     _length_axis(ax, lengths, train_len)
     ax.axhline(chance, ls="--", color="grey", lw=0.8)
     ax.set(ylim=(0, 1.02), xlabel="context length (tokens)", ylabel="span-token accuracy")
