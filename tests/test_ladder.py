@@ -148,3 +148,27 @@ def test_every_committed_ladder_record_belongs_to_a_rung():
         record = Record.from_dict(json.loads(path.read_text()))
         assert record.run_id in ids and path.stem == record.run_id
         assert isinstance(record.config, RunConfig)
+
+
+def test_the_paper_point_is_the_families_runs_at_the_paper_profile_and_absent_until_made(tmp_path):
+    from companion.experiments.ladder import paper_configs
+
+    for fam in FAMILIES.values():
+        cfgs = paper_configs(fam.name)
+        assert {run_id(c) for c in cfgs} <= {run_id(c) for c in chapter_runs(fam.chapter, "paper", fam.seeds)}
+        assert len(cfgs) == len(fam.experiments) * len(fam.methods) * len(fam.seeds)
+    frame = ladder.ladder_frame(["arith"], paper_store=RunStore(tmp_path))
+    assert "paper" not in set(frame.rung) and "arith/paper" not in ladder.missing(frame)
+
+
+def test_the_figure_draws_a_paper_point_as_a_star_off_the_ladder_line():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from companion.book.figures.ladder import ladder as draw
+
+    rows = pd.DataFrame([{"claim": "S2-14", "rung": r, "flops": f, "measure": m} for r, f, m in
+                         (("ci", 1e12, 0.66), ("data", 4e12, 0.0), ("paper", 1e15, 0.7))])
+    fig = draw(rows, ["S2-14"])
+    lines = {tuple(line.get_xdata()): line.get_marker() for line in fig.axes[0].get_lines() if len(line.get_xdata()) and line.get_marker() != "None"}
+    assert lines == {(1e12, 4e12): "o", (1e15,): "*"}

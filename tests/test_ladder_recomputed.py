@@ -47,7 +47,7 @@ def _complete(groups: dict, family: str) -> list[list[dict]]:
 
 def _shown(family: str, claims: tuple[str, ...], digits: int) -> list[tuple]:
     frame = ladder.made(ladder.ladder_frame([family]))
-    frame = frame[frame.rung != "ci"]
+    frame = frame[~frame.rung.isin(["ci", "paper"])]  # the records of results/ladder only
     return sorted(tuple(round(float(frame[(frame.rung == r) & (frame.claim == c)].measure.iloc[0]), digits) for c in claims)
                   for r in dict.fromkeys(frame.rung))
 

@@ -25,7 +25,7 @@ import pandas as pd
 from companion.book import ch09_extrapolation as ch09
 from companion.book.claims import assess, load_ledger
 from companion.book.frames import by_method, records_frame
-from companion.experiments.ladder import FAMILIES, Family, Rung, rung_configs
+from companion.experiments.ladder import FAMILIES, Family, Rung, paper_configs, rung_configs
 from companion.paths import ladder_root
 from companion.store import RunStore
 from companion.sweep import MissingRuns, run_missing
@@ -36,6 +36,20 @@ __all__ = ["FIT", "rung_records", "train_flops", "gotu_measures", "arith_measure
            "ladder_frame", "verdict_moves", "ladder_numbers"]
 
 FIT = 0.99  # a run fits the seen set at this seen accuracy (Chapter 3's FIT)
+
+
+PAPER = "paper"  # the rung name of the paper point: the family's runs at the sources' settings
+PAPER_WHAT = "the sources' settings (paper profile, on a GPU)"
+
+
+def paper_records(family: Family, store: RunStore | None = None):
+    """The family's paper-profile records (`paper_configs`), or None while any is missing."""
+    store = store or RunStore(profile="paper", read_only=True)
+    try:
+        records, _ = run_missing(paper_configs(family.name), store, "local", False, {}, train=False)
+    except MissingRuns:
+        return None
+    return records
 
 
 def rung_records(family: Family, rung: Rung, store: RunStore | None = None, ci_store: RunStore | None = None):
@@ -96,7 +110,7 @@ def arith_measures(records: Sequence) -> dict[str, tuple[float, dict, str]]:
 
 def passkey_measures(records: Sequence) -> dict[str, tuple[float, dict, str]]:
     """S3-13 and S3-14 by Chapter 9's own functions on the rung's runs."""
-    s = ch09.setup("ci")
+    s = ch09.setup(records[0].config.profile)
     pk, grid = ch09.passkey_lengths(by_method(records), s.pk_specs, s.pk_task.digits)
     values = ch09.passkey_claims(pk, grid, s.pk_task.seq_len)
     return {cid: (v, {}, "") for cid, v in values.items()}
@@ -106,25 +120,29 @@ MEASURES = {"gotu": gotu_measures, "arith": arith_measures, "passkey": passkey_m
 
 
 def ladder_frame(families: Sequence[str] = tuple(FAMILIES), store: RunStore | None = None,
-                 ci_store: RunStore | None = None) -> pd.DataFrame:
+                 ci_store: RunStore | None = None, paper_store: RunStore | None = None) -> pd.DataFrame:
     """One row per (claim, rung) with its records: family, claim, rung, what, runs, flops (the rung's
     mean training compute per run), seconds (mean CPU wall time per run), measure, verdict, failed
     (preconditions, comma-separated), detail; rungs in ladder order. Rungs with records missing get no
-    row: `missing(frame)` names them."""
+    row: `missing(frame)` names them. The paper point (rung "paper", the committed paper-profile records
+    of the same runs) follows the rungs when every one of its records exists, and is otherwise absent
+    without being counted as missing: a CPU does not make it."""
     ledger = load_ledger()
     rows = []
     for name in families:
         fam = FAMILIES[name]
-        for rung in fam.rungs:
-            records = rung_records(fam, rung, store, ci_store)
+        rungs = [(rung.name, rung.what, rung_records(fam, rung, store, ci_store)) for rung in fam.rungs]
+        rungs.append((PAPER, PAPER_WHAT, paper_records(fam, paper_store)))
+        for rung_name, what, records in rungs:
             if records is None:
-                rows.append({"family": name, "rung": rung.name, "what": rung.what, "claim": None})
+                if rung_name != PAPER:
+                    rows.append({"family": name, "rung": rung_name, "what": what, "claim": None})
                 continue
             flops = sum(train_flops(r.config) for r in records) / len(records)
             seconds = sum(r.wall_time for r in records) / len(records)
             for cid, (value, pre, detail) in MEASURES[name](records).items():
                 verdict, failed = assess(ledger[cid], value, pre)
-                rows.append({"family": name, "claim": cid, "rung": rung.name, "what": rung.what,
+                rows.append({"family": name, "claim": cid, "rung": rung_name, "what": what,
                              "runs": len(records), "flops": flops, "seconds": seconds, "measure": value,
                              "verdict": verdict, "failed": ", ".join(failed), "detail": detail,
                              **{f"pre:{k}": v for k, v in pre.items()}})

@@ -31,7 +31,7 @@ from companion.config import RunConfig
 from companion.experiments import Request, get_experiment
 from companion.experiments.gotu import PAPER_SCHEDULE, SEEN
 
-__all__ = ["Rung", "Family", "FAMILIES", "ladder_requests", "rung_configs", "rung_order"]
+__all__ = ["Rung", "Family", "FAMILIES", "ladder_requests", "rung_configs", "paper_configs", "rung_order"]
 
 
 @dataclass(frozen=True)
@@ -131,6 +131,14 @@ def rung_configs(family: str, rung: str) -> list[RunConfig]:
     seeds = FAMILIES[family].seeds if family in FAMILIES else ()
     return [get_experiment(q.experiment).config("ci", m, s, q.overrides)
             for q in ladder_requests(family, rung) for m in q.methods for s in seeds]
+
+
+def paper_configs(family: str) -> list[RunConfig]:
+    """The family's runs at the sources' settings (the `paper` profile, made on a GPU by `companion
+    paper`): the same experiments, methods and seeds, no override. The ladder's figures draw them as
+    the paper point once every one has a committed record."""
+    fam = FAMILIES[family]
+    return [get_experiment(e).config("paper", m, s, ()) for e in fam.experiments for m in fam.methods for s in fam.seeds]
 
 
 def rung_order() -> list[tuple[Family, Rung]]:

@@ -1,5 +1,6 @@
 """The scale ladder's figure: one panel per claim, the claim's measure on every rung made against the
-rung's training compute, with the ledger's lines (reproduced, partly, the null) drawn across."""
+rung's training compute, with the ledger's lines (reproduced, partly, the null) drawn across, and the
+paper point (the same runs at the sources' settings) as a star once its records exist."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ __all__ = ["ladder"]
 
 LADDER_COLOUR = plots.PALETTE[0]
 ASIDE_COLOUR = plots.PALETTE[4]
+PAPER_COLOUR = plots.PALETTE[2]
+ASIDES = ("gotu-schedule", "paper")  # drawn beside the ladder's line, not on it
 # What each panel's measure is (the ledger's measure, a fraction), for its title.
 TITLES = {"S2-06": "mask's cube accuracy, 2Parity", "S2-08": "mask's cube accuracy, Majority",
           "S2-13": "default's sequence accuracy", "S2-14": "mask − default, sequence accuracy",
@@ -22,11 +25,13 @@ LINES = (("threshold", "rule: reproduced", "-", "#3a9e6f"), ("partly_threshold",
 
 
 def _panel(ax, rows: pd.DataFrame, claim) -> None:
-    main = rows[rows.rung != "gotu-schedule"]
-    aside = rows[rows.rung == "gotu-schedule"]
+    main = rows[~rows.rung.isin(ASIDES)]
+    aside, paper = rows[rows.rung == "gotu-schedule"], rows[rows.rung == "paper"]
     ax.plot(main.flops, main.measure, "o-", color=LADDER_COLOUR, label="ladder (ci first)")
     if len(aside):
         ax.plot(aside.flops, aside.measure, "s", color=ASIDE_COLOUR, markersize=7, label="GOTU's optimiser")
+    if len(paper):
+        ax.plot(paper.flops, paper.measure, "*", color=PAPER_COLOUR, markersize=12, label="paper profile (GPU)")
     for r in rows.itertuples():
         below = r.rung == "gotu-schedule"  # the aside sits beside the ladder's last rungs: label it underneath
         ax.annotate(r.rung, (r.flops, r.measure), textcoords="offset points", xytext=(-20, -14) if below else (4, 5),
