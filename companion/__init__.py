@@ -5,6 +5,8 @@ every run and grid; `book/` reads records and never trains; `cost/` benchmarks a
 the command line. The most used names are re-exported here; everything else lives in its own module.
 """
 
+import importlib
+
 from companion.attention import attend, visible_keys
 from companion.priors import LearnableMask, sinusoidal_positions
 
@@ -26,7 +28,5 @@ _LAZY = {
 def __getattr__(name):
     """Import the engine's modules on first use, so `import companion` stays light."""
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'companion' has no attribute {name!r}")

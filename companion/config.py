@@ -170,7 +170,7 @@ class ModelConfig(_Checked):
                 "set d_head explicitly (e.g. model.d_head=64)."
             )
         from companion.init import QK_INITS  # late: init imports torch
-        from companion.priors import POSITIONS
+        from companion.priors import POSITIONS  # late: priors imports torch (a config stays torch-free)
 
         if self.positions not in ("learned", "none", *POSITIONS):
             raise ValueError(f"ModelConfig.positions={self.positions!r} is not one of learned, none, "

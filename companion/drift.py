@@ -33,12 +33,13 @@ def qk_forms(model: nn.Module) -> dict[int, Tensor]:
 
 
 def mask_logits(model: nn.Module) -> dict[int, Tensor]:
-    """{layer: (h or 1, n, n)} the logits M of the layers that hold a mask prior."""
+    """{layer: (h or 1, n, n)} the logits M of the layers whose prior holds a mask (`Prior.mask_logits`)."""
     out = {}
     for l, block in enumerate(model.blocks):
         prior = block.attn.prior
-        if prior is not None and hasattr(prior, "logits"):
-            out[l] = prior.logits.detach().float()
+        logits = prior.mask_logits() if prior is not None else None
+        if logits is not None:
+            out[l] = logits.detach().float()
     return out
 
 

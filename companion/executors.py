@@ -294,7 +294,7 @@ class SlurmExecutor:
 
     def execute(self, cfgs: Sequence[RunConfig], store: RunStore, *, progress: bool = False) -> list[str]:
         """Submit `cfgs` as one job array (one task per group) and wait; returns one line per failed run."""
-        import submitit
+        import submitit  # optional dependency: only the Slurm executor needs it
 
         if not cfgs:
             return []
@@ -391,7 +391,7 @@ def _squeue(array_id: str) -> dict[str, tuple[str, str]] | None:
 def _job_failure(job, err: Exception) -> str:
     """How a task that left runs unsaved ended, in one line: its job id, its state or the exception its
     function raised, and where its log is."""
-    from submitit.core.utils import FailedJobError
+    from submitit.core.utils import FailedJobError  # optional dependency: only the Slurm executor needs it
 
     log = f"its log: {job.paths.stderr}"
     if isinstance(err, FailedJobError):  # the function raised: the trace's last line is the exception

@@ -471,8 +471,6 @@ def head_prior(model: torch.nn.Module, task, arg: str) -> dict[str, Any]:
     (h, P, P), both at those rows and columns and at 4 significant digits (a heatmap's resolution: the
     whole n × n matrices would be megabytes), and "limit": max |centred| of each head over the whole
     matrix, exact (the colour scale)}."""
-    import math
-
     head, opts = split_arg(arg, "readout 'head_prior'", ("points",))
     (n,) = parse_ints(head, "readout 'head_prior' (positions n)")
     points = option_int(opts, "points", 24, "head_prior")

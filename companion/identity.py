@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from companion.config import RunConfig, canonical_json, config_to_dict
+from companion.tasks import TASKS, load_tasks
 
 __all__ = ["NUMERICS", "UNHASHED", "core_modules", "run_files", "code_version", "run_id"]
 
@@ -48,8 +49,6 @@ def core_modules() -> list[str]:
 
 
 def _task_module(task: str) -> Path:
-    from companion.tasks import TASKS, load_tasks
-
     if task not in TASKS:
         load_tasks()
     if task not in TASKS:

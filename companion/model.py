@@ -34,9 +34,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from companion.config import ModelConfig
-from companion.init import apply_qk_init_
+from companion.init import STRUCTURED, apply_qk_init_
 from companion.priors import (NO_PRIOR, Prior, PriorContext, build_positions, build_prior, members_over_batch,
-                              needs_pattern)
+                              needs_pattern, positions_per_layer)
 from companion.symmetry import tied_index
 from companion.tasks import TaskSpec
 
@@ -191,7 +191,7 @@ class Transformer(nn.Module):
         ctx = PriorContext(cfg.n_heads, cfg.head_dim, self.n_positions, causal=causal, pattern=pattern,
                            generator=generator, symmetric=symmetric)
         # the model's position prior (sinusoidal) embeds; a per-layer one (RoPE) rotates in every block
-        per_layer = cfg.positions == "rope"
+        per_layer = positions_per_layer(cfg.positions)
         self.positions = None if per_layer else build_positions(cfg.positions, ctx)
         self.blocks = nn.ModuleList(
             Block(cfg, prior=build_prior(cfg.prior, ctx) if cfg.prior.layers == "all" or l == 0 else None,
@@ -322,8 +322,6 @@ def build_model(cfg: ModelConfig, task, *, generator: torch.Generator) -> Transf
 
     The task's pattern (variant `cfg.prior.variant`) serves the mask prior and the structured
     query-key initialisers alike, so both carry the same structure."""
-    from companion.init import STRUCTURED
-
     pattern = None
     if needs_pattern(cfg.prior) or cfg.qk_init in STRUCTURED:
         has_cls = cfg.arch != "decoder" and cfg.pool == "cls"

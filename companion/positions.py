@@ -158,6 +158,7 @@ class RotaryEmbedding(Prior):
 
     interpolates = True
     interpolate: int = 0
+    per_layer = True
 
     @classmethod
     def from_config(cls, kind: str, ctx: PriorContext) -> "RotaryEmbedding":

@@ -10,6 +10,11 @@ attend; it never tests a prior's type. A prior overrides the hooks it changes:
     attend(q, k, v)   the attention itself: by default `companion.attention.attend` with `bias` on
                       `content(q, k)`; GOAT folds itself into one SDPA call as extra lanes
     check_attention(causal)   refuse attention the prior cannot serve
+    mask_logits()     the logits M of a learnable mask (what drift measures), or None (default)
+
+and declares, as class attributes, what the model and the evaluation ask of it: `per_layer` (a
+position prior that acts in every layer's attention, RoPE; False: the model applies it once, at the
+embedding) and `interpolates` (position interpolation, RoPE).
 
 `rotate` and `attend` take `q_start`: the queries may be a run of the keys' positions, q_start …
 q_start + i − 1 (a last layer that computes only the rows its readout reads, `companion.model`);
@@ -41,9 +46,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from companion.attention import attend
+from companion.symmetry import check_orbit, symmetrise
 
 __all__ = ["Prior", "PriorContext", "PRIORS", "POSITIONS", "prior_class", "build_prior", "build_positions",
-           "needs_pattern", "LearnableMask", "sinusoidal_positions", "members_over_batch", "interpolated"]
+           "positions_per_layer", "needs_pattern", "LearnableMask", "sinusoidal_positions", "members_over_batch", "interpolated"]
 
 # kind → "module:Class" (the class has `from_config(cfg: PriorConfig, ctx: PriorContext)`).
 PRIORS = {
@@ -87,10 +93,13 @@ class Prior(nn.Module):
     Attributes:
         interpolates: the prior can read inputs longer than its training length at the training
             length's positions (position interpolation; set `interpolate` to that length, 0 = off).
+        per_layer: a position prior that acts in every layer's attention (RoPE rotates each layer's
+            q and k: one instance per block); False, the model's one instance embeds (sinusoidal).
     """
 
     interpolates: bool = False
     interpolate: int = 0
+    per_layer: bool = False
 
     def embed(self, h: Tensor) -> Tensor:
         """The token stream (b, n, d) with the prior's absolute positions added (default: unchanged)."""
@@ -112,6 +121,11 @@ class Prior(nn.Module):
 
     def check_attention(self, *, causal: bool) -> None:
         """Raise ValueError if the prior cannot serve attention of this causality (default: it can)."""
+
+    def mask_logits(self) -> Tensor | None:
+        """The logits M (h or 1, n, n) of a learnable mask, the parameter whose drift
+        `companion.drift` measures, or None (default: the prior holds no mask)."""
+        return None
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, backend: str = "auto",
                return_weights: bool = False, check: bool = False, q_start: int = 0):
@@ -192,6 +206,14 @@ def build_prior(cfg, ctx: PriorContext) -> Prior | None:
     return prior
 
 
+def positions_per_layer(kind: str) -> bool:
+    """Whether the position prior of `ModelConfig.positions` acts in every layer (`Prior.per_layer`:
+    RoPE); False for a model-level one (sinusoidal) and for "learned" and "none", which build none."""
+    if kind in ("learned", "none") or kind not in POSITIONS:
+        return False
+    return prior_class(POSITIONS[kind]).per_layer
+
+
 def build_positions(kind: str, ctx: PriorContext) -> Prior | None:
     """The position prior of `ModelConfig.positions` (RoPE per layer, sinusoidal per model), or None."""
     if kind in ("learned", "none"):
@@ -216,8 +238,6 @@ class LearnableMask(Prior):
         super().__init__()
         self.symmetric = tuple(symmetric)
         if self.symmetric:
-            from companion.symmetry import check_orbit
-
             check_orbit(self.symmetric, logits.shape[-1])
         if logits.dim() == 2:
             logits = logits[None]
@@ -308,14 +328,16 @@ class LearnableMask(Prior):
             )
         logits = self.logits
         if self.symmetric:
-            from companion.symmetry import symmetrise
-
             logits = symmetrise(logits, self.symmetric)
         return F.logsigmoid(logits[..., :i, :j])
 
     def bias(self, i: int, j: int | None = None) -> Tensor:
         """The protocol's additive log-prior: log σ(M) over (i, j), as `forward`."""
         return self(i, j)
+
+    def mask_logits(self) -> Tensor:
+        """The protocol's mask logits: M itself (parameter or buffer)."""
+        return self.logits
 
     def extra_repr(self) -> str:
         sym = f", symmetric={self.symmetric}" if self.symmetric else ""

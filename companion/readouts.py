@@ -21,6 +21,10 @@ import math
 from typing import Any, Callable
 
 import torch
+import torch.nn.functional as F
+
+from companion.identity import core_modules
+from companion.tasks import TASKS, load_tasks
 
 __all__ = ["READOUTS", "READOUT_MODULES", "register_readout", "parse_readout", "check_readouts", "measure_readouts",
            "jsonable", "parse_ints", "split_arg", "option_int", "sample_positions", "rounded", "log_mask"]
@@ -59,9 +63,6 @@ def _registry(task: str | None = None) -> dict[str, Readout]:
     those its own task's module registers (a run's identity hashes the core and its task's module
     only, so a readout from another task's module would run code the id does not name). Without
     `task`, all of them."""
-    from companion.identity import core_modules
-    from companion.tasks import TASKS, load_tasks
-
     for module in READOUT_MODULES:  # by name, as the registries of priors and tasks: no import circle
         importlib.import_module(module)
     if task is None or task not in TASKS:
@@ -144,8 +145,6 @@ def log_mask(model: torch.nn.Module, task, arg: str) -> dict[str, Any]:
     for a model without one (no argument). Head-averaged because the masks start equal across heads
     and every chapter measure of their drift is a mean over heads (and a record stays kilobytes at
     the `paper` profile's twelve layers)."""
-    import torch.nn.functional as F
-
     if arg:
         raise ValueError(f"readout 'log_mask' takes no argument, got {arg!r}.")
     return {name: rounded(F.logsigmoid(p.detach().double()).mean(0), 7)

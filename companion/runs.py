@@ -17,18 +17,26 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import hashlib
+import os
+import platform
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 import torch
 
+from companion.batched import why_not_batchable
 from companion.config import RunConfig, config_from_dict, config_to_dict
+from companion.drift import DriftTracker, keeps_maps
 from companion.host import describe as describe_host
 from companion.identity import NUMERICS, code_version, run_id
+from companion.model import build_model
 from companion.paths import repo_root
+from companion.readouts import check_readouts, measure_readouts, rounded
+from companion.tasks import make_task
+from companion.train import shares_evaluation, train, train_stacked
 
 __all__ = ["SCHEMA_VERSION", "READABLE_SCHEMAS", "RECORD_KEYS", "THREADS", "Record", "run", "run_group",
            "group_configs", "check_group", "recipe_context", "stream", "git_commit", "execution_note", "machine_name",
@@ -143,8 +151,6 @@ def execution_note(seeds, device: str = "cpu") -> dict[str, Any]:
     """A record's `execution`: "solo" for a run alone, "batched" with its group's seeds otherwise; a
     group whose members were evaluated from one stacked forward (`companion.train.shares_evaluation`:
     on CUDA) also says `"evaluation": "shared"`."""
-    from companion.train import shares_evaluation
-
     seeds = [int(s) for s in seeds]
     note = {"mode": "batched" if len(seeds) > 1 else "solo", "members": seeds}
     if len(seeds) > 1 and shares_evaluation(device):
@@ -156,9 +162,6 @@ def execution_note(seeds, device: str = "cpu") -> dict[str, Any]:
 def machine_name(device: str = "cpu") -> str:
     """What a run on `device` ran on, for its provenance: the GPU's name for CUDA ("NVIDIA H200"),
     else the processor and core count ("x86_64, 2 cores"). Never raises."""
-    import os
-    import platform
-
     try:
         if str(device).startswith("cuda") and torch.cuda.is_available():
             return torch.cuda.get_device_name(torch.device(device))
@@ -170,8 +173,6 @@ def machine_name(device: str = "cpu") -> str:
 def group_configs(cfg: RunConfig) -> list[RunConfig]:
     """The configs of the group `cfg` trains in, by seed: its block of `cfg.stack` seeds,
     ⌊seed / stack⌋·stack … ⌊seed / stack⌋·stack + stack − 1 (just `cfg` when `stack` is 1)."""
-    from dataclasses import replace
-
     first = cfg.seed // cfg.stack * cfg.stack
     return [cfg if s == cfg.seed else replace(cfg, seed=s) for s in range(first, first + cfg.stack)]
 
@@ -206,12 +207,6 @@ def recipe_context():
 
 
 def _run(cfg: RunConfig, progress: bool, return_model: bool):
-    from companion.drift import DriftTracker, keeps_maps
-    from companion.tasks import make_task
-    from companion.train import train
-
-    from companion.readouts import check_readouts
-
     check_readouts(cfg.readouts, cfg.task.name)  # a readout it cannot use fails before training, not after
     start = time.perf_counter()
     task = make_task(cfg.task)
@@ -224,22 +219,16 @@ def _run(cfg: RunConfig, progress: bool, return_model: bool):
 
 
 def _build(cfg: RunConfig, task):
-    from companion.model import build_model
-
     return build_model(cfg.model, task, generator=stream(cfg.seed, "init")).to(cfg.device)
 
 
 def _readouts(cfg: RunConfig, model, task) -> dict[str, Any]:
-    from companion.readouts import measure_readouts
-
     return measure_readouts(cfg.readouts, model, task, cfg.task.name)
 
 
 def compact_curves(hist) -> dict[str, Any]:
     """A `History` as a record stores it: no learning-rate curve (the config rebuilds it,
     `companion.train.lr_curve`), the per-update losses to `LOSS_DIGITS` significant digits."""
-    from companion.readouts import rounded
-
     curves = hist.to_dict()
     curves.pop("lr", None)
     curves["train_loss"] = rounded(curves["train_loss"], LOSS_DIGITS)
@@ -249,8 +238,6 @@ def compact_curves(hist) -> dict[str, Any]:
 def compact_drift(drift: dict[str, Any]) -> dict[str, Any]:
     """`DriftTracker.result()` with its per-step measures to `DRIFT_DIGITS` significant digits (the
     maps are already rounded by the tracker)."""
-    from companion.readouts import rounded
-
     return {k: ({layer: rounded(v, DRIFT_DIGITS) for layer, v in values.items()}
                 if k in ("mask", "mask_step", "qk", "attention") else values) for k, values in drift.items()}
 
@@ -280,8 +267,6 @@ def check_group(cfgs) -> None:
     """Raise ValueError, saying why, unless `cfgs` are one whole group (`run_group`): at least one
     config, all equal but for the seed, their seeds exactly the block `group_configs` gives, in
     order, and a model that stacks (`companion.batched.why_not_batchable`)."""
-    from companion.batched import why_not_batchable
-
     cfgs = list(cfgs)
     if not cfgs:
         raise ValueError("a run group needs at least one config.")
@@ -329,12 +314,6 @@ def run_group(cfgs, *, progress: bool = False, return_models: bool = False) -> l
 
 
 def _run_group(cfgs, progress: bool, return_models: bool) -> list:
-    from companion.drift import DriftTracker, keeps_maps
-    from companion.tasks import make_task
-    from companion.train import train_stacked
-
-    from companion.readouts import check_readouts
-
     check_readouts(cfgs[0].readouts, cfgs[0].task.name)
     start = time.perf_counter()
     task = make_task(cfgs[0].task)

@@ -43,9 +43,11 @@ import torch
 from companion.config import RunConfig
 from companion.config import PROFILES
 from companion.identity import run_id
+from companion.model import build_model
 from companion.paths import repo_root
 from companion.notice import StoreWarning, warn
 from companion.runs import READABLE_SCHEMAS, RECORD_KEYS, SCHEMA_VERSION, Record, stream
+from companion.tasks import make_task
 from companion.validate import record_problem
 
 __all__ = ["RunStore", "StoreError", "StoreFull", "default_store_root", "record_checksum", "STALE_AGE_S",
@@ -305,9 +307,6 @@ class RunStore:
 
     def load_model(self, record: Record, device: str = "cpu"):
         """The trained model of `record`: rebuilt from its config, weights loaded (strict), eval mode."""
-        from companion.model import build_model
-        from companion.tasks import make_task
-
         state = self._load_state(record.run_id)
         model = build_model(record.config.model, make_task(record.config.task), generator=stream(0, "init"))
         try:

@@ -9,6 +9,7 @@ and settings costs seconds and a killed sweep resumes where it stopped. `compani
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Hashable, Iterable, Sequence
 
 from companion.config import RunConfig
@@ -67,8 +68,6 @@ class MissingRuns(RuntimeError):
 def stored_record(store: RunStore, cfg: RunConfig, any_device: bool = False) -> Record | None:
     """The stored record of `cfg`, or None; with `any_device`, the record of the same config made on
     any of `DEVICES` (the config's own device first)."""
-    from dataclasses import replace
-
     record = store.load(cfg)
     if record is not None or not any_device:
         return record

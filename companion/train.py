@@ -19,7 +19,9 @@ import torch
 from torch import nn
 from tqdm import tqdm  # the console bar: chapters run quietly, so no notebook widget is needed
 
+from companion.batched import clip_grad_norm_members_, stack, unstack_into
 from companion.config import TrainConfig
+from companion.shared_forward import SharedForward
 from companion.tasks import Task, model_device
 
 __all__ = ["History", "train", "train_stacked", "shares_evaluation", "param_groups", "total_steps", "lr_factor", "lr_curve", "prior_lr_sum",
@@ -208,8 +210,6 @@ def train_stacked(models: Sequence[nn.Module], task: Task, cfg: TrainConfig, *,
     `ci`, 5 seeds: 0.83× and 0.87× the groups' rate, default and mask, records equal to the last
     bit; `benchmarks/results/sweep_throughput-cpu-eval.json`), so it stays off there.
     """
-    from companion.batched import stack
-
     models = list(models)
     if len(generators) != len(models):
         raise ValueError(f"{len(models)} models but {len(generators)} data-order generators; give one each.")
@@ -228,9 +228,6 @@ def _train(net: nn.Module, models: list[nn.Module], task: Task, cfg: TrainConfig
     """The one loop. `net` is what trains: `models[0]` itself (alone), or the stack of `models`
     (`net.members` = M), whose batch is the members' batches one after another and whose loss is the
     sum of theirs. Losses stay on the device until the end (no host synchronisation per step)."""
-    from companion.batched import clip_grad_norm_members_, unstack_into
-    from companion.shared_forward import SharedForward
-
     start = time.perf_counter()
     members = getattr(net, "members", 0)
     device, total = model_device(net), total_steps(task, cfg)

@@ -3,8 +3,8 @@
 What Part IV reads from a trained language model's attention, and the readouts that store it in the
 run's record (`companion.readouts`), so that a chapter needs records, not weights:
 
-- `probe_batch(task, n)`: the first n test inputs of a copy-mixture or char-lm task (the batch every
-  run of an experiment is read on).
+- `probe_batch(task, n)`: the first n test inputs of a copy-mixture or char-lm task, as the task
+  gives them (`probe_sequences`; the batch every run of an experiment is read on).
 - `attention_internals(model, x, layer)`: a layer's content scores, prior and attention weights,
   recomputed from the model's parameters through the prior protocol (`Attention.project`,
   `Attention.scores_prior`: `content`, `bias`), the same attention the forward pass computes.
@@ -36,16 +36,16 @@ BINS = 8  # position-matched bins of ω in a sink curve (Figure 2c)
 
 
 def probe_batch(task, n: int = PROBE) -> Tensor:
-    """The first n test inputs of `task`: copy-mixture's test sequences, char-lm's test windows at the
+    """The first n test inputs of `task`, as the task gives them (`probe_sequences(n)`, an optional
+    method of the task protocol): copy-mixture's test sequences, char-lm's test windows at the
     training length (inputs only, the last token dropped); the same batch for every run of a task."""
-    from companion.tasks.copy_mixture import CopyMixtureTask
-    from companion.tasks.text import CharCorpusTask
-
-    if isinstance(task, CopyMixtureTask):
-        return task.sequences["test"][:n, :-1]
-    if isinstance(task, CharCorpusTask):
-        return task.windows(task.seq_len)[:n, :-1]
-    raise ValueError(f"the transport readings need a copy-mixture or char-lm task, not {type(task).__name__}.")
+    sequences = getattr(task, "probe_sequences", None)  # optional in the Task protocol
+    if sequences is None:
+        name = type(task).__name__
+        raise ValueError(f"the transport readings need a copy-mixture or char-lm task, not {name}: they read "
+                         f"the task's first test sequences (`probe_sequences(n)`), which {name} does not give; "
+                         "run them on a task that defines it.")
+    return sequences(n)
 
 
 @torch.no_grad()

@@ -92,6 +92,66 @@ def test_no_isinstance_on_a_prior_type_outside_the_prior_modules():
     assert not found, found
 
 
+def _prior_kind_tests(path: Path, root: Path = PKG) -> list[str]:
+    """Where `path` asks what kind a prior is instead of asking the prior: `hasattr(<...prior...>, ...)`,
+    `isinstance(x, Prior)`, or a comparison (==, !=, in, not in) of a `.kind` or `.positions` with a
+    string literal naming a registered prior or position prior ("learned" and "none" name none)."""
+    kinds = set(PRIORS) | set(POSITIONS)
+    found = []
+
+    def literals(node) -> set[str]:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return {e.value for e in items if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("hasattr", "isinstance", "issubclass") \
+                and node.args:
+            if node.func.id == "hasattr" and "prior" in ast.unparse(node.args[0]).lower():
+                found.append(f"{where} {ast.unparse(node)}")
+            elif node.func.id != "hasattr" and len(node.args) > 1 and any(
+                    isinstance(n, (ast.Name, ast.Attribute)) and (getattr(n, "id", None) or n.attr) == "Prior"
+                    for n in ast.walk(node.args[1])):
+                found.append(f"{where} {ast.unparse(node)}")
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(isinstance(o, ast.Attribute) and o.attr in ("kind", "positions") for o in operands) \
+                    and set().union(*(literals(o) for o in operands)) & kinds:
+                found.append(f"{where} {ast.unparse(node)}")
+    return found
+
+
+def _asks_the_prior_files() -> list[Path]:
+    """The files that hold priors at run time and must ask them: the core and the task modules, less
+    the prior modules themselves (the registries' modules and `priors.py`) and `config.py`, which
+    validates a config's names against the registries."""
+    prior_modules = {spec.partition(":")[0] for spec in (*PRIORS.values(), *POSITIONS.values())}
+    prior_modules |= {"companion.priors", "companion.goat_chunked", "companion.config"}
+    files = [PKG / f"{m}.py" for m in core_modules()] + sorted((PKG / "tasks").glob("*.py"))
+    return [p for p in files if _module_name(p) not in prior_modules]
+
+
+def test_nothing_outside_the_prior_modules_tests_a_prior_kind():
+    """The model, the loop, drift and the readouts ask a prior through its protocol (`Prior.mask_logits`,
+    `Prior.per_layer`, ...), never by its attributes' presence, its class or its registered name."""
+    files = _asks_the_prior_files()
+    assert PKG / "model.py" in files and PKG / "drift.py" in files and PKG / "priors.py" not in files
+    found = [hit for path in files for hit in _prior_kind_tests(path)]
+    assert not found, found
+
+
+def test_the_prior_kind_check_sees_each_form_it_forbids(tmp_path):
+    """The check above can fail: each form it forbids, written in a file, is found."""
+    bad = tmp_path / "bad.py"
+    bad.write_text('if prior is not None and hasattr(prior, "logits"):\n    pass\n'
+                   'per_layer = cfg.positions == "rope"\n'
+                   'mask = cfg.prior.kind in ("mask", "goat")\n'
+                   'ok = cfg.positions == "learned"\n'
+                   'x = isinstance(m, Prior)\n')
+    found = sorted(f.split()[0] for f in _prior_kind_tests(bad, tmp_path))
+    assert found == ["bad.py:1", "bad.py:3", "bad.py:4", "bad.py:6"], found  # not line 5: "learned" is no prior
+
+
 def test_every_unhashed_folder_exists_and_every_other_folder_is_tasks():
     folders = {p.parent.name for p in PKG.glob("*/__init__.py")}
     assert set(UNHASHED) <= folders and folders - set(UNHASHED) == {"tasks"}

@@ -61,6 +61,9 @@ class Task(Protocol):
     - `mask_pattern(variant, *, cls)`: bool (n, n) open pattern over the model's token positions, True =
       open; with `cls` the CLS token is position 0 and n = seq_len + 1. Unknown variants raise ValueError.
     - `probe_inputs()`: a fixed small batch of inputs (drift of attention maps is measured on it).
+    - optional `probe_sequences(n)`: for a language-model task whose test inputs are sequences of one
+      length, the first n of them, inputs only (the batch `companion.transport` reads attention on);
+      `probe_inputs()` is then `probe_sequences(16)`.
     - optional `outputs`: for a language-model task whose loss reads some positions only (every
       other target is `IGNORE`), the slice of those positions, e.g. `slice(-5, None)`; the loop then
       asks the model for those positions only (`Transformer.forward(x, outputs=...)`, whose last

@@ -120,7 +120,11 @@ class CopyMixtureTask:
         return p & torch.ones(n, n, dtype=torch.bool).tril()
 
     def probe_inputs(self) -> Tensor:
-        return self.sequences["test"][:16, :-1]
+        return self.probe_sequences(16)
+
+    def probe_sequences(self, n: int) -> Tensor:
+        """The first n test sequences, inputs only (the last token dropped)."""
+        return self.sequences["test"][:n, :-1]
 
     @property
     def uniform_ce(self) -> float:

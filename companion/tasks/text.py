@@ -243,7 +243,11 @@ class CharCorpusTask:
         return causal_local_pattern(self.seq_len, window)
 
     def probe_inputs(self) -> Tensor:
-        return self.windows(self.seq_len)[:16, :-1]
+        return self.probe_sequences(16)
+
+    def probe_sequences(self, n: int) -> Tensor:
+        """The first n test windows at the training length, inputs only (the last token dropped)."""
+        return self.windows(self.seq_len)[:n, :-1]
 
 
 def _char_task(task, name: str) -> CharCorpusTask:
