@@ -3,9 +3,11 @@
 Nothing here times anything: the machine's peak rates come in from the
 committed `benchmarks/peak.py` result (`load_peak`), or from `companion.cost.roofline.measure_peak`
 when the notebook reruns on the executing machine, and the chapter's small live sweep goes through
-`companion.cost.run_benchmark` and comes back as the same JSON. `frame(result)` flattens a result into
-one row per (variant, L, mode) with time, ratio to plain SDPA (same run) and peak memory; the tables,
-figure data, claim measures and glued numbers of the chapter are read from such frames. The subnormal
+`companion.cost.run_benchmark` and comes back as the same JSON. Reading that JSON is
+`companion.cost.records`' (re-exported here: `load`, `committed`, `frame`, `gpu_frame`, `step_frame`,
+...): `frame(result)` flattens a result into one row per (variant, L, mode) with time, ratio to plain
+SDPA (same run) and peak memory, and `gpu_frame` every GPU result at once; the tables, figure data,
+claim measures and glued numbers of the chapter are read from such frames. The subnormal
 section reads the sweeps with flush-to-zero on and off and the numbers reported from another CPU
 (`cliff_results`; its tables come from `companion.book.subnormals`, re-exported here). Variant
 labels and colours come from `companion.book.labels`. `claims()` computes the chapter's verdicts from
@@ -17,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,7 +26,9 @@ import pandas as pd
 from companion.book.claims import load_ledger
 from companion.book.labels import VARIANTS, label
 from companion.book.subnormals import by_flush, cliff_numbers, cliff_table, flush_setting
+from companion.cost import records
 from companion.cost.flex import KERNEL_LADDER, describe_options
+from companion.cost.records import RESULTS, committed, frame, gpu_frame, gpu_results, load, load_steps, step_frame
 from companion.cost.roofline import attention_bytes, attention_flops, bound_s
 from companion.paths import repo_root
 
@@ -38,7 +41,6 @@ __all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "CHUNKED_RESULT", "chunked_ta
            "PEAK_RESULT", "load_peak", "FTZ_RESULTS", "STEP_FTZ_RESULTS", "REPORTED_RESULT", "load_reported",
            "cliff_results", "cliff_table", "cliff_numbers", "by_flush", "flush_setting", "host_numbers"]
 
-RESULTS = Path("benchmarks") / "results"
 CPU_RESULT = "attention-cpu-vm-2core"  # the committed CPU sweep the chapter reads
 BF16_RESULT = "attention-cpu-vm-2core-bf16"  # GOAT's lanes in bfloat16 on the same CPU (gate and time)
 CHUNKED_RESULT = "attention-cpu-vm-2core-chunked"  # GOAT's lanes a few heads at a time, beside one call
@@ -53,42 +55,16 @@ LIVE_VARIANTS = "sdpa,goat-lanes,mask-sdpa,mask-attend,eager-bias"
 TIME_GOALS = {"goat-lanes": ("paired_ratio", "S3-15"), "mask-sdpa": ("paired_ratio", "C-02")}
 MEMORY_GOALS = {"goat-lanes": ("memory_ratio", "C-01")}
 CHUNKED_GOALS = {"goat-chunked": ("memory_ratio", "C-01")}  # beside C-01, from CHUNKED_RESULT
-_MiB = 2**20
-
-
-def load(path: str | Path, required=("machine", "settings", "results", "ratios", "finished")) -> dict:
-    """One benchmark result; a file that is not a complete result is an error naming the file."""
-    path = Path(path)
-    try:
-        result = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path} is not a readable benchmark result ({err}); rerun benchmarks/attention.py "
-                         "to rewrite it.") from None
-    missing = [k for k in required if k not in result]
-    if missing:
-        raise ValueError(f"{path} lacks {missing}: an interrupted or foreign file. Rerun the benchmark to "
-                         "produce a complete result.")
-    return result
-
-
-def committed(pattern: str = "attention-*.json") -> dict[str, dict]:
-    """The committed results in benchmarks/results, keyed by file stem."""
-    return {p.stem: load(p) for p in sorted((repo_root() / RESULTS).glob(pattern))}
 
 
 def load_peak(stem: str = PEAK_RESULT) -> dict:
-    """The committed peak rates (`benchmarks/peak.py`) as `measure_peak` gives them, with `source`: where
-    and when they were measured (a live `measure_peak` has no `source`: the executing machine, now)."""
-    result = load(repo_root() / RESULTS / f"{stem}.json", ("machine", "peak", "finished"))
-    return {**result["peak"], "source": f"measured by `benchmarks/peak.py` on {result['machine']['cpu_model']}, "
-                                        f"{result['finished'][:10]}"}
+    """The committed peak rates of the sweep's machine (`records.load_peak`): the roofline's divisor."""
+    return records.load_peak(stem)
 
 
 def load_reported(stem: str = REPORTED_RESULT) -> dict:
-    """Numbers reported from another host (benchmarks/results/<stem>.json): a transcription with its
-    `source`, not a result file of the harness."""
-    return load(repo_root() / RESULTS / f"{stem}.json", ("source", "machine", "settings", "ratio_vs_sdpa",
-                                                         "sdpa_call_ms"))
+    """The numbers reported from another host (`records.load_reported`) that the subnormal section cites."""
+    return records.load_reported(stem)
 
 
 def cliff_results() -> tuple[dict, dict, dict, dict, dict]:
@@ -105,30 +81,6 @@ def host_numbers(result: dict) -> dict[str, str]:
     m = result["machine"]
     return {"ch10_claims_host": m["cpu_model"] + (f" ({m['cpu_capability']})" if m.get("cpu_capability") else ""),
             "ch10_claims_flush": "on" if flush_setting(result) else "off"}
-
-
-def gpu_results(results: dict[str, dict]) -> dict[str, dict]:
-    """The results among `results` measured on a CUDA device."""
-    return {k: v for k, v in results.items() if v["settings"]["device"].startswith("cuda")}
-
-
-def frame(result: dict) -> pd.DataFrame:
-    """One row per (variant, L, mode): status, backend, median time (ms) and IQR, ratio to SDPA
-    (median over median, and the median of per-repeat ratios), peak memory (MiB) and its ratio."""
-    rows = []
-    for r in result["results"]:
-        t, ratio, mem = r.get("time_s") or {}, r.get("ratio_vs_sdpa") or {}, r.get("memory") or {}
-        peak = mem.get("peak_bytes")
-        rows.append({"variant": r["variant"], "L": r["L"], "mode": r["mode"], "status": r["status"],
-                     "backend": (r.get("backend") or {}).get("kind"),
-                     "time_ms": t["median"] * 1e3 if t.get("median") is not None else np.nan,
-                     "iqr_ms": t["iqr"] * 1e3 if t.get("iqr") is not None else np.nan,
-                     "time_ratio": ratio.get("median_ratio", np.nan), "paired_ratio": ratio.get("paired_median", np.nan),
-                     "peak_mib": peak / _MiB if peak is not None else np.nan, "reason": r.get("reason", "")})
-    out = pd.DataFrame(rows)
-    base = out[out.variant == "sdpa"].set_index(["L", "mode"])["peak_mib"]
-    out["memory_ratio"] = [row.peak_mib / base.get((row.L, row.mode), np.nan) for row in out.itertuples()]
-    return out
 
 
 def wide(df: pd.DataFrame, value: str, mode: str) -> pd.DataFrame:
@@ -296,27 +248,22 @@ def gpu_goals_display(goals: pd.DataFrame) -> pd.DataFrame:
     return out.set_index("variant")
 
 
+def _gpu_at(gf: pd.DataFrame, variant: str, status: str, L: int = GOAL_L) -> pd.DataFrame:
+    """The forward + backward rows of `variant` at L with `status` in a `gpu_frame`, in file order."""
+    return gf[(gf.variant == variant) & (gf.L == L) & (gf["mode"] == "fwd+bwd") & (gf.status == status)]
+
+
 def gpu_ratios(gpu: dict[str, dict], variant: str) -> dict[str, float]:
     """{dtype: `variant` over plain SDPA, forward + backward at GOAL_L} for every committed GPU result
-    in which it ran and passed the float64 gate (a call that failed the gate was not timed)."""
-    out = {}
-    for result in gpu.values():
-        g = frame(result)
-        sel = g[(g.variant == variant) & (g.L == GOAL_L) & (g["mode"] == "fwd+bwd") & (g.status == "ok")]
-        if len(sel):
-            out[result["settings"]["dtype"]] = float(sel.paired_ratio.iloc[0])
-    return out
+    in which it ran and passed the float64 gate (a call that failed the gate was not timed); where two
+    results of one precision measured it, the later file's."""
+    sel = _gpu_at(gpu_frame(gpu), variant, "ok")
+    return {dtype: float(ratio) for dtype, ratio in zip(sel.dtype, sel.paired_ratio)}
 
 
 def gpu_gate_failures(gpu: dict[str, dict], variant: str) -> list[str]:
     """The precisions of the committed GPU results in which `variant` failed the float64 gate at GOAL_L."""
-    out = []
-    for result in gpu.values():
-        g = frame(result)
-        sel = g[(g.variant == variant) & (g.L == GOAL_L) & (g["mode"] == "fwd+bwd") & (g.status == "gate-failed")]
-        if len(sel):
-            out.append(result["settings"]["dtype"])
-    return sorted(out)
+    return sorted(_gpu_at(gpu_frame(gpu), variant, "gate-failed").dtype)
 
 
 def gpu_mask_ratios(gpu: dict[str, dict]) -> dict[str, float]:
@@ -350,14 +297,6 @@ GPU_GOALS = (("goat-lanes", 4096, "float32", "S3-15"), ("goat-lanes", 16384, "fl
              ("flex", 4096, "bfloat16", None))
 _STATUS_WORDS = {"gate-failed": "fails the float64 gate", "error": "does not run", "oom": "out of memory",
                  "skipped": "not measured"}
-
-
-def gpu_frame(gpu: dict[str, dict]) -> pd.DataFrame:
-    """`frame` of every committed GPU result, with its dtype and GPU name as columns."""
-    if not gpu:
-        return pd.DataFrame(columns=["variant", "L", "mode", "status", "paired_ratio", "dtype", "gpu"])
-    return pd.concat([frame(r).assign(dtype=r["settings"]["dtype"], gpu=r["machine"].get("gpu_name", "GPU"))
-                      for r in gpu.values()], ignore_index=True)
 
 
 def _ratio_or_status(row) -> str:
@@ -413,15 +352,11 @@ def gpu_provenance(gpu: dict[str, dict], provenance: dict | None = None) -> pd.D
     return out
 
 
-def _gate_error(gpu: dict[str, dict], variant: str, dtype: str) -> tuple[float, float] | None:
-    """(worst gate error over its scaled tolerance, the tolerance) of a variant's forward gate."""
-    for r in gpu.values():
-        if r["settings"]["dtype"] != dtype:
-            continue
-        for row in r["results"]:
-            if row["variant"] == variant and row["mode"] == "fwd" and row.get("gate"):
-                return float(row["gate"]["worst"]), float(row["gate"]["tol"])
-    return None
+def _gate_error(gf: pd.DataFrame, variant: str, dtype: str) -> tuple[float, float] | None:
+    """(worst gate error over its scaled tolerance, the tolerance) of a variant's forward gate in one
+    precision of a `gpu_frame` (the first file's), or None."""
+    sel = gf[(gf.variant == variant) & (gf["mode"] == "fwd") & (gf.dtype == dtype) & gf.gate_worst.notna()]
+    return (float(sel.gate_worst.iloc[0]), float(sel.gate_tol.iloc[0])) if len(sel) else None
 
 
 _BACKENDS = {"CUDNN": "cuDNN", "EFFICIENT": "memory-efficient", "FLASH": "flash", "MATH": "math"}
@@ -438,17 +373,17 @@ def _gpu_row(gpu: dict[str, dict], variant: str, dtype: str, L: int = GOAL_L) ->
     return None
 
 
-def _backend(gpu: dict[str, dict], variant: str, dtype: str, L: int = GOAL_L) -> str:
-    """The SDPA kernel that ran a variant's forward + backward at L in one precision ("—" if unknown)."""
-    row = _gpu_row(gpu, variant, dtype, L)
-    names = ((row or {}).get("backend") or {}).get("sdp_choice_names") or []
+def _backend(gf: pd.DataFrame, variant: str, dtype: str, L: int = GOAL_L) -> str:
+    """The SDPA kernel that ran a variant's forward + backward at L in one precision of a `gpu_frame`
+    (the first file's; "—" if unknown)."""
+    sel = gf[(gf.variant == variant) & (gf.L == L) & (gf["mode"] == "fwd+bwd") & (gf.dtype == dtype)]
+    names = sel.sdp_choices.iloc[0] if len(sel) else ()
     return ", ".join(_BACKENDS.get(n, n) for n in names) or "—"
 
 
-def _reason(gpu: dict[str, dict], variant: str) -> str:
-    """The first recorded failure reason of a variant on a GPU ("" if none)."""
-    return next((row.get("reason", "") for r in gpu.values() for row in r["results"]
-                 if row["variant"] == variant and row.get("reason")), "")
+def _reason(gf: pd.DataFrame, variant: str) -> str:
+    """The first recorded failure reason of a variant in a `gpu_frame` ("" if none)."""
+    return next((reason for reason in gf[gf.variant == variant].reason if reason), "")
 
 
 _RESOURCE = re.compile(r"Required: (\d+) Hardware limit:\s*(\d+)")
@@ -501,13 +436,13 @@ def gpu_prose_numbers(gpu: dict[str, dict], steps: pd.DataFrame | None = None) -
     out["ch10_gpu_results"] = str(len(gpu))
     for variant in ("sdpa", "mask-attend"):
         for dtype in ("float32", "bfloat16"):
-            out[f"ch10_gpu_backend_{variant}_{dtype}"] = _backend(gpu, variant, dtype)
-    flex = _RESOURCE.search(_reason(gpu, "flex"))
+            out[f"ch10_gpu_backend_{variant}_{dtype}"] = _backend(gf, variant, dtype)
+    flex = _RESOURCE.search(_reason(gf, "flex"))
     out["ch10_gpu_flex_needs"] = f"{int(flex.group(1)):,}" if flex else "—"
     out["ch10_gpu_flex_has"] = f"{int(flex.group(2)):,}" if flex else "—"
     out["ch10_gpu_flex_status"] = gpu_flex_status(gpu, "flex")
     out["ch10_gpu_mask_flex_status"] = gpu_flex_status(gpu, "mask-flex")
-    gate = _gate_error(gpu, "goat-lanes", "bfloat16")
+    gate = _gate_error(gf, "goat-lanes", "bfloat16")
     out["ch10_gpu_goat_bf16_gate"] = f"{gate[0]:.2f}" if gate else "—"
     out["ch10_gpu_gate_tol"] = f"{gate[1]:g}" if gate else "—"
     if steps is not None:
@@ -609,31 +544,6 @@ def bf16_goat_numbers(result: dict, gpu: dict[str, dict], L: int = GOAL_L) -> di
     f32, b16 = ms("goat-lanes", "float32"), ms("sdpa", "bfloat16")
     out["ch10_gpu_goat_f32_over_bf16"] = f"{f32 / b16:.1f}" if f32 and b16 else "—"
     return out
-
-
-def load_steps(stem: str = "step-memory-cpu") -> dict:
-    """A committed whole-step result (`benchmarks/step_memory.py`) from benchmarks/results/<stem>.json."""
-    return load(repo_root() / RESULTS / f"{stem}.json", ("machine", "settings", "results", "ratios_vs_rope", "finished"))
-
-
-def _number(value) -> float:
-    return np.nan if value is None else float(value)
-
-
-def step_frame(result: dict) -> pd.DataFrame:
-    """One row per method of a whole-step result: peak MiB, memory and time relative to RoPE, step
-    time, parameters. A method whose probe failed is a row of NaN with its reason."""
-    rows = {}
-    for r in result["results"]:
-        ok = r.get("status") == "ok"
-        ratio = result["ratios_vs_rope"].get(r["method"], {})
-        rows[r["method"]] = {"peak MiB": r["peak_bytes"] / _MiB if ok else np.nan,
-                             "memory vs RoPE": _number(ratio.get("memory")), "step s": r["time_s"] if ok else np.nan,
-                             "time vs RoPE": _number(ratio.get("time")), "parameters": r.get("params"),
-                             "status": r.get("status"), "reason": r.get("reason", "")}
-    out = pd.DataFrame.from_dict(rows, orient="index")
-    out.index.name = "method"
-    return out if out["reason"].astype(bool).any() else out.drop(columns=["status", "reason"])
 
 
 def side_by_side(committed_frame: pd.DataFrame, live: pd.DataFrame, lengths: list[int]) -> pd.DataFrame:

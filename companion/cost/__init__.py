@@ -5,7 +5,8 @@ compiled flex_attention behind one of them), `gate` (the float64 correctness gat
 before it is timed), `measure` (one case: backend, time, memory; `worker`, the fresh process that
 measures memory), `machine` (where a result came from), `notes` (what the numbers mean), `ftz`
 (flush-to-zero on every thread that computes), `subnormals` (how many of a variant's exponentials are
-float32 subnormals), `lengths` (the loop over L, mode and variant, and its JSON result). `benchmarks/attention.py` is the command
+float32 subnormals), `lengths` (the loop over L, mode and variant, and its JSON result), `records` (reading those JSON
+results back, checked, as frames: what Chapter 10 reads). `benchmarks/attention.py` is the command
 line over `run_benchmark`; a notebook can call it directly, e.g.
 
     run_benchmark(variants="sdpa,goat-lanes", lengths=[256], modes="fwd", memory="inprocess")
