@@ -19,6 +19,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from companion.book.interpolator import mdi
 from companion.book.frames import open_mass, readout, records_frame
 from companion.book.labels import label, task_title
 from companion.book.prose import diff_interval, mean_sd, num, p_text, pct, signed
@@ -33,7 +34,7 @@ from companion.tasks import make_task
 __all__ = ["DRIFT_TITLES", "load", "load_qk", "placement_frame", "qk_frame", "drift_curve", "final_drift",
            "mask_init_norm", "select", "by_seed", "placements_table", "accuracy_table", "accuracy_runs",
            "baseline_accuracy", "drift_table", "placement_drift", "qk_table", "qk_drift_table", "qk_drift_curves",
-           "paired_gain_table", "claim_measures", "prose_numbers", "FIT", "GAIN", "MDI", "mask_matters",
+           "paired_gain_table", "claim_measures", "prose_numbers", "FIT", "GAIN", "mdi", "mask_matters",
            "separating_drift", "misspecified_drift", "claim_preconditions", "claim_details", "seed_test",
            "qk_retention", "matched_drift", "MATCH", "SEEDS", "claims", "PLACEMENT_NAMES", "ACCURACY_AT", "DRIFT_AT",
            "QK_COLUMNS", "QK_DRIFTS", "MINUS_NO_MASK", "load_movable", "step_cap_measures", "verdicts",
@@ -43,7 +44,6 @@ SEEDS = (0, 1, 2, 3, 4)  # the notebook's default seeds (its parameters cell)
 FIT = 0.99  # a run fits the seen set at this mean seen accuracy
 MATCH = 0.05  # a query–key run starts matched to the mask when its CLS open share is within this of the mask's
 GAIN = 0.02  # the correct ±10 mask matters on a task when it is this far above no mask in cube accuracy
-MDI = {"2parity": 0.75, "maj3": 0.875}  # the minimum-degree interpolator's full-cube accuracy (Chapter 3)
 PLACEMENT_KEY = ("task", "placement", "contrast")
 QK_KEY = ("task", "method", "qk_norm")
 # Figure titles (matplotlib's mathtext draws the Frobenius norm); tables name it in words.
@@ -543,7 +543,7 @@ def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, float]:
     drift_ratio = (_mask_drift(frame, "maj3", "correct", 1.0)
                    / max(_mask_drift(frame, "maj3", "correct", 10.0), 1e-12))
     matters = mask_matters(frame)
-    return {"R-02": round(abs(_accuracy(frame, "maj3", "widened", 10.0) - MDI["maj3"]), 4),
+    return {"R-02": round(abs(_accuracy(frame, "maj3", "widened", 10.0) - mdi("maj3")), 4),
                   "R-03": round(_accuracy(frame, "maj3", "correct", 1.0), 4),
                   "R-04": round(drift_ratio, 1),
                   "R-05": round(max((seed_test(frame, t)["p"] for t in matters), default=1.0), 4),
@@ -565,7 +565,7 @@ def claim_preconditions(frame: pd.DataFrame, qk: pd.DataFrame) -> dict:
 def claim_details(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, str]:
     """What each verdict row adds: R-02's accuracy, R-05's test per task, R-06's control, R-07's pairs."""
     out = {"R-02": f"widened falsifier ±10 on Majority {100 * _accuracy(frame, 'maj3', 'widened', 10.0):.1f} % "
-                   f"(MDI {100 * MDI['maj3']:.1f} %); the shape-only falsifier fits "
+                   f"(MDI {100 * mdi('maj3'):.1f} %); the shape-only falsifier fits "
                    f"{100 * float(select(frame, 'maj3', 'falsifier', 10.0)['seen.acc'].mean()):.1f} % of the seen set",
            "R-05": "; ".join(f"{task_title(t)}: {s['gains']} of {s['n']} seeds gain, p = {s['p']:.3f}, "
                              f"95% interval [{100 * s['lo']:.1f}, {100 * s['hi']:.1f}] points"
