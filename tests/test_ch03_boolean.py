@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -386,12 +387,47 @@ def test_tables_1_and_4_have_a_row_per_method_and_a_column_per_task(loaded):
     assert t4.loc[("Full cube accuracy (%)", "Default"), "2Parity"] == "75.0 ± 0.0"
     assert t4.loc[("Full cube accuracy (%)", "Mask (learnable)"), "Cyclic3"] == "60.0 ± 10.0"  # seeds at 50, 60, 70 %
     t1 = ch.table1(frame, {"nearest": REFS})
-    assert t1.shape == (3 * 6 + 2, 4)  # full cube, unseen and seen for six methods; the MDI in the first two
-    mdi = t1.xs("MDI (reference)", level="Method")
-    assert mdi.loc["Full cube accuracy (%)", "3-bit Majority"] == "87.5"
-    assert mdi.loc["Unseen accuracy (%)", "3-bit Majority"] == "50.0"
-    assert t1.loc[("Full cube accuracy (%)", "Structured (Opt)"), "3-bit Majority"] == "91.0 ± 0.0"
+    assert t1.shape == (6 + 1, 4)  # the full-cube block: six methods and the MDI, a row each
+    assert t1.index.name == "Method"
+    assert t1.loc["MDI (reference)", "3-bit Majority"] == "87.5"
+    assert t1.loc["Structured (Opt)", "3-bit Majority"] == "91.0 ± 0.0"
     assert not t1.isin(["nan", "None", ""]).any().any()
+
+
+def test_seed_points_hold_every_run_once_per_split_in_percent(loaded):
+    """The figure that replaces Table 1's unseen and seen blocks: one row per run and split, the run's
+    own accuracy in percent, so that the mean over a cell's dots is the table's mean."""
+    _, frame = loaded
+    pts = ch.seed_points(frame)
+    assert len(pts) == 2 * len(frame)
+    assert list(dict.fromkeys(pts.split)) == ["unseen", "seen"]
+    for split in ("unseen", "seen"):
+        got = pts[pts.split == split].set_index(["task", "method", "seed"]).accuracy.sort_index()
+        want = (100 * frame.set_index(["task", "method", "seed"])[f"{split}.acc"]).sort_index()
+        assert np.allclose(got.to_numpy(), want.loc[got.index].to_numpy())
+
+
+def test_by_seed_draws_a_dot_per_run_and_a_bar_per_mean(loaded):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from companion.book import plots
+    from companion.book.figures import ch03 as draw
+
+    _, frame = loaded
+    pts = ch.seed_points(frame)
+    fig = draw.by_seed(pts, {fn: {"unseen": 0.5, "seen": 1.0} for fn in set(frame.task)})
+    assert plots.layout_problems(fig) == []
+    dots = bars = 0
+    for ax in fig.axes:
+        dots_ax, bars_ax = ax.collections[0], ax.collections[1]
+        dots += len(dots_ax.get_offsets())
+        bars += len(bars_ax.get_offsets())
+        means = np.sort(np.asarray(bars_ax.get_offsets())[:, 0])
+        task, split = ax.get_title().split(", ")
+        sub = pts[(pts.task.map(ch.task_title) == task) & (pts.split + " set" == split)]
+        assert np.allclose(means, np.sort(sub.groupby("method").accuracy.mean().to_numpy()))
+    assert dots == len(pts) and bars == len(pts.groupby(["task", "split", "method"]))
 
 
 def test_by_task_dashes_a_method_without_runs(loaded):

@@ -175,8 +175,8 @@ def test_claim_details_give_the_intervals_and_the_best_other(ci):
     assert details["S2-13"] == "1.0 % at the stated budget, 60.0 % at 2× the updates"
     assert details["S2-14"].startswith("+69.0 points, 95 % interval [46.6, 91.4] at the stated budget, +39.7 points, "
                                        "95 % interval [")  # 69 ± t(2) · 9/√3
-    assert details["S2-16"] == "95% interval [-2.5, 2.5] points"
-    assert details["S2-24"] == "learnable − fixed, 95% interval [-1.1, 1.8] points"  # (0, 0, 1) points
+    assert details["S2-16"] == "95 % interval [−2.5, 2.5] points"  # a true minus, as every number of the page
+    assert details["S2-24"] == "learnable − fixed, 95 % interval [−1.1, 1.8] points"  # (0, 0, 1) points
     assert details["S2-18"] == ("smallest margin over fractions 0.2 %, 0.4 %, 1 %: +40.0 points at the stated budget; "
                                 "at 2× the updates: 0.2 % +30.0 points, 0.4 % +39.7 points, 1 % +15.0 points")
 

@@ -397,3 +397,13 @@ def test_a_legend_moved_outside_keeps_the_readers_labels():
     fig2 = f04.curves(data, dashes={"default": "", "mask": "", "fixed-mask": (4, 2)})
     assert [t.get_text() for t in fig2.axes[0].get_legend().get_texts()] == ["Default", "Mask (learnable)", "Fixed mask"]
     plt.close("all")
+
+
+def test_mean_interval_draws_seeds_or_an_interval_and_names_anything_else():
+    """Two ways to show seeds (their lines, or a 95 % interval of their mean); a min-max band over bimodal
+    seeds hid the lines, so it is no longer offered, and asking for it says what is."""
+    plots.use_style()
+    fig, ax = plots.panels(height=3)
+    with pytest.raises(ValueError, match="seeds.*ci"):
+        plots.mean_interval(ax, _curves(("default",)), x="step", y="value", interval="range")
+    plt.close("all")

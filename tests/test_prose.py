@@ -35,3 +35,11 @@ def test_table_cells_for_seeds_differences_and_p_values():
     assert p_text(0.0004) == "< 0.001" and p_text(0.005) == "0.0050" and p_text(0.0736) == "0.074"
     assert p_text(0.5) == "0.50" and p_text(1.0) == "1.0" and p_text(0.00123) == "0.0012"
     assert p_text(float("nan")) == "—"
+
+
+def test_a_check_gap_is_a_bound_under_the_floor_and_a_negative_gap_has_a_true_minus():
+    from companion.book.prose import below
+
+    assert below(0.0) == "< 1e-13" and below(-5e-14) == "< 1e-13"
+    assert below(2e-4, fmt=".0e") == "2e-04"
+    assert below(-2e-4, fmt=".0e") == "\u22122e-04"  # the sign is the page's minus; e-notation keeps its exponent

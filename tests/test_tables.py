@@ -30,10 +30,24 @@ def test_a_tab_output_becomes_a_table_with_its_caption_first_and_its_label_kept(
     tables.number_tables(None, doc)
     (table,) = list(doc.findall(tables.Table))
     assert table["ids"] == ["tab-ch3-verdicts"] and table["names"] == ["tab-ch3-verdicts"]
+    assert "mathjax_process" in table["classes"]  # math in a header is typeset on a page MyST marks ignored
     assert isinstance(table.children[0], nodes.caption) and table.children[0].astext() == "What the table shows."
     assert table.children[1].get("nb_element") == "mime_bundle"
     (figure,) = list(doc.findall(nodes.figure))  # a figure stays a figure
     assert figure["names"] == ["fig-ch3-curves"]
+
+
+def test_a_numref_finds_the_table_not_the_figure_it_replaced():
+    """Sphinx resolves {numref} through the document's ids: they must name the Table, or the reference
+    finds a figure that is no longer in the page and has no number ("Any number is not assigned")."""
+    doc = _document()
+    figure = _figure("tab-ch3-table1")
+    doc += figure
+    doc.set_id(figure)
+    assert doc.ids["tab-ch3-table1"] is figure
+    tables.number_tables(None, doc)
+    assert isinstance(doc.ids["tab-ch3-table1"], tables.Table)
+    assert doc.ids["tab-ch3-table1"].parent is doc
 
 
 def test_the_verdict_table_cell_gets_its_numbered_caption_and_no_alt_text():

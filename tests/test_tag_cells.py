@@ -42,19 +42,23 @@ def test_every_source_follows_the_convention(path):
     ("results += record_all(a, details=b)", [], {"remove-cell"}),
     ("{r.id: r.verdict for r in results}", [], {"remove-cell"}),
     ("glue_all(ch.verdict_numbers(results, seeds))\n{r.id: r.verdict for r in results}", [], {"remove-cell"}),
-    ("ch.table(x)\n{r.id: r.verdict for r in results}", [], set()),
+    ("ch.table(x)\n{r.id: r.verdict for r in results}", [], {"hide-input"}),
     ("verdict_table(results)", [], {"remove-input"}),
     ("results = record_all(m)\nglue_all(n)\nch.table(x)", [], {"remove-input"}),
     ("import numpy as np\nfrom companion.book import plots\ncheck_parameters(profile)\nplots.use_style()", [], {"remove-input"}),
     ("fig, ax = plt.subplots()\nax.plot([1])\nplt.show()", [], {"hide-input"}),
     ("x = ch.load()\nglue('a', 1)\nch.table(x)", [], {"hide-input"}),
-    ("ch.table1(frame, refs)", [], set()),
+    ("ch.table1(frame, refs)", [], {"hide-input"}),  # a helper call: its table is what the page shows
+    ("contrasts = [0.5, 1, 2]\nsat = ch.saturation(contrasts)\nch.table(sat)", [], set()),  # inputs as literals: shown
+    ("cases = ch.blocking_cases((2.0, 1.0))\nch.blocking_table(cases)", [], set()),
+    ("ratios, factor = ch.renormalisation(cases)\nch.show(ratios[0], factor)", [], {"hide-input"}),  # an index states no input
+    ("t3m = ch.table3_measures(frame)\nfixed = ch.fixed_vs_learnable(frame)", [], {"hide-input"}),
     ("listing(attention._eager)", [], {"remove-input"}),
     ("from companion.priors import LearnableMask\nlisting(LearnableMask.forward, start='x')", [], {"remove-input"}),
     ("records, frame = ch.load(profile, seeds)\nprint(f'{len(frame)} runs')", ["nbval-ignore-output"], {"remove-cell"}),
     ("runs = ch.load_qk(profile)\nqk = ch.qk_frame(runs)\nprint(len(qk))", [], {"remove-cell"}),
-    ("frame = ch.frame_of(runs)\nprint(frame)", [], set()),  # prints a result, loads nothing
-    ("runs = ch.load(profile)\nch.table(runs)", [], set()),  # shows a table: the reader's
+    ("frame = ch.frame_of(runs)\nprint(frame)", [], {"hide-input"}),  # prints a result, loads nothing
+    ("runs = ch.load(profile)\nch.table(runs)", [], {"hide-input"}),  # shows a table: the reader's
     ("%matplotlib inline", ["hide-input"], {"hide-input"}),  # not Python: left as it is
 ])
 def test_classify(source, tags, expected):
@@ -67,13 +71,13 @@ def test_plan_is_idempotent_and_keeps_what_it_does_not_manage():
         {"cell_type": "code", "id": "p", "metadata": {"tags": ["parameters"]}, "source": "profile = 'ci'", "outputs": []},
         {"cell_type": "code", "id": "g", "metadata": {"tags": ["nbval-ignore-output", "hide-input"]},
          "source": "glue_all(x)", "outputs": []},
-        {"cell_type": "code", "id": "t2", "metadata": {"tags": ["remove-cell"]}, "source": "ch.table(x)", "outputs": []},
+        {"cell_type": "code", "id": "t2", "metadata": {"tags": ["remove-cell"]}, "source": "ch.table([1, 2])", "outputs": []},
     ], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     once = plan(nb, "99_x")
     assert plan(once, "99_x") == once
     assert [c["id"] for c in once["cells"]] == ["t", RERUN_ID, "p", "g", "t2"]
     assert once["cells"][3]["metadata"]["tags"] == ["nbval-ignore-output", "remove-cell"]
-    assert "tags" not in once["cells"][4]["metadata"]  # a managed tag the rules do not give is cleared
+    assert "tags" not in once["cells"][4]["metadata"]  # a managed tag the rules do not give is cleared (inputs shown)
     assert "".join(once["cells"][1]["source"]) == rerun_note("99_x")
     assert nb["cells"][2]["metadata"]["tags"] == ["nbval-ignore-output", "hide-input"]  # input untouched
 

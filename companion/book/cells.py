@@ -12,8 +12,11 @@ The convention (only the tags in MANAGED are set or cleared; other tags are left
 - the setup cell (imports, `check_parameters`, `plots.use_style`), `verdict_table(...)`, a
   `listing(...)` of the package's source, and cells that glue or record and then show one table:
   `remove-input` (their output, if any, stays);
-- cells that draw a figure (`plt.`, `fig`, `.subplots(`), and cells that compute beside a `glue`:
-  `hide-input` (the code folds under its output).
+- cells that draw a figure (`plt.`, `fig`, `.subplots(`), cells that compute beside a `glue`, and
+  cells that only call helpers on names already defined (`ch.table(frame)`, `x = ch.measure(runs)`):
+  `hide-input` (the code folds under its output, one click away);
+- cells that state their inputs as literals (a list of contrasts, a mask written out as a tensor, the
+  tokens of an example): shown, since those lines are what a reader changes to ask another question.
 
 A figure cell's caption (`metadata.mystnb.figure.caption`, numbered by the build) also gives its image
 its alt text (`metadata.mystnb.image.alt`): the caption as plain text, so that a screen reader says
@@ -61,6 +64,19 @@ def _loads_and_counts(body, calls) -> bool:
             and any((c or "").startswith("load") for c in calls[:-1]))
 
 
+_LITERALS = (ast.List, ast.Tuple, ast.Dict, ast.Set)
+
+
+def _states_inputs(body) -> bool:
+    """Whether a cell writes its inputs out as literals: a list, tuple, dict or set display anywhere
+    but in a subscript (`ratios[0]`, `x[:, 1:]`) or an unpacking target (`a, b = f()`): those state
+    no input."""
+    subscripts = {id(n) for s in body for sub in ast.walk(s) if isinstance(sub, ast.Subscript)
+                  for n in ast.walk(sub.slice)}
+    return any(isinstance(n, _LITERALS) and id(n) not in subscripts and not isinstance(getattr(n, "ctx", None), ast.Store)
+               for s in body for n in ast.walk(s))
+
+
 def classify(source: str, tags: list[str]) -> set[str]:
     """The presentation tags (a subset of MANAGED) a code cell should carry."""
     if "parameters" in tags:
@@ -90,7 +106,9 @@ def classify(source: str, tags: list[str]) -> set[str]:
         return {"remove-input"}
     if _PLOTTING.search(source) or set(calls) & _BOOKKEEPING_CALLS:
         return {"hide-input"}  # a figure, or computing beside glue: fold the code under its output
-    return set()
+    if _states_inputs(body):
+        return set()  # the reader's knobs: shown
+    return {"hide-input"}  # helper calls on what is already defined: the output is the reader's
 
 
 def _shows_verdicts(source: str) -> bool:

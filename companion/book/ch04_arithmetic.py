@@ -299,9 +299,8 @@ def claim_details(frame: pd.DataFrame, profile: str) -> dict[str, str]:
                      f"{_points(paired_gain(frame, 'add', add, 'mask', budget='long'))} at {long}",
             "S2-15": f"{label(best[0])} {_percent(best[1])} at the stated budget, {label(best_long[0])} "
                      f"{_percent(best_long[1])} at {long}",
-            "S2-16": f"95% interval [{gain_mul.lo:.1f}, {gain_mul.hi:.1f}] points",
-            "S2-24": "learnable − fixed, 95% interval [{0.lo:.1f}, {0.hi:.1f}] points".format(
-                paired_gain(frame, "add", add, "mask", baseline="fixed-mask")),
+            "S2-16": _interval_points(gain_mul),
+            "S2-24": "learnable − fixed, " + _interval_points(paired_gain(frame, "add", add, "mask", baseline="fixed-mask")),
             "S2-18": "smallest margin over fractions " + ", ".join(fraction_label(f) for f in FRACTIONS[profile])
                      + f": {_signed_points(min(_margins(frame, profile).values()))} at the stated budget; at {long}: "
                      + ", ".join(f"{fraction_label(f)} {_signed_points(m)}" for f, m in _margins(frame, profile, "long").items())}
@@ -309,12 +308,17 @@ def claim_details(frame: pd.DataFrame, profile: str) -> dict[str, str]:
 
 def _points(g: Paired) -> str:
     """A paired gain as the scoreboard and verdict table write it: "+66.1 points, 95 % interval [48.2, 84.0]"."""
-    return f"{_signed_points(g.mean_diff)}, 95 % interval [{num(g.lo, 1)}, {num(g.hi, 1)}]".replace("-", "−")
+    return f"{_signed_points(g.mean_diff)}, 95 % interval [{num(g.lo, 1)}, {num(g.hi, 1)}]"
+
+
+def _interval_points(g: Paired) -> str:
+    """A paired gain's interval alone: "95 % interval [−1.2, 0.8] points" (a true minus)."""
+    return f"95 % interval [{num(g.lo, 1)}, {num(g.hi, 1)}] points"
 
 
 def _signed_points(x: float) -> str:
     """A difference in points with its sign and a true minus: "+6.2 points", "−0.5 points"."""
-    return f"{signed(x, 1).replace('-', '−')} points"
+    return f"{signed(x, 1)} points"
 
 
 def _percent(x: float) -> str:

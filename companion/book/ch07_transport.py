@@ -55,7 +55,7 @@ SINK_CURVE = "sink_curve"  # the readout of Figure 2c on the last layer (`compan
 
 PROP22 = "Prop 2.2: max |p − softmax(s/τ)|"
 PROP31 = "Prop 3.1: max |p − softmax(s/τ + log π)|"
-EQ3 = "Eq. 3: max |−H − (KL(p‖U) − log L)|"
+EQ3 = r"Eq. 3: \(\max\,\lvert -H - (\mathrm{KL}(p \Vert U) - \log L)\rvert\)"
 BETTER = "random points better"
 CLOSED_FORM_TOL = 1e-12  # the optimiser meets a closed form to this (float64 rounding, not a claim rule)
 RECOMPUTE_TOL = 1e-12  # the recomputed attention equals the forward pass to this
@@ -116,12 +116,12 @@ def proposition_checks(eot: pd.DataFrame) -> dict[str, object]:
 
 # ---------------------------------------------------------------- Definitions 5.2, 5.3 and Theorem 5.4
 
-SENS = "Thm 5.4: max (‖Δo‖ − εΨ)/ε"
-SENS_TIGHT = "Thm 5.4, aligned Δv: max |‖Δo‖/(εΨ) − 1|"
-UNIFORM = "uniform, ω = 0: max |Ψ − (L−1)/L|"
-SINK = "sink prior, ω = 0: max Ψ − (L−1)/(e^δ + L−1)"
-SINK_TIGHT = "extremal prior: max |Ψ − (L−1)/(e^δ + L−1)|"
-MARGIN = "Def 5.2 margin m: max Ψ − (L−1)/(e^m + L−1)"
+SENS = r"Thm 5.4: \(\max\,(\lVert\Delta o\rVert - \varepsilon\Psi)/\varepsilon\)"
+SENS_TIGHT = r"Thm 5.4, aligned \(\Delta v\): \(\max\,\lvert \lVert\Delta o\rVert/(\varepsilon\Psi) - 1\rvert\)"
+UNIFORM = r"uniform, \(\omega = 0\): \(\max\,\lvert\Psi - (L-1)/L\rvert\)"
+SINK = r"sink prior, \(\omega = 0\): \(\max\,\Psi - (L-1)/(e^{\delta} + L-1)\)"
+SINK_TIGHT = r"extremal prior: \(\max\,\lvert\Psi - (L-1)/(e^{\delta} + L-1)\rvert\)"
+MARGIN = r"Def 5.2 margin \(m\): \(\max\,\Psi - (L-1)/(e^{m} + L-1)\)"
 PSI_UNIFORM = "Ψ, uniform prior, ω = 0"
 PSI_LOG_L = "bound at δ = ln L"
 
@@ -196,12 +196,12 @@ def sensitivity_checks(sens: pd.DataFrame) -> dict[str, object]:
     where it should be."""
     ledger = load_ledger()
     t20, t23 = float(ledger["S3-20"].rule["threshold"]), float(ledger["S3-23"].rule["threshold"])
-    return {f"‖Δo‖ ≤ εΨ(C) everywhere (to {_tol(t20)})": bool(sens[SENS].max() <= t20),
+    return {rf"\(\lVert\Delta o\rVert \le \varepsilon\Psi(C)\) everywhere (to {_tol(t20)})": bool(sens[SENS].max() <= t20),
             f"attained by aligned perturbations (to {_tol(t20)})": bool(sens[SENS_TIGHT].max() <= t20),
             f"Ψ of the uniform prior is (L−1)/L (to {_tol(t23)})": bool(sens[UNIFORM].max() <= t23),
-            f"Ψ ≤ (L−1)/(e^δ + L−1) for the sink prior (to {_tol(t23)})": bool(sens[SINK].max() <= t23),
+            rf"\(\Psi \le (L-1)/(e^{{\delta}} + L-1)\) for the sink prior (to {_tol(t23)})": bool(sens[SINK].max() <= t23),
             f"attained by the extremal prior (to {_tol(t23)})": bool(sens[SINK_TIGHT].max() <= t23),
-            f"Ψ ≤ (L−1)/(e^m + L−1) with content (to {_tol(t23)})": bool(sens[MARGIN].max() <= t23)}
+            rf"\(\Psi \le (L-1)/(e^{{m}} + L-1)\) with content (to {_tol(t23)})": bool(sens[MARGIN].max() <= t23)}
 
 
 def sensitivity_measures(sens: pd.DataFrame) -> dict[str, float]:

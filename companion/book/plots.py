@@ -102,8 +102,8 @@ def grouped_bars(ax, groups: dict[str, list[float]], labels: list[str], *, ylabe
 def mean_interval(ax, data, *, x: str, y: str, hue: str = "method", interval: str = "ci",
                   hue_order: Sequence[str] | None = None, labels: dict | None = None, units: str = "seed", **kwargs):
     """Mean of `y` over seeds against `x`, one line per `hue` value, with what spreads it: `interval`
-    "seeds" (each seed a thin line, the mean bold: seeds that split into groups stay visible), "ci"
-    (95 % bootstrap interval of the mean, fixed seed), "range" (a min-to-max band) or "sd".
+    "seeds" (each seed a thin line, the mean bold: seeds that split into groups stay visible) or "ci"
+    (95 % bootstrap interval of the mean, fixed seed; for quantities whose seeds do not split).
 
     `data` is long form (one row per seed and x: `companion.book.frames.long_curves`; `units` names its
     seed column). Method names get the book's colours and labels; `labels` overrides a hue value's
@@ -111,6 +111,8 @@ def mean_interval(ax, data, *, x: str, y: str, hue: str = "method", interval: st
     """
     import seaborn as sns
 
+    if interval not in ("seeds", "ci"):
+        raise ValueError(f"interval={interval!r}: draw the seeds (\"seeds\") or a 95 % interval of the mean (\"ci\").")
     order = list(hue_order) if hue_order is not None else list(dict.fromkeys(data[hue]))
     palette = {h: colour(h) if hue == "method" else PALETTE[i % len(PALETTE)] for i, h in enumerate(order)}
     if interval == "seeds":
@@ -120,8 +122,7 @@ def mean_interval(ax, data, *, x: str, y: str, hue: str = "method", interval: st
         sns.lineplot(data=data, x=x, y=y, hue=hue, hue_order=order, palette=palette, errorbar=None, lw=MEAN_LW,
                      ax=ax, **kwargs)
     else:
-        errorbar = {"ci": ("ci", 95), "range": ("pi", 100), "sd": "sd"}[interval]
-        sns.lineplot(data=data, x=x, y=y, hue=hue, hue_order=order, palette=palette, errorbar=errorbar,
+        sns.lineplot(data=data, x=x, y=y, hue=hue, hue_order=order, palette=palette, errorbar=("ci", 95),
                      seed=0, ax=ax, **kwargs)
     names = {h: (labels or {}).get(h, label(h) if hue == "method" else str(h)) for h in order}
     handles, texts = ax.get_legend_handles_labels()

@@ -21,8 +21,12 @@ ROUNDOFF, DIFFERENCES = 1e-13, 1e-9
 
 
 def below(x: float, floor: float = ROUNDOFF, fmt: str = ".1e") -> str:
-    """A check's gap as the page writes it: "< 1e-13" under `floor` (0 included), else in `fmt`."""
-    return f"< {floor:.0e}" if abs(x) < floor else format(x, fmt)
+    """A check's gap as the page writes it: "< 1e-13" under `floor` (0 included), else in `fmt`, a
+    negative gap with a true minus ("−2e-04"; the exponent keeps e-notation's hyphen)."""
+    if abs(x) < floor:
+        return f"< {floor:.0e}"
+    text = format(x, fmt)
+    return MINUS + text[1:] if text.startswith("-") else text
 
 
 def glue_all(values: dict[str, Any]) -> None:

@@ -18,7 +18,8 @@ The same values go into `html_context` (`book_commit`, `book_date`) for template
 that measures claims opens with a strip of its verdicts (`companion.book.verdict_strip`), and
 `book/_static/scoreboard.js` unfolds the scoreboard group a link to a claim points into. Built inside
 `_build/editions/<profile>/`, the verdicts are that profile's. A notebook output named `tab-…` is a
-numbered table (`companion.book.tables`).
+numbered table (`companion.book.tables`), and a percent sign sits a thin no-break space from its number
+on every page (`companion.book.typography`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from sphinx.util import logging
 
-from companion.book import glance, tables, verdict_strip
+from companion.book import glance, tables, typography, verdict_strip
 from companion.book.pdf import PDF_NAME
 
 __all__ = ["setup", "build_facts", "git_commit", "book_profile"]
@@ -142,4 +143,5 @@ def setup(app):
     app.add_js_file("scoreboard.js")
     app.add_js_file("book.js")
     tables.setup(app)
+    typography.setup(app)
     return {"version": "2", "parallel_read_safe": True, "parallel_write_safe": True}

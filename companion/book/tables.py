@@ -29,13 +29,17 @@ def number_tables(app, doctree) -> None:
     for figure in list(doctree.findall(nodes.figure)):
         if not _is_table(figure):
             continue
-        table = Table("", classes=["numbered-table", *figure.get("classes", [])])
+        # MyST marks the page "mathjax_ignore" and typesets only what is marked as math; a table's
+        # headers and cells may hold \( … \) math, so the table asks MathJax to process it
+        table = Table("", classes=["numbered-table", "mathjax_process", *figure.get("classes", [])])
         for key in ("ids", "names"):
             table[key] = list(figure[key])
         captions = [c for c in figure.children if isinstance(c, nodes.caption)]
         table.extend(captions + [c for c in figure.children if not isinstance(c, nodes.caption)])
         table.source, table.line = figure.source, figure.line
         figure.replace_self(table)
+        for id_ in table["ids"]:  # a {numref} finds its target through the document's ids
+            doctree.ids[id_] = table
 
 
 def visit_table(self, node: Table) -> None:

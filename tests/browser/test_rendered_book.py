@@ -177,6 +177,22 @@ def test_math_is_typeset(opened: OpenedPage):
     assert not errors, f"MathJax could not typeset: {errors}"
 
 
+def test_math_in_tables_is_typeset_not_shown_as_tex(opened: OpenedPage):
+    """A table header or row label written as \\( … \\) (Chapter 7's bounds, Chapter 1's factor) is
+    rendered by MathJax like the prose's math: no TeX delimiter is left in a table's visible text."""
+    if opened.mathjax == "absent":
+        return
+    raw = opened.page.eval_on_selector_all(
+        "table th, table td", r"els => els.map(el => el.innerText).filter(t => /\\\(|\\\)|\\[a-zA-Z]+/.test(t))")
+    assert not raw, f"table cells showing TeX source: {raw[:5]}"
+
+
+def test_chapter_7_bounds_are_set_as_math(open_page, pages: list[str]):
+    opened = open_page(next(p for p in pages if p.endswith("chapters/07_transport.html")), DESKTOP)
+    typeset = opened.page.eval_on_selector_all("#tab-ch7-sensitivity th mjx-container", "els => els.length")
+    assert typeset >= 6, f"only {typeset} formulas typeset in the headers of Chapter 7's sensitivity table"
+
+
 def test_glued_values_render(opened: OpenedPage):
     texts = opened.page.eval_on_selector_all(
         "span.pasted-text", "els => els.map(el => el.textContent.trim())"
@@ -190,6 +206,22 @@ def test_glued_values_render(opened: OpenedPage):
         " getComputedStyle(el.parentElement).fontWeight])")
     heavier = [text for text, own, around in weights if int(own) > int(around)]
     assert not heavier, f"glued numbers set heavier than the prose around them: {heavier[:5]}"
+
+
+def test_a_percent_sign_sits_a_thin_space_from_its_number(opened: OpenedPage):
+    """Prose, captions, glued values and table cells write "87.3\u202f%" (a narrow no-break space);
+    code and math keep what they say."""
+    found = opened.page.evaluate(r"""() => {
+        const skip = 'pre, code, script, style, mjx-container, .math, .MathJax';
+        const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+        const bad = [];
+        for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+            if (n.parentElement && n.parentElement.closest(skip)) continue;
+            const m = n.textContent.match(/\S{0,12}\d[ \u00a0\u2009]?%/g);
+            if (m) bad.push(...m.filter((t) => !/\d\u202f%$/.test(t)));
+        }
+        return bad; }""")
+    assert not found, f"percentages without a thin no-break space: {found[:8]}"
 
 
 @pytest.mark.parametrize("name", SCREENSHOT_PAGES)

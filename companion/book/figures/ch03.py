@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 
 from companion.book import plots
-from companion.book.labels import task_title
+from companion.book.labels import colour, label, task_title
 
-__all__ = ["masks", "curves", "maps"]
+__all__ = ["masks", "by_seed", "curves", "maps"]
+
+SPLIT_TITLE = {"unseen": "unseen set", "seen": "seen set", "cube": "full cube"}
 
 def masks(patterns: Mapping[str, object], tasks: Sequence[str]):
     """Each task's open pattern over the CLS token and the bit tokens (dark = open), 2 × 2 panels
@@ -25,6 +27,38 @@ def masks(patterns: Mapping[str, object], tasks: Sequence[str]):
     for ax in axes.flat[len(tasks):]:
         ax.set_visible(False)
     plots.swatches(fig, image)
+    return fig
+
+
+def by_seed(points: pd.DataFrame, interpolator: Mapping[str, Mapping[str, float]]):
+    """Accuracy of every run (`ch03.seed_points`): a row of panels per task, a column per split, a row
+    of dots per method (each seed a dot, spread vertically by seed; the mean over seeds a bar); the
+    minimum-degree interpolator's accuracy (`interpolator[task][split]`, a fraction) dashed."""
+    tasks, splits = list(dict.fromkeys(points.task)), list(dict.fromkeys(points.split))
+    methods = list(dict.fromkeys(points.method))
+    row = {m: i for i, m in enumerate(methods)}
+    seeds = sorted(set(points.seed))
+    spread = {s: 0.5 * (i - (len(seeds) - 1) / 2) / max(len(seeds), 1) for i, s in enumerate(seeds)}
+    fig, axes = plots.panels(len(tasks), len(splits), height=1.55 * len(tasks) + 0.7, sharex=True, sharey=True,
+                             squeeze=False)
+    for r, fn in enumerate(tasks):
+        for c, split in enumerate(splits):
+            ax = axes[r, c]
+            if split in interpolator[fn]:
+                ax.axvline(100 * interpolator[fn][split], ls="--", color="k", lw=0.8,
+                           label="minimum-degree interpolator")
+            sub = points[(points.task == fn) & (points.split == split)]
+            ax.scatter(sub.accuracy, sub.method.map(row) + sub.seed.map(spread), s=9, alpha=0.6,
+                       c=[colour(m) for m in sub.method], linewidths=0)
+            means = sub.groupby("method", sort=False).accuracy.mean()
+            ax.scatter(means.to_numpy(), [row[m] for m in means.index], marker="|", s=160, linewidths=2,
+                       c=[colour(m) for m in means.index])
+            ax.set_title(f"{task_title(fn)}, {SPLIT_TITLE[split]}")
+    axes[0, 0].set_yticks(range(len(methods)), [label(m) for m in methods])
+    axes[0, 0].set(ylim=(len(methods) - 0.5, -0.5), xlim=(-5, 105))
+    for ax in axes[-1]:
+        ax.set_xlabel("accuracy (%)")
+    plots.legend_below(fig, axes=[axes[0, 0]])
     return fig
 
 
