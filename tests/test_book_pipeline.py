@@ -83,6 +83,12 @@ def test_input_hash_changes_with_source_and_profile(tmp_path):
     path.write_text(json.dumps(src))
     changed = input_hash(tmp_path, "ch", "ci")
     assert changed != base
+    # a caption lives in a cell's metadata: editing it makes the executed copy stale
+    cell = next(c for c in src["cells"] if c["metadata"].get("mystnb", {}).get("figure"))
+    cell["metadata"]["mystnb"]["figure"]["caption"] += " Edited."
+    path.write_text(json.dumps(src))
+    assert input_hash(tmp_path, "ch", "ci") != changed
+    changed = input_hash(tmp_path, "ch", "ci")
     # a committed measurement the chapters read (Chapter 10) is part of what they depend on
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
     (tmp_path / "benchmarks" / "results" / "attention-x.json").write_text("{}")

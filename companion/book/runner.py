@@ -88,7 +88,9 @@ def input_hash(root: Path, name: str, profile: str) -> str:
 
 
 def _code_and_markdown(nb: dict) -> list:
-    return [(c["cell_type"], "".join(c.get("source", "")), c.get("metadata", {}).get("tags", [])) for c in nb["cells"]]
+    """What of a source the page shows: each cell's type, source and metadata (tags, and the captions
+    and names of figures and tables, so that a caption edited in the source re-executes the chapter)."""
+    return [(c["cell_type"], "".join(c.get("source", "")), c.get("metadata", {})) for c in nb["cells"]]
 
 
 def strip_volatile(nb: dict) -> dict:
