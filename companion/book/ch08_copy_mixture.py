@@ -1,11 +1,11 @@
 """Chapter 8, learning a prior: the copy-mixture models (GOAT, RoPE, ALiBi) and what GOAT's prior learned.
 
 - the task and the budget: `goat_config`, `budget_table`;
-- the runs: `load` (the `copymix` runs), `frame_of`, `run_summary`, `gap_curves`, `final_table`;
+- the runs: `load` (the `copymix` runs, `companion.book.chapter.Runs`), `frame_of`, `run_summary`, `gap_curves`, `final_table`;
 - Figure 1: `figure1_panels` (one GOAT run's prior, per head);
 - what every head became: `head_structure`, `structure`, `per_seed`;
 - the verdicts and the prose: `claim_measures`, `claim_details`, `prose_numbers`;
-- `claims`: every claim of the chapter, computed as the notebook computes it (`companion claim`).
+- `decide`: every claim of the chapter and its prose numbers, for the notebook and `companion claim`.
 
 GOAT's first-layer prior is measured at the end of each GOAT run and stored in its record (the
 `PRIOR` readout, `companion.goat.prior_readout`: u and κ per head): everything here reads records;
@@ -19,18 +19,21 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from companion.book.chapter import Decision, Findings, Runs
 from companion.book.frames import by_method, long_curves, readout, records_frame, run_summary
 from companion.book.labels import label
+from companion.book.parameters import check_parameters
 from companion.book.stats import summarize
 from companion.book.transport import prior_views
 from companion.config import RunConfig
 from companion.experiments import get_experiment
 from companion.experiments.copy_mixture import METHODS
 from companion.sweep import ensure_runs
+from companion.tasks import make_task
 
 __all__ = ["SEEDS", "PRIOR", "SINK_MARGIN", "WINDOW", "LOCAL", "goat_config", "budget_table", "load", "frame_of", "run_summary",
            "gap_curves", "final_table", "figure1_panels", "head_structure", "structure", "per_seed", "claim_measures",
-           "claim_details", "prose_numbers", "claims"]
+           "claim_details", "prose_numbers", "decide"]
 
 SEEDS = (0, 1, 2)  # the notebook's default seeds (its parameters cell)
 PRIOR = "goat_prior"  # the readout of GOAT's first-layer prior, u and κ per head (`companion.goat`)
@@ -58,11 +61,15 @@ def budget_table(cfg: RunConfig, seeds: Sequence[int]) -> pd.DataFrame:
     return pd.Series(budget, name=cfg.profile).to_frame()
 
 
-def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
-         train: bool = True) -> dict[str, list]:
-    """The `copymix` runs: {method: [Record in seed order]}, methods in
-    `companion.experiments.copy_mixture.METHODS` order (`store`, `train` as in `ensure_runs`)."""
-    return by_method(ensure_runs("copymix", profile, seeds, store=store, jobs=jobs, train=train), METHODS)
+def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
+         train: bool = True) -> Runs:
+    """The `copymix` runs (block "copymix": {method: [Record in seed order]}, methods in
+    `companion.experiments.copy_mixture.METHODS` order); `seeds` None means `SEEDS`; `store`, `train`
+    as in `ensure_runs`."""
+    seeds = list(SEEDS if seeds is None else seeds)
+    check_parameters(profile, seeds, jobs)
+    found = ensure_runs("copymix", profile, seeds, store=store, jobs=jobs, train=train)
+    return Runs(profile, seeds, {"copymix": by_method(found, METHODS)})
 
 
 def frame_of(runs: Mapping[str, Sequence]) -> pd.DataFrame:
@@ -156,19 +163,14 @@ def prose_numbers(task, cfg: RunConfig, frame: pd.DataFrame, heads: pd.DataFrame
     return out
 
 
-def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
-           train: bool = True) -> list:
-    """Every claim this chapter decides, computed by the same functions in the same order as the
-    chapter's notebook (no figures, no glue): what `companion claim` prints. `seeds` None means the
-    notebook's `SEEDS`; `store` and `train` go to `load` (train=False reads stored records only)."""
-    from companion.book.claims import record_all
-    from companion.book.parameters import check_parameters
-    from companion.tasks import make_task
-
-    seeds = list(SEEDS if seeds is None else seeds)
-    check_parameters(profile, seeds, jobs)
-    task = make_task(goat_config(profile).task)
-    runs = load(profile, seeds, jobs=jobs, store=store, train=train)
-    frame = frame_of(runs)
-    heads = structure(runs["goat"], lag=task.lag)
-    return record_all(claim_measures(frame, heads), details=claim_details(frame, heads))
+def decide(runs: Runs) -> Findings:
+    """Every claim of the chapter and the numbers its prose cites, from the `copymix` runs; parts:
+    `cfg` and `task` (GOAT's run and its task), `frame` (every run), `heads` (what each head became)."""
+    cfg = goat_config(runs.profile)
+    task = make_task(cfg.task)
+    frame = frame_of(runs["copymix"])
+    heads = structure(runs["copymix"]["goat"], lag=task.lag)
+    d = Decision()
+    d.claims(claim_measures(frame, heads), details=claim_details(frame, heads))
+    d.glue(prose_numbers(task, cfg, frame, heads))
+    return d.done(cfg=cfg, task=task, frame=frame, heads=heads)

@@ -1,15 +1,15 @@
 """`companion claim ID`: one claim of the ledger, computed as its chapter computes it, with its verdict.
 
-The claim's chapter (its `chapter:` in book/claims.yml) names a chapter module, `chapter_module`;
-that module's `claims(profile, seeds, jobs=, store=, train=)` computes every claim of the chapter with
-the functions its notebook calls (the claims of a chapter share its runs), and the one asked for is
-printed: what the source says and its value, our measure in the source's units with its interval,
+The claim's chapter (its `chapter:` in book/claims.yml) names a chapter module
+(`companion.book.chapter.module_name`); that module's `decide`, on what its `load` gives, decides every
+claim of the chapter as its notebook does (the claims of a chapter share its runs), and the one asked
+for is printed: what the source says and its value, our measure in the source's units with its interval,
 the preconditions and the verdict. A reader who doubts one number checks it without a notebook.
 
 Exit status: 0 when the claim is printed, whatever its verdict (an item reported, not rebuilt is
 printed with its reason, and one the chapter measures at the other profile only as not run at this
 scale: those are verdicts, as the scoreboard shows them, not failures); 1 when it cannot be computed here
-(runs missing under --no-train, a failed run, a chapter module without `claims`); 2 for a bad
+(runs missing under --no-train, a failed run, a chapter module without `decide`); 2 for a bad
 argument (unknown id, seeds, jobs or profile).
 """
 
@@ -17,30 +17,15 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import importlib
-import pkgutil
 import re
 import sys
 from pathlib import Path, PurePosixPath
 
-__all__ = ["chapter_module", "paper_store", "describe", "add_commands"]
+from companion.book.chapter import claims, module_of
+
+__all__ = ["paper_store", "describe", "add_commands"]
 
 PAPER_STORE = Path("results") / "paper"  # the committed paper-profile records (`companion paper`)
-
-
-def chapter_module(chapter: str) -> str:
-    """The module of a chapter: "chapters/03_boolean_extrapolation" (a ledger's `chapter`, or a
-    `_toc.yml` file such as "book/chapters/03_boolean_extrapolation") → "companion.book.ch03_boolean"."""
-    import companion.book
-
-    number = PurePosixPath(str(chapter)).name.split("_", 1)[0]
-    if not (len(number) == 2 and number.isdigit()):
-        raise LookupError(f"{chapter!r} is not a chapter (chapters/NN_name); no module computes its claims.")
-    found = sorted(m.name for m in pkgutil.iter_modules(companion.book.__path__) if m.name.startswith(f"ch{number}_"))
-    if len(found) != 1:
-        raise LookupError(f"chapter {chapter} needs exactly one module companion/book/ch{number}_*.py, found "
-                          f"{found or 'none'}.")
-    return f"companion.book.{found[0]}"
 
 
 def paper_store() -> Path:
@@ -125,17 +110,17 @@ def _cmd_claim(args) -> int:
         print("\n".join(describe(claim)))
         return 0
     try:
-        module = importlib.import_module(chapter_module(claim.chapter))
+        module = module_of(claim.chapter)
     except LookupError as err:
         return _fail(str(err), 1)
-    if not callable(getattr(module, "claims", None)):
-        return _fail(f"{module.__name__} has no claims() function, so {cid} cannot be computed on its own yet; "
+    if not all(callable(getattr(module, name, None)) for name in ("load", "decide")):
+        return _fail(f"{module.__name__} has no load() and decide(), so {cid} cannot be computed on its own yet; "
                      f"execute its chapter ({claim.chapter}) instead.", 1)
     paper = args.profile == "paper"
     store = args.store if args.store is not None else (paper_store() if paper else None)
     train = args.train if args.train is not None else not paper
     try:
-        results = module.claims(args.profile, seeds, jobs=args.jobs, store=store, train=train)
+        results = claims(module, args.profile, seeds, jobs=args.jobs, store=store, train=train)
     except MissingRuns as err:
         return _fail(_missing_message(err, claim.chapter, args.profile, store, args.train is False), 1)
     except ValueError as err:
@@ -144,7 +129,7 @@ def _cmd_claim(args) -> int:
         return _fail(str(err), 1)
     found = [r for r in results if r.id == cid]
     if not found and claim.profile == args.profile:
-        return _fail(f"{module.__name__}.claims() did not measure {cid} at the {args.profile} profile.", 1)
+        return _fail(f"{module.__name__}.decide() did not measure {cid} at the {args.profile} profile.", 1)
     scale = f"{args.profile} profile, " + (f"seeds {args.seeds}" if seeds else "the chapter's own seeds")
     print("\n".join(describe(claim, found[0] if found else None, load_dashboard()["units"], scale)))
     return 0

@@ -29,7 +29,7 @@ import yaml
 from companion.book.display import number
 from companion.paths import repo_root
 
-__all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "assess", "record", "record_all", "verdict_table",
+__all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "assess", "record", "record_all", "glue_result", "verdict_table",
            "VERDICTS", "NUMERIC_RULES"]
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "inconclusive", "not run at this scale", "reported, not rebuilt")
@@ -265,11 +265,18 @@ def record(claim_id: str, measure: Any, *, detail: str = "", preconditions: dict
     result = ClaimResult(claim_id, m, v, detail, pre, failed)
     if glue is False or (glue is None and not _in_kernel()):
         return result
+    return glue_result(result, glue=True)
+
+
+def glue_result(result: ClaimResult, *, glue: bool | None = None) -> ClaimResult:
+    """Glue a decided claim as `claim:<id>` (`glue` as in `record`: None glues only inside a kernel)."""
+    if glue is False or (glue is None and not _in_kernel()):
+        return result
     try:
         from myst_nb import glue as myst_glue
     except ImportError:  # outside a book environment the verdict is still returned
         return result
-    myst_glue(GLUE_PREFIX + claim_id, result, display=False)
+    myst_glue(GLUE_PREFIX + result.id, result, display=False)
     return result
 
 

@@ -18,15 +18,15 @@ paper-profile results beside its own from those records:
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from companion.book.chapter import claims, module_of
 from companion.paths import repo_root
 
 __all__ = ["PAPER_DIR", "Coverage", "paper_store", "coverage", "available", "provenance", "status_text", "status_markdown",
            "paper_claims",
-           "paper_table", "chapter_module", "measures", "older_runs", "OLDER_DIR"]
+           "paper_table", "measures", "older_runs", "OLDER_DIR"]
 
 PAPER_DIR = Path("results") / "paper"
 
@@ -106,24 +106,12 @@ def provenance(records) -> str:
     return f"made on {', '.join(machines)}{when}" if machines else ""
 
 
-def chapter_module(chapter: str):
-    """The `companion.book.chNN_*` module of a chapter ("03" → ch03_boolean)."""
-    from companion.experiments.chapters import chapter_key
-
-    key = chapter_key(chapter)
-    here = Path(__file__).parent
-    found = sorted(here.glob(f"ch{key}_*.py"))
-    if len(found) != 1:
-        raise ValueError(f"chapter {key} has {len(found)} modules companion/book/ch{key}_*.py; expected one.")
-    return importlib.import_module(f"companion.book.{found[0].stem}")
-
-
 def paper_claims(module, chapter: str, root: Path | None = None):
-    """The chapter's claims at `paper` from the committed records (`module.claims`), or None while
-    any run is missing (`coverage`)."""
+    """The chapter's claims at `paper` from the committed records (its `decide`, through
+    `companion.book.chapter.claims`), or None while any run is missing (`coverage`)."""
     if not coverage(chapter, root).complete:
         return None
-    return module.claims("paper", store=paper_store(root), train=False)
+    return claims(module, "paper", store=paper_store(root), train=False)
 
 
 def measures(root: Path | None = None) -> tuple[dict[str, dict], dict[str, Coverage]]:
@@ -138,7 +126,7 @@ def measures(root: Path | None = None) -> tuple[dict[str, dict], dict[str, Cover
         cov = coverage(key, root)
         cover[name] = cov
         if cov.complete:
-            for r in paper_claims(chapter_module(key), key, root):
+            for r in paper_claims(module_of(key), key, root):
                 found[r.id] = {"measure": r.measure, "detail": r.detail, "preconditions": r.preconditions}
     return found, cover
 

@@ -9,7 +9,7 @@ scratch store, then compares:
   exactly when their hosts compute alike (`companion.host.same_numerics`: same CPU family and model,
   ISA, BLAS and switches, torch build, threads); elsewhere float rounding differs from the first
   matrix product on, and a trained run may end anywhere its seed's neighbourhood allows;
-- **claim by claim**, the chapter's own `claims()` on the retrained records against the measures of
+- **claim by claim**, the chapter's own `decide` on the retrained records against the measures of
   the executed chapters (`book/chapters/scoreboard.json`): verdict equal or not, and the measure's
   difference against its margin, the distance from the committed measure to the nearest threshold
   of its rule (a difference within the margin cannot change the verdict).
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import importlib
 import json
 import math
 import shutil
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+from companion.book.chapter import claims, module_of
 from companion.paths import repo_root
 
 __all__ = ["REPORT_DIR", "RECORDS_DIR", "ReproductionReport", "compare_records", "numbers", "margin", "record_report",
@@ -169,10 +169,7 @@ def _committed_claims(root: Path, chapters: Sequence[str]) -> dict[str, dict]:
 
 
 def _claims(chapter: str, store) -> list:
-    from companion.book.claim_cli import chapter_module
-
-    module = importlib.import_module(chapter_module(f"chapters/{chapter}"))
-    return module.claims("ci", None, store=store, train=False)
+    return claims(module_of(chapter), "ci", None, store=store, train=False)
 
 
 def reproduce(chapters: Sequence[str] | None = None, *, jobs: int | None = None, scratch: Path | None = None,

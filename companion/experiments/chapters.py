@@ -59,7 +59,7 @@ CHAPTERS: dict[str, tuple[str, tuple[Block, ...]]] = {
                                           Block(FIVE, grid="mask-moves", profiles=("ci",)))),
     "07": ("07_transport", (Block((0, 1, 2), request=Request("copymix")),
                             Block((0, 1, 2), request=Request("charlm", ("goat", "rope", "alibi"))))),
-    "08": ("08_copy_mixture", (Block((0, 1), request=Request("copymix")),)),
+    "08": ("08_copy_mixture", (Block((0, 1, 2), request=Request("copymix")),)),
     "09": ("09_extrapolation", (Block((0, 1), grid="extrapolation"),)),
     "10": ("10_cost", ()),
 }

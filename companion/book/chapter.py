@@ -1,0 +1,141 @@
+"""One decision per chapter: the shape every chapter module shares.
+
+A chapter module (`companion/book/chNN_*.py`) has:
+
+- `SEEDS`, the seeds its notebook's parameters cell defaults to;
+- `load(profile, seeds=None, *, jobs=None, store=None, train=True) -> Runs`: its records (a chapter
+  that trains nothing returns its inputs: the profile, the seed and what it reads);
+- `decide(runs) -> Findings`: every claim's measure, detail and preconditions with its verdict, the
+  numbers its prose cites, and the named parts its tables and figures draw;
+- table and figure functions over those parts.
+
+The notebook calls `load` and `decide` once and shows the parts; `companion claim`, `companion
+reproduce` and the paper-profile table call `decide` through `claims`. So a claim is decided in one
+place, whichever door a reader comes in by.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from types import MappingProxyType, ModuleType
+from typing import Any
+
+from companion.book.claims import ClaimResult, _in_kernel, glue_result, record_all
+from companion.book.prose import glue_all
+
+__all__ = ["Runs", "Findings", "Decision", "claims", "module_name", "module_of"]
+
+
+def _frozen(mapping: Mapping | None) -> Mapping:
+    return MappingProxyType(dict(mapping or {}))
+
+
+def _part(kind: str, parts: Mapping[str, Any], name: str) -> Any:
+    try:
+        return parts[name]
+    except KeyError:
+        raise KeyError(f"no {kind} named {name!r}; there are {', '.join(map(repr, parts)) or 'none'}.") from None
+
+
+@dataclass(frozen=True)
+class Runs:
+    """What `load` gives `decide`: the profile and seeds asked for, and the chapter's named blocks of
+    records (or, for a chapter that trains nothing, its inputs)."""
+
+    profile: str
+    seeds: tuple[int, ...]
+    blocks: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "seeds", tuple(self.seeds))
+        object.__setattr__(self, "blocks", _frozen(self.blocks))
+
+    def __getitem__(self, name: str) -> Any:
+        return _part("block of runs", self.blocks, name)
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What a chapter decides: its claims' results (no glue; in the order its verdict table lists
+    them), the numbers its prose cites by glue name, and the parts its tables and figures draw."""
+
+    results: tuple[ClaimResult, ...]
+    numbers: Mapping[str, Any]
+    parts: Mapping[str, Any]
+
+    def __post_init__(self):
+        object.__setattr__(self, "results", tuple(self.results))
+        object.__setattr__(self, "numbers", _frozen(self.numbers))
+        object.__setattr__(self, "parts", _frozen(self.parts))
+
+    def __getitem__(self, name: str) -> Any:
+        return _part("part", self.parts, name)
+
+    def record(self) -> list[ClaimResult]:
+        """In a notebook: glue every claim (`claim:<id>`) and every prose number, once; returns the
+        results for the verdict table. Outside a kernel nothing is glued."""
+        for r in self.results:
+            glue_result(r)
+        if self.numbers and _in_kernel():
+            glue_all(dict(self.numbers))
+        return list(self.results)
+
+
+class Decision:
+    """What `decide` fills as it goes: claims decided (verdicts at once, for prose that cites them),
+    prose numbers and parts; `done()` freezes them into `Findings`."""
+
+    def __init__(self):
+        self.results: list[ClaimResult] = []
+        self.numbers: dict[str, Any] = {}
+        self.parts: dict[str, Any] = {}
+
+    def claims(self, measures: Mapping[str, Any], *, details: Mapping[str, str] | None = None,
+               preconditions: Mapping[str, Mapping[str, Any]] | None = None) -> list[ClaimResult]:
+        """Decide these claims (`record_all` without glue), keep them in order, and return them."""
+        found = record_all(dict(measures), details=dict(details or {}), preconditions=dict(preconditions or {}),
+                           glue=False)
+        self.results += found
+        return found
+
+    def glue(self, numbers: Mapping[str, Any]) -> None:
+        """Numbers the prose cites; a name given twice is an error, not an overwrite."""
+        twice = sorted(set(numbers) & set(self.numbers))
+        if twice:
+            raise ValueError(f"prose numbers given twice: {twice}.")
+        self.numbers.update(numbers)
+
+    def done(self, **parts: Any) -> Findings:
+        return Findings(self.results, self.numbers, parts)
+
+
+def claims(module: ModuleType, profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None,
+           store=None, train: bool = True) -> list[ClaimResult]:
+    """Every claim a chapter decides, as its notebook decides them (no figures, no glue): `module.decide`
+    on `module.load(profile, seeds, ...)`. `seeds` None means the notebook's default seeds; `store` and
+    `train` go to `load` (train=False reads stored records only)."""
+    return list(module.decide(module.load(profile, seeds, jobs=jobs, store=store, train=train)).results)
+
+
+def module_name(chapter: str) -> str:
+    """The module of a chapter: "chapters/03_boolean_extrapolation", "book/chapters/03_…" or "03" →
+    "companion.book.ch03_boolean"."""
+    import companion.book
+
+    number = PurePosixPath(str(chapter)).name.split("_", 1)[0]
+    if not (len(number) == 2 and number.isdigit()):
+        raise LookupError(f"{chapter!r} is not a chapter (chapters/NN_name); no module computes its claims.")
+    found = sorted(m.name for m in pkgutil.iter_modules(companion.book.__path__) if m.name.startswith(f"ch{number}_"))
+    if len(found) != 1:
+        raise LookupError(f"chapter {chapter} needs exactly one module companion/book/ch{number}_*.py, found "
+                          f"{found or 'none'}.")
+    return f"companion.book.{found[0]}"
+
+
+def module_of(chapter: str) -> ModuleType:
+    """The imported module of a chapter (`module_name`)."""
+    return importlib.import_module(module_name(chapter))
