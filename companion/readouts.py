@@ -12,28 +12,24 @@ A readout is a function `(model, task, arg) -> JSON-able value`, registered unde
 `register_readout` by the module that knows what it measures (a task module for task readouts, this
 module for generic ones). `arg` is the text after the first ":" of the spec ("" when none); the
 function parses and validates it. Values are plain Python (tensors are converted by `jsonable`).
+
+This module is the registry and the parsing helpers only, so the modules that register readouts
+(GOAT, transport, the tasks) import it without reaching up; which readouts a run may use, checking
+them before training and measuring them after, is `companion.measuring`'s.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 
-from companion.identity import core_modules
-from companion.tasks import TASKS, load_tasks
-
-__all__ = ["READOUTS", "READOUT_MODULES", "register_readout", "parse_readout", "check_readouts", "measure_readouts",
-           "jsonable", "parse_ints", "split_arg", "option_int", "sample_positions", "rounded", "log_mask"]
+__all__ = ["READOUTS", "register_readout", "parse_readout", "jsonable", "parse_ints", "split_arg", "option_int", "sample_positions", "rounded", "log_mask"]
 
 Readout = Callable[[torch.nn.Module, Any, str], Any]
 READOUTS: dict[str, Readout] = {}
-# Core modules (besides the task modules) that register readouts when imported: GOAT's prior
-# (`goat_prior`) and attention as transport (`collapse_bounds`, `sink_curve`).
-READOUT_MODULES = ("companion.goat", "companion.transport")
 
 
 def register_readout(name: str):
@@ -58,40 +54,6 @@ def parse_readout(spec: str) -> tuple[str, str]:
     return name.strip(), arg.strip()
 
 
-def _registry(task: str | None = None) -> dict[str, Readout]:
-    """The readouts a run of `task` may use: those registered by a core module (`companion/*.py`) and
-    those its own task's module registers (a run's identity hashes the core and its task's module
-    only, so a readout from another task's module would run code the id does not name). Without
-    `task`, all of them."""
-    for module in READOUT_MODULES:  # by name, as the registries of priors and tasks: no import circle
-        importlib.import_module(module)
-    if task is None or task not in TASKS:
-        load_tasks()  # task modules register their readouts on import
-    if task is None:
-        return dict(READOUTS)
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; valid: {', '.join(sorted(TASKS))}.")
-    allowed = {f"companion.{m}" for m in core_modules()} | {TASKS[task].__module__}
-    return {n: f for n, f in READOUTS.items() if f.__module__ in allowed}
-
-
-def check_readouts(specs, task: str | None = None) -> None:
-    """Raise ValueError naming the first readout a run of `task` cannot use (unknown, or another
-    task's) and listing those it can."""
-    if not specs:
-        return
-    known = _registry(task)
-    for spec in specs:
-        name, _ = parse_readout(spec)
-        if name not in known:
-            where = f" for task {task!r}" if task else ""
-            other = READOUTS.get(name)
-            hint = (f" ({name!r} belongs to {other.__module__})" if other is not None else "")
-            raise ValueError(f"unknown readout {name!r} in {spec!r}{where}{hint}; registered: "
-                             f"{', '.join(sorted(known)) or 'none'}. A readout is registered with "
-                             "companion.readouts.register_readout in a core module (generic) or in the task's module.")
-
-
 def jsonable(value: Any) -> Any:
     """Tensors and arrays to nested lists, numpy scalars to Python numbers, NaN/inf to None, recursively."""
     if isinstance(value, torch.Tensor):
@@ -105,26 +67,6 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-def measure_readouts(specs, model: torch.nn.Module, task, task_name: str | None = None) -> dict[str, Any]:
-    """{spec: value} of every readout in `specs` on the trained `model` (eval mode, no gradients; the
-    model's training mode is restored afterwards); `task_name` limits them to that task's (`check_readouts`)."""
-    if not specs:
-        return {}
-    check_readouts(specs, task_name)
-    known = _registry(task_name)
-    was_training = model.training
-    model.eval()
-    out = {}
-    try:
-        with torch.no_grad():
-            for spec in specs:
-                name, arg = parse_readout(spec)
-                out[spec] = jsonable(known[name](model, task, arg))
-    finally:
-        model.train(was_training)
-    return out
 
 
 def parse_ints(arg: str, what: str) -> list[int]:

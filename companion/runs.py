@@ -34,7 +34,8 @@ from companion.host import describe as describe_host
 from companion.identity import NUMERICS, code_version, run_id
 from companion.model import build_model
 from companion.paths import repo_root
-from companion.readouts import check_readouts, measure_readouts, rounded
+from companion.measuring import check_readouts, measure_readouts
+from companion.readouts import rounded
 from companion.tasks import make_task
 from companion.train import shares_evaluation, train, train_stacked
 

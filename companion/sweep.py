@@ -3,7 +3,8 @@
 `ensure_runs`, `ensure_many` and `ensure_grid` are what chapters call: they load every stored run
 and run the missing ones through an executor (`companion.executors`), so a rerun with the same code
 and settings costs seconds and a killed sweep resumes where it stopped. `companion sweep` and
-`companion list` (`companion.cli.runs`) are the same functions on the command line.
+`companion list` (`companion.cli.runs`) are the same functions on the command line. Planning (`plan`,
+`plan_grid`, the run-count limit) lives in `companion.experiments.plan` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Hashable, Iterable, Sequence
 
 from companion.config import RunConfig
 from companion.executors import make_executor
-from companion.experiments import Request, get_experiment, get_grid
+from companion.experiments import Request, get_grid
+from companion.experiments.plan import MAX_RUNS, check_count, max_runs, plan, plan_grid
 from companion.identity import run_id
 from companion.runs import Record
 from companion.store import RunStore
@@ -26,33 +28,6 @@ __all__ = ["parse_seeds", "plan", "plan_grid", "max_runs", "MAX_RUNS", "run_miss
 # `paper` records made on a GPU) is found under any of them; a run to be trained here is the exact
 # config (its device is part of its identity: another device rounds otherwise).
 DEVICES = ("cpu", "cuda", "mps")
-
-# The most runs one command may plan (seeds, or seeds × methods × cells): far above every chapter (120
-# runs) and every paper-profile grid, far below what a typo makes (`--seeds 0-99999999999` once tried to
-# allocate 22 GB). `$COMPANION_MAX_RUNS` raises it for a sweep that really is that large.
-MAX_RUNS = 10_000
-
-
-def max_runs() -> int:
-    """`$COMPANION_MAX_RUNS` if set (an integer >= 1), else `MAX_RUNS`."""
-    text = os.environ.get("COMPANION_MAX_RUNS")
-    if text is None:
-        return MAX_RUNS
-    try:
-        value = int(text)
-        if value < 1:
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"COMPANION_MAX_RUNS={text!r} is not an integer >= 1; unset it or give one.") from None
-    return value
-
-
-def _check_count(count: int, what: str) -> None:
-    limit = max_runs()
-    if count > limit:
-        raise ValueError(f"{what} make {count:,} runs, more than the {limit:,} one command may plan (a typo?). "
-                         f"If you mean it, raise the limit: COMPANION_MAX_RUNS={count}.")
-
 
 class MissingRuns(RuntimeError):
     """Runs asked for without training (`train=False`) are not in the store: `found` of `total` exist."""
@@ -94,28 +69,8 @@ def parse_seeds(text: str) -> list[int]:
         raise ValueError(
             f"malformed seeds {text!r}: use a range like 0-4, a list like 0,1,2, or both (0-2,7)."
         ) from None
-    _check_count(sum(b - a + 1 for a, b in ranges), f"seeds {text!r}")  # counted before any list is made
+    check_count(sum(b - a + 1 for a, b in ranges), f"seeds {text!r}")  # counted before any list is made
     return list(dict.fromkeys(s for a, b in ranges for s in range(a, b + 1)))
-
-
-def plan(experiment: str, profile: str, seeds: Iterable[int], methods: Sequence[str] | None = None,
-         overrides: Sequence[str] = ()) -> list[RunConfig]:
-    """The configs of methods × seeds (method-major), overrides applied; validates every name."""
-    exp = get_experiment(experiment)
-    names = list(methods) if methods else exp.methods(profile)
-    seeds = list(seeds)
-    _check_count(len(names) * len(seeds), f"{len(names)} methods × {len(seeds):,} seeds of {experiment}")
-    return [exp.config(profile, m, s, overrides) for m in names for s in seeds]
-
-
-def plan_grid(grid: str, profile: str, seeds: Iterable[int], overrides: Sequence[str] = ()) -> list[RunConfig]:
-    """The configs of every cell of `grid` (cell order, then method-major), `overrides` applied after
-    each cell's own; a config shared by two cells appears twice (it runs once)."""
-    seeds = list(seeds)
-    cells = get_grid(grid).cells(profile).values()
-    _check_count(sum(len(r.methods or get_experiment(r.experiment).methods(profile)) for r in cells) * len(seeds),
-                 f"the {len(cells)} cells of {grid} × {len(seeds):,} seeds")
-    return [c for r in cells for c in plan(r.experiment, profile, seeds, r.methods, (*r.overrides, *overrides))]
 
 
 def run_missing(cfgs: list[RunConfig], store: RunStore, executor: str, progress: bool,

@@ -188,8 +188,30 @@ def loaded():
     grid = {fn: [_record(fn, m, s) for m in METHODS for s in range(3)] for fn in FUNCTIONS}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ch, "ensure_grid", lambda name, profile, seeds, jobs=None, store=None, train=True:
-                   grid if name == "gotu" else None)
-        return ch.load("ci", range(3))
+                   grid if name == "gotu" else {})
+        runs = ch.load("ci", range(3))
+    return runs["gotu"], ch.frame_of(runs["gotu"])
+
+
+def test_load_fetches_both_blocks_and_only_fetches(monkeypatch):
+    """`load` asks for the `gotu` grid at the seeds given and the `symmetry` grid at its own seeds (at
+    `ci`; at another profile that block is empty and nothing is asked for it), and returns the records
+    as they came."""
+    calls, grids = [], {"gotu": {"maj3": ["r"]}, "symmetry": {"maj3": ["s"]}}
+    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: calls.append((name, profile, seeds, kw))
+                        or grids[name])
+    runs = ch.load("ci", [0, 1], jobs=2, store="st", train=False)
+    assert (runs.profile, runs.seeds, dict(runs.blocks)) == ("ci", (0, 1), grids)
+    assert calls == [("gotu", "ci", [0, 1], {"store": "st", "jobs": 2, "train": False}),
+                     ("symmetry", "ci", ch.SYMMETRY_SEEDS, {"store": "st", "jobs": 2, "train": False})]
+    calls.clear()
+    assert ch.load("ci", symmetry_seeds=[3])["symmetry"] == grids["symmetry"]
+    assert [c[:3] for c in calls] == [("gotu", "ci", list(ch.SEEDS)), ("symmetry", "ci", [3])]
+    calls.clear()
+    runs = ch.load("paper")
+    assert runs["symmetry"] == {} and [c[:3] for c in calls] == [("gotu", "paper", list(ch.SEEDS))]
+    with pytest.raises(ValueError):
+        ch.load("ci", [])  # no seeds: the notebook's parameter check, before anything is fetched
 
 
 def test_load_gives_one_row_per_run_with_percent_columns(loaded):
@@ -603,12 +625,13 @@ def _claims_grid() -> dict:
 
 
 def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypatch):
+    from companion.book.chapter import claims
     from companion.book.claims import load_ledger
 
     grids, calls = {"gotu": _claims_grid(), "symmetry": _symmetry_grid()}, []
     monkeypatch.setattr(ch, "ensure_grid",
                         lambda name, profile, seeds, **kw: calls.append((name, seeds, kw)) or grids[name])
-    results = ch.claims("ci", [0, 1, 2], jobs=2, store="st", train=False)
+    results = claims(ch, "ci", [0, 1, 2], jobs=2, store="st", train=False)
     assert calls == [("gotu", [0, 1, 2], {"store": "st", "jobs": 2, "train": False}),
                      ("symmetry", ch.SYMMETRY_SEEDS, {"store": "st", "jobs": 2, "train": False})]
     ledger = load_ledger()
@@ -616,16 +639,19 @@ def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypa
         c for c, v in ledger.items() if v.chapter.endswith("03_boolean_extrapolation") and v.rebuilt)
     # the notebook's claim cells on the same records
     masks = ch.patterns()
-    records, frame = ch.load("ci", [0, 1, 2])
+    runs = ch.load("ci", [0, 1, 2])
+    records = runs["gotu"]
+    frame = ch.frame_of(records)
     caps = ch.mask_caps(records)
     assert caps == {"zero-mask": 0.75, "mask": 0.75}  # 250 updates at 3e-3
     tm = ch.table1_measures(frame, ch.references()["nearest"], space=ch.function_space(records), caps=caps)
     lg = ch.learning_gain(frame)
     ret = ch.retention(ch.map_summary(records, masks), frame, masks, tm["gain_tasks"])
-    sym = ch.symmetry_measures(ch.load_symmetry("ci")[1])
+    sym = ch.symmetry_measures(ch.symmetry_frame(runs["symmetry"]))
     measures = (ch.mask_claims(masks) | ch.table_claims(tm) | ch.learning_claims(lg) | ch.figure5_claims(ret)
                 | ch.symmetry_claims(sym))
     assert {r.id: r.measure for r in results} == pytest.approx(measures)
+    assert [r.id for r in results] == list(measures)  # the verdict table's order: masks, tables, learning, Figure 5, symmetry
     assert not any(v != v for v in measures.values())  # every claim measured (no NaN), so the comparison bites
     pre = (ch.table_preconditions(tm) | ch.learning_preconditions(lg, caps) | ch.figure5_preconditions(ret)
            | ch.symmetry_preconditions(sym))
@@ -633,7 +659,7 @@ def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypa
     assert {r.id: r.detail for r in results if r.detail} == ch.table_claim_details(tm) | ch.symmetry_details(sym)
     assert {r.id: r.measure for r in results if r.id in ("M-01", "M-06")} == pytest.approx({"M-01": 0.45, "M-06": 0.0})
     calls.clear()
-    ch.claims()
+    claims(ch)
     assert calls == [("gotu", list(ch.SEEDS), {"store": None, "jobs": None, "train": True}),
                      ("symmetry", ch.SYMMETRY_SEEDS, {"store": None, "jobs": None, "train": True})]
 

@@ -18,6 +18,12 @@ METHODS = ("default", "mask", "sym-mask")
 
 
 @pytest.fixture(scope="module")
+def sym_frame():
+    """The section's frame from the committed records, as the chapter builds it (`load`'s "symmetry" block)."""
+    return ch.symmetry_frame(ch.load("ci", train=False)["symmetry"])
+
+
+@pytest.fixture(scope="module")
 def raw() -> dict:
     """{(task, method): {seed: metrics}} of every committed record of the symmetry experiments."""
     out: dict = {}
@@ -45,9 +51,8 @@ def _gain(raw, task, split):
     return mean(a[s][split]["acc"] - b[s][split]["acc"] for s in a)
 
 
-def test_the_recorded_measures_match_an_independent_recomputation(raw):
-    _, frame = ch.load_symmetry("ci", train=False)
-    ms = ch.symmetry_measures(frame)
+def test_the_recorded_measures_match_an_independent_recomputation(raw, sym_frame):
+    ms = ch.symmetry_measures(sym_frame)
     expected = {"M-01": _gain(raw, "2parity-moved", "unseen"), "M-02": _acc(raw, "2parity-moved", "sym-mask", "unseen"),
                 "M-03": _acc(raw, "2parity", "sym-mask", "cube"), "M-04": _acc(raw, "maj3", "mask", "cube"),
                 "M-05": _acc(raw, "maj3", "sym-mask", "cube"), "M-06": _gain(raw, "threesym", "cube")}
@@ -61,9 +66,8 @@ def test_the_recorded_measures_match_an_independent_recomputation(raw):
     assert pre["M-06"]["mask-fits-seen"] == pytest.approx(_acc(raw, "threesym", "mask", "seen"), abs=5e-5)
 
 
-def test_the_table_shows_mean_spread_and_ten_seeds(raw):
-    _, frame = ch.load_symmetry("ci", train=False)
-    table = ch.symmetry_table(frame)
+def test_the_table_shows_mean_spread_and_ten_seeds(raw, sym_frame):
+    table = ch.symmetry_table(sym_frame)
     assert len(table) == 12 and (table["Seeds"] == 10).all()
     values = [100 * m["unseen"]["acc"] for m in raw[("2parity-moved", "mask")].values()]
     row = table.loc[("2Parity, U moved", "Mask (learnable)")]
@@ -71,7 +75,10 @@ def test_the_table_shows_mean_spread_and_ten_seeds(raw):
     assert row["Unseen min–max"] == f"{min(values):.1f}–{max(values):.1f}"
 
 
-def test_at_another_profile_the_section_measures_nothing():
-    records, frame = ch.load_symmetry("paper", train=False)
-    ms = ch.symmetry_measures(frame)
+def test_at_another_profile_the_section_measures_nothing(monkeypatch):
+    asked = []
+    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: asked.append(name) or {})
+    records = ch.load("paper", train=False)["symmetry"]
+    ms = ch.symmetry_measures(ch.symmetry_frame(records))
+    assert asked == ["gotu"]  # the symmetry grid is not asked for at `paper`
     assert records == {} and ch.symmetry_claims(ms) == {} and ch.symmetry_preconditions(ms) == {}

@@ -95,17 +95,24 @@ def ci():
     return records, ch.runs_frame(records)
 
 
-def test_load_runs_reads_the_arithmetic_grid(monkeypatch):
+def test_load_reads_the_arithmetic_grid(monkeypatch):
+    from companion.book.chapter import Runs
+
     calls = []
     grid = _grid("ci")
     monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: calls.append((a, k)) or grid)
-    records, frame = ch.load_runs("ci", [0, 1], jobs=3, store="elsewhere", train=False)
+    runs = ch.load("ci", [0, 1], jobs=3, store="elsewhere", train=False)
     assert calls == [(("arithmetic", "ci", [0, 1]), {"jobs": 3, "store": "elsewhere", "train": False})]
-    assert records is grid
+    assert isinstance(runs, Runs) and runs.profile == "ci" and runs.seeds == (0, 1)
+    assert list(runs.blocks) == ["arithmetic"] and runs["arithmetic"] is grid
+    frame = ch.decide(runs)["frame"]
     assert list(frame.columns[:5]) == ["op", "fraction", "budget", "steps", "experiment"]
     assert len(frame) == 3 * (6 + 2 + 2 + 2 + 5 + 2 + 2)
     long = frame[frame.budget == "long"]
     assert set(long.steps) == {500} and set(long.method) == {"default", "structured-svd", "structured-opt", "mimetic", "mask"}
+    with pytest.raises(ValueError):
+        ch.load("ci", [0, 0])  # seeds are checked before anything is fetched
+    assert len(calls) == 1
 
 
 def test_claim_measures_at_ci(ci):
@@ -307,24 +314,33 @@ def test_budget_table_reads_the_configs():
     assert isinstance(table, pd.DataFrame)
 
 
-def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypatch):
+def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(monkeypatch):
+    from companion.book.chapter import Runs, claims
     from companion.book.claims import load_ledger
+    from companion.book.step_cap import cap_glue
 
     grid, calls = _grid("ci"), []
     monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: calls.append((a, k)) or grid)
-    results = ch.claims("ci", list(SEEDS), jobs=2, store="st", train=False)
+    results = claims(ch, "ci", list(SEEDS), jobs=2, store="st", train=False)
     assert calls == [(("arithmetic", "ci", list(SEEDS)), {"jobs": 2, "store": "st", "train": False})]
     ledger = load_ledger()
     chapter = {c for c, v in ledger.items() if v.chapter.endswith("04_arithmetic") and v.rebuilt}
     assert chapter - {r.id for r in results} == {"S2-17"}  # structured multiplication runs at paper only
     monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: _grid("paper"))
-    assert {r.id for r in ch.claims("paper", list(SEEDS))} == chapter
-    frame = ch.runs_frame(grid)  # the notebook's claim cell on the same records
+    assert {r.id for r in claims(ch, "paper", list(SEEDS))} == chapter
+    frame = ch.runs_frame(grid)  # the notebook's former claim cell on the same records
+    assert [r.id for r in results] == list(ch.claim_measures(frame, "ci"))  # the verdict table's order
     assert {r.id: r.measure for r in results} == pytest.approx(ch.claim_measures(frame, "ci"), nan_ok=True)
     assert {r.id: r.preconditions for r in results if r.preconditions} == ch.claim_preconditions(
         frame, "ci", ch.table8_caps(grid))
     assert {r.id: r.detail for r in results if r.detail} == {k: v for k, v in ch.claim_details(frame, "ci").items() if v}
+    # the prose numbers, the verdicts and Adam's step cap are glued once, from the same decision
+    found = ch.decide(Runs("ci", SEEDS, {"arithmetic": grid}))
+    assert dict(found.numbers) == (ch.prose_numbers(grid, frame, "ci") | ch.verdict_numbers(found.results)
+                                   | cap_glue("4", ch.table8_caps(grid)))
+    assert found.numbers["ch4_verdict_S2-24"] == "inconclusive" and "ch4_cap" in found.numbers
+    assert found["frame"].equals(frame) and found["caps"] == ch.table8_caps(grid)
     calls.clear()
     monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: calls.append((a, k)) or grid)
-    ch.claims()
+    claims(ch)
     assert calls == [(("arithmetic", "ci", list(ch.SEEDS)), {"jobs": None, "store": None, "train": True})]

@@ -105,7 +105,7 @@ PPL = {("default", 0): 10.0, ("default", 1): 10.0, ("default", 2): 10.0,
 
 
 @pytest.fixture(scope="module")
-def loaded():
+def runs():
     images = [_record("vit-digits", m, s, {"test": {"acc": _acc(m, s), "ce": 0.3}, "train": {"acc": 1.0, "ce": 0.0}},
                       _maps(m)) for m in METHODS for s in range(3)]
     text = [_record("lm-local", m, s, {"test": {"ppl": PPL[m, s], "ce": float(np.log(PPL[m, s])), "bpc": 3.0}})
@@ -123,8 +123,23 @@ def loaded():
     return out
 
 
-def test_load_gives_an_image_frame_in_percent_and_a_text_frame(loaded):
-    records, frame, text = loaded
+@pytest.fixture(scope="module")
+def loaded(runs):
+    """The image records {image set: [Record]}, the image frame and the text frame of `runs`."""
+    return runs["images"], ch.image_frame(runs["images"]), ch.text_frame(runs["text"])
+
+
+def test_load_gives_the_image_and_the_text_runs(runs):
+    from companion.book.chapter import Runs
+
+    assert isinstance(runs, Runs) and runs.profile == "ci" and runs.seeds == (0, 1, 2)
+    assert list(runs.blocks) == ["images", "text"] and list(runs["images"]) == ["digits"]
+    assert len(runs["images"]["digits"]) == 18 and {r.config.experiment for r in runs["text"]} == {"lm-local"}
+
+
+def test_decide_gives_an_image_frame_in_percent_and_a_text_frame(runs):
+    found = ch.decide(runs)
+    frame, text = found["frame"], found["text"]
     assert len(frame) == 18 and len(text) == 6 and set(frame.dataset) == {"digits"}
     row = frame[(frame.method == "mask") & (frame.seed == 1)].iloc[0]
     assert row["test.acc (%)"] == pytest.approx(95.0) and row["train.acc (%)"] == 100.0
@@ -228,33 +243,50 @@ def test_mask_movement_is_the_relative_drift_of_the_bias():
     assert ch.mask_movement({"digits": recs + other, "text": []}, {"digits": MASK}) == pytest.approx(0.2)
 
 
-def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(loaded, monkeypatch):
+def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(runs, loaded, monkeypatch):
+    from companion.book.chapter import claims
     from companion.book.claims import load_ledger
+    from companion.book.step_cap import cap_glue
 
     records, frame, text = loaded
     asked = []
 
     def ensure_many(requests, profile, seeds, **kw):
         asked.append(([r.experiment for r in requests], list(seeds), kw))
-        return [records["text"] if r.experiment == "lm-local" else records["digits"] for r in requests]
+        return [runs["text"] if r.experiment == "lm-local" else records["digits"] for r in requests]
 
     monkeypatch.setattr(ch, "ensure_many", ensure_many)
-    results = ch.claims("ci", [0, 1, 2], jobs=2, store="st", train=False)
+    results = claims(ch, "ci", [0, 1, 2], jobs=2, store="st", train=False)
     kw = {"jobs": 2, "store": "st", "train": False}
     assert asked == [(["vit-digits"], [0, 1, 2], kw), (["lm-local"], [0, 1, 2], kw)]  # given seeds: text too
     ledger = load_ledger()
     assert sorted(r.id for r in results) == sorted(
         c for c, v in ledger.items() if v.chapter.endswith("05_images_and_language") and v.rebuilt)
-    t3m, fixed = ch.table3_measures(frame), ch.fixed_vs_learnable(frame)  # the notebook's cells, same records
+    t3m, fixed = ch.table3_measures(frame), ch.fixed_vs_learnable(frame)  # the notebook's former cells, same records
     inc = ch.inconsistency(ch.table3(frame), ch.table5(frame), frame)
     ppl = ch.perplexity_interval(ch.perplexity_pairs(text))
-    assert {r.id: r.measure for r in results} == pytest.approx(ch.claim_measures(t3m, fixed, ppl))
+    measures = ch.claim_measures(t3m, fixed, ppl)
+    assert [r.id for r in results] == list(measures)  # the verdict table's order
+    assert {r.id: r.measure for r in results} == pytest.approx(measures)
     assert {r.id: r.preconditions for r in results if r.preconditions} == ch.claim_preconditions(
         t3m, text, ch.image_caps(records))
+    # the prose numbers (the verdicts among them), the image set's name and Adam's step cap, glued once
+    found = ch.decide(runs)
+    masks = ch.patterns(records)
+    shares = ch.open_share(ch.map_frame(records, masks))
+    moved = ch.mask_movement(records, masks)
+    assert dict(found.numbers) == (ch.prose_numbers(t3m, fixed, inc, ppl, shares, masks, moved, found.results)
+                                   | {"ch5_dataset": "8×8 digits"} | cap_glue("5", ch.image_caps(records)))
+    assert {f"ch5_verdict_{r.id.replace('-', '_')}" for r in found.results} <= set(found.numbers)
+    assert found["dataset"] == "digits" and found["shares"].equals(shares)
+    assert (found["ppl"].mean_diff, found["ppl"].lo, found["ppl"].hi) == (ppl.mean_diff, ppl.lo, ppl.hi)
     asked.clear()
-    ch.claims()
+    claims(ch)
     kw = {"jobs": None, "store": None, "train": True}
     assert asked == [(["vit-digits"], list(ch.SEEDS), kw), (["lm-local"], list(ch.TEXT_SEEDS), kw)]
+    asked.clear()
+    ch.load("ci", [0, 1], text_seeds=[0, 1, 2, 3])
+    assert [seeds for _, seeds, _ in asked] == [[0, 1], [0, 1, 2, 3]]
 
 
 def test_missing_image_and_text_runs_are_counted_together(monkeypatch):
@@ -266,7 +298,7 @@ def test_missing_image_and_text_runs_are_counted_together(monkeypatch):
 
     monkeypatch.setattr(ch, "ensure_many", ensure_many)
     with pytest.raises(MissingRuns) as err:
-        ch.load("ci", [0, 1], [0, 1, 2], train=False)
+        ch.load("ci", [0, 1], text_seeds=[0, 1, 2], train=False)
     assert (err.value.found, err.value.total) == (2, 5)
 
 

@@ -176,13 +176,19 @@ def test_select_and_by_seed():
     assert ch.by_seed(frame, "maj3", "correct", 10.0) == {0: 1.0, 1: 0.9}
 
 
-def test_load_reads_the_two_grids(monkeypatch):
+def test_load_reads_the_three_grids_at_ci_and_two_at_paper(monkeypatch):
     calls = []
     monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, jobs, store, train:
-                        calls.append((name, profile, seeds, jobs, store, train)))
-    ch.load("ci", [0, 1], jobs=2)
-    ch.load_qk("paper", [3], store="results/paper", train=False)
-    assert calls == [("referee", "ci", [0, 1], 2, None, True), ("qk-norm", "paper", [3], None, "results/paper", False)]
+                        calls.append((name, profile, seeds, jobs, store, train)) or {"cell": [name]})
+    runs = ch.load("ci", [0, 1], jobs=2)
+    assert calls == [(n, "ci", [0, 1], 2, None, True) for n in ("referee", "qk-norm", "mask-moves")]
+    assert (runs.profile, runs.seeds) == ("ci", (0, 1))
+    assert {b: runs[b] for b in ("referee", "qk-norm", "mask-moves")} == {
+        b: {"cell": [b]} for b in ("referee", "qk-norm", "mask-moves")}
+    calls.clear()
+    runs = ch.load("paper", [3], store="results/paper", train=False)
+    assert calls == [(n, "paper", [3], None, "results/paper", False) for n in ("referee", "qk-norm")]
+    assert runs["mask-moves"] == {}  # the chapter reads the masks with their own rate at ci only
 
 
 # ---------------------------------------------------------------- frames
@@ -454,27 +460,30 @@ def test_sign_flip_p_is_the_exact_permutation_tail():
         sign_flip_p([])
 
 
-# ---------------------------------------------------------------- claims(): what `companion claim` prints
+# ---------------------------------------------------------------- decide(): what `companion claim` prints
 
 def _with_log_mask(runs):
-    """The runs with the `log_mask` readout on the misspecified cells: the initial ±10 mask, unmoved."""
+    """The runs with the `log_mask` readout on the misspecified cells at ±10 and ±1 (the contrasts the
+    chapter reads the final masks at): the initial mask, unmoved."""
     out = dict(runs)
     for task in ("2parity", "maj3"):
-        recs = runs[(task, "misspecified", 10.0)]
-        wrong = ch._pattern(recs[0].config.task, recs[0].config.model.prior.variant)
-        logits = torch.where(wrong, 10.0, -10.0)[None]
-        model = SimpleNamespace(state_dict=lambda logits=logits: {"blocks.0.attn.prior.logits": logits})
-        value = jsonable(log_mask(model, None, ""))
-        out[(task, "misspecified", 10.0)] = [SimpleNamespace(**{**vars(r), "readouts": {"log_mask": value}}) for r in recs]
+        for c in (10.0, 1.0):
+            recs = runs[(task, "misspecified", c)]
+            wrong = ch._pattern(recs[0].config.task, recs[0].config.model.prior.variant)
+            logits = torch.where(wrong, c, -c)[None]
+            model = SimpleNamespace(state_dict=lambda logits=logits: {"blocks.0.attn.prior.logits": logits})
+            value = jsonable(log_mask(model, None, ""))
+            out[(task, "misspecified", c)] = [SimpleNamespace(**{**vars(r), "readouts": {"log_mask": value}}) for r in recs]
     return out
 
 
 def test_claims_reads_the_three_grids_and_decides_every_claim_as_the_notebook_does(runs, qk_runs, movable, monkeypatch):
+    from companion.book.chapter import claims
     from companion.book.claims import load_ledger
 
     grids, calls = {"referee": _with_log_mask(runs), "qk-norm": qk_runs, "mask-moves": movable}, []
     monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: calls.append((name, seeds, kw)) or grids[name])
-    results = ch.claims("ci", list(SEEDS), jobs=2, store="st", train=False)
+    results = claims(ch, "ci", list(SEEDS), jobs=2, store="st", train=False)
     assert calls == [(n, list(SEEDS), {"jobs": 2, "store": "st", "train": False})
                      for n in ("referee", "qk-norm", "mask-moves")]
     ledger = load_ledger()
@@ -488,8 +497,24 @@ def test_claims_reads_the_three_grids_and_decides_every_claim_as_the_notebook_do
     assert {r.id: r.preconditions for r in results if r.preconditions} == parts["preconditions"]
     assert {r.id: r.detail for r in results if r.detail} == parts["details"]
     calls.clear()
-    ch.claims()  # the notebook's own seeds and a store that trains what is missing
+    claims(ch)  # the notebook's own seeds and a store that trains what is missing
     assert calls[0] == ("referee", list(ch.SEEDS), {"jobs": None, "store": None, "train": True})
+
+
+def test_decide_glues_every_number_once_and_keeps_the_step_cap_names_without_the_movable_runs(runs, qk_runs, movable):
+    from companion.book.chapter import Runs
+
+    grids = {"referee": _with_log_mask(runs), "qk-norm": qk_runs}
+    full = ch.decide(Runs("ci", SEEDS, {**grids, "mask-moves": movable}))
+    bare = ch.decide(Runs("paper", SEEDS, {**grids, "mask-moves": {}}))
+    assert [r.id for r in full.results][:2] == ["R-01", "R-02"] and {"M-07", "M-08", "M-09"} <= {r.id for r in full.results}
+    assert [r.id for r in bare.results] == ["R-02", "R-03", "R-04", "R-05", "R-06", "R-07"] and bare["cap"] is None
+    assert set(bare.numbers) == set(full.numbers)  # the same glue names at both, "—" where the runs are not
+    assert (bare.numbers["ch6_R01"], bare.numbers["ch6_cap_ratio"]) == ("—", "—")
+    assert full.numbers["ch6_R01"] == next(r.verdict for r in full.results if r.id == "R-01")
+    # the misspecified masks' final masks at ±10 and at ±1 (unmoved in `_with_log_mask`: 0 up to rounding)
+    assert [full.numbers[k].lstrip("−") for k in ("ch6_sep10_maj3", "ch6_sep1_2parity")] == ["0.00 %", "0.00 %"]
+    assert len(full["frame"]) == 30 * len(SEEDS) and len(full["qk"]) == 10 * len(SEEDS)
 
 
 # ---------------------------------------------------------------- where the mask can move (step cap)
@@ -544,11 +569,11 @@ def test_step_cap_glue_keeps_its_names_at_a_profile_without_the_runs(runs, movab
     assert empty["ch6_cap_paper"] == full["ch6_cap_paper"] == "0.02 to 0.18"
 
 
-def test_load_movable_reads_the_grid_at_ci_only(monkeypatch):
+def test_load_reads_the_movable_grid_at_ci_only(monkeypatch):
     calls = []
     monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: calls.append((name, profile)) or {"x": 1})
-    assert ch.load_movable("ci", [0]) == {"x": 1} and ch.load_movable("paper", [0]) == {}
-    assert calls == [("mask-moves", "ci")]
+    assert ch.load("ci", [0])["mask-moves"] == {"x": 1} and ch.load("paper", [0])["mask-moves"] == {}
+    assert [c for c in calls if c[0] == "mask-moves"] == [("mask-moves", "ci")]
     assert list(ch.movable_table({}).iloc[:, 0]) == ["The masks with a learning rate of their own are run at the ci profile only."]
 
 

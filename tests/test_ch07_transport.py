@@ -1,6 +1,6 @@
 """Attention as entropic transport (Chapter 7): the optimiser's solution equals softmax (Props 2.2, 3.1);
 Theorem 5.1 and Figure 2c read from the records' readouts equal what the chapter computed from the
-trained models before; the chapter's tables, claim measures, prose numbers and `claims`. (The
+trained models before; the chapter's tables, claim measures, prose numbers, `load` and `decide`. (The
 measurements on models themselves are tested in tests/test_transport.py.)"""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from companion.book.claims import record_all
 from companion.book.transport import objective, solve_entropic
 from companion.config import ModelConfig, PriorConfig, TaskConfig
 from companion.model import Transformer, init_weights_
-from companion.readouts import measure_readouts
+from companion.measuring import measure_readouts
 from companion.tasks import make_task
 from companion.transport import attention_internals, collapse_bounds, matched_bins, sink_vs_signal
 
@@ -278,17 +278,22 @@ def test_shed_share_is_scale_free():
     assert ch.shed(curve).tolist() == [0.25] and ch.shed_share(curve).tolist() == [1.0]
 
 
-def test_load_control_reads_charlm_goat_rope_alibi_records_only(monkeypatch):
+def test_load_reads_the_control_from_charlm_goat_rope_alibi_records_only(monkeypatch):
     calls = []
 
     def fake(experiment, profile, seeds, *, methods=None, store=None, jobs=None, train=True):
-        calls.append((experiment, profile, tuple(seeds), tuple(methods), store, jobs, train))
-        return [SimpleNamespace(config=SimpleNamespace(method=m), seed=s) for s in (0, 1) for m in methods]
+        calls.append((experiment, profile, tuple(seeds), methods and tuple(methods), store, jobs, train))
+        return [SimpleNamespace(config=SimpleNamespace(method=m), seed=s) for s in (0, 1) for m in methods or ("goat",)]
 
     monkeypatch.setattr(ch, "ensure_runs", fake)
-    runs = ch.load_control("ci", [0, 1], store="somewhere", train=False)
-    assert calls == [("charlm", "ci", (0, 1), ("goat", "rope", "alibi"), "somewhere", None, False)]
-    assert list(runs) == ["goat", "rope", "alibi"]
+    runs = ch.load("ci", store="somewhere", train=False)
+    assert calls[1] == ("charlm", "ci", ch.CONTROL_SEEDS, ("goat", "rope", "alibi"), "somewhere", None, False)
+    assert list(runs["control"]) == ["goat", "rope", "alibi"]
+    calls.clear()
+    ch.load("ci", control_seeds=[3])
+    assert calls[1][:3] == ("charlm", "ci", (3,))
+    with pytest.raises(ValueError, match="seeds"):
+        ch.load("ci", control_seeds=[])
 
 
 def test_run_summary_counts_every_run():
@@ -301,19 +306,23 @@ def test_run_summary_counts_every_run():
 def test_load_reads_copymix_records_by_method(monkeypatch):
     calls = []
 
-    def fake(experiment, profile, seeds, *, store=None, jobs=None, train=True):
+    def fake(experiment, profile, seeds, *, methods=None, store=None, jobs=None, train=True):
         calls.append((experiment, profile, tuple(seeds), store, jobs, train))
         return [SimpleNamespace(config=SimpleNamespace(method=m), seed=s) for s in (1, 0) for m in ("alibi", "goat", "rope")]
 
     monkeypatch.setattr(ch, "ensure_runs", fake)
     runs = ch.load("ci", [1, 0], jobs=2)
-    assert calls == [("copymix", "ci", (1, 0), None, 2, True)]
-    assert list(runs) == ["goat", "rope", "alibi"] and [r.seed for r in runs["goat"]] == [0, 1]
+    assert calls == [("copymix", "ci", (1, 0), None, 2, True), ("charlm", "ci", ch.CONTROL_SEEDS, None, 2, True)]
+    assert (runs.profile, runs.seeds) == ("ci", (1, 0))
+    assert list(runs["copymix"]) == ["goat", "rope", "alibi"] and [r.seed for r in runs["copymix"]["goat"]] == [0, 1]
 
 
 def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
-    """`claims` reads the records `load` and `load_control` give (default seeds, store and train passed
-    on) and decides S3-01 … S3-04, S3-22, S3-20 and S3-23 with the notebook's functions."""
+    """`claims` (`decide` on `load`) reads the copy-mixture records and the char-LM control's (default
+    seeds, store and train passed on) and decides S3-01 … S3-04, S3-22, S3-20 and S3-23 with the
+    notebook's functions."""
+    from companion.book.chapter import claims
+
     sink = _model(GOAT)
     for block in sink.blocks:
         block.attn.prior.sink_bump.data[0] = 8.0
@@ -321,11 +330,15 @@ def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
     runs = {m: [_record(m, s, model) for s in (0, 1, 2)] for m, model in models.items()}
     # the control's GOAT has no sink: the sink claims are decided on it, not on the runs' sink head
     control = {m: [_record(m, s, _model(GOAT) if m == "goat" else model) for s in (0, 1)] for m, model in models.items()}
-    calls = []
-    monkeypatch.setattr(ch, "load", lambda profile, seeds, **kw: calls.append(("load", profile, seeds, kw)) or runs)
-    monkeypatch.setattr(ch, "load_control", lambda profile, seeds, **kw: calls.append(("control", profile, seeds, kw)) or control)
-    results = ch.claims(store="there", train=False)
-    assert [c[:3] for c in calls] == [("load", "ci", [0, 1, 2]), ("control", "ci", [0, 1])]
+    stored, calls = {"copymix": runs, "charlm": control}, []
+
+    def fake(experiment, profile, seeds, *, methods=None, **kw):
+        calls.append((experiment, profile, list(seeds), kw))
+        return [r for rs in stored[experiment].values() for r in rs]
+
+    monkeypatch.setattr(ch, "ensure_runs", fake)
+    results = claims(ch, store="there", train=False)
+    assert [c[:3] for c in calls] == [("copymix", "ci", [0, 1, 2]), ("charlm", "ci", [0, 1])]
     assert calls[0][3] == calls[1][3] == {"jobs": None, "store": "there", "train": False}
     assert [r.id for r in results] == ["S3-01", "S3-02", "S3-03", "S3-04", "S3-22", "S3-20", "S3-23"]
     eot, thm, curves = ch.propositions(), ch.theorem(runs), ch.sink_curves(control)
@@ -336,4 +349,24 @@ def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
     assert results[3].preconditions["goat-has-sink"] < 0.5 < ch.claim_preconditions(ch.sink_heads(runs))["S3-04"]["goat-has-sink"]
     assert results[3].verdict == results[4].verdict == "inconclusive"
     with pytest.raises(ValueError, match="seeds"):
-        ch.claims(seeds=[])
+        claims(ch, seeds=[])
+
+
+def test_decide_glues_every_number_the_text_cites_once():
+    """`decide` on records: the parts the notebook shows, and every glue name its text cites (but the
+    paper-status line its closing cell glues)."""
+    import json
+    import re
+    from pathlib import Path
+
+    from companion.book.chapter import Runs
+
+    models = {"goat": _model(GOAT), "rope": _model(replace(BASE, positions="rope")), "alibi": _model(ALIBI)}
+    runs = {m: [_record(m, s, model) for s in (0, 1)] for m, model in models.items()}
+    found = ch.decide(Runs("ci", (0, 1), {"copymix": runs, "control": runs}))
+    assert [r.id for r in found.results] == ["S3-01", "S3-02", "S3-03", "S3-04", "S3-22", "S3-20", "S3-23"]
+    assert set(found.parts) == {"eot", "thm", "curves", "control", "heads", "control_heads", "sens"}
+    cells = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "07_transport.ipynb").read_text())["cells"]
+    cited = {name for c in cells if c["cell_type"] == "markdown"
+             for name in re.findall(r"\{glue:[a-z]+\}`([^`]+)`", "".join(c["source"]))}
+    assert cited and cited - {"ch7_paper_status"} <= set(found.numbers)

@@ -16,7 +16,7 @@ from companion.book import ch08_copy_mixture as ch
 from companion.book.transport import prior_panels
 from companion.config import ModelConfig, PriorConfig
 from companion.model import Transformer, init_weights_
-from companion.readouts import measure_readouts
+from companion.measuring import measure_readouts
 from companion.tasks import TaskSpec
 
 SPEC = TaskSpec(inputs="tokens", output="lm", vocab_size=9, seq_len=12)
@@ -167,8 +167,13 @@ def test_load_reads_copymix_records_by_method(monkeypatch):
 
     monkeypatch.setattr(ch, "ensure_runs", fake)
     runs = ch.load("ci", [2, 0], store="there", train=False)
-    assert calls == [("copymix", "ci", (2, 0), "there", False)] and list(runs) == ["goat", "rope", "alibi"]
-    assert [r.seed for r in runs["rope"]] == [0, 2] and runs["alibi"] == []
+    copymix = runs["copymix"]
+    assert calls == [("copymix", "ci", (2, 0), "there", False)] and list(copymix) == ["goat", "rope", "alibi"]
+    assert [r.seed for r in copymix["rope"]] == [0, 2] and copymix["alibi"] == []
+    assert (runs.profile, runs.seeds, list(runs.blocks)) == ("ci", (2, 0), ["copymix"])
+    with pytest.raises(ValueError, match="seeds"):
+        ch.load("ci", [])  # checked before anything is fetched
+    assert len(calls) == 1
 
 
 def test_a_record_without_the_readout_is_a_clear_error():
@@ -181,19 +186,29 @@ def test_a_record_without_the_readout_is_a_clear_error():
 
 
 def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
-    """`claims` reads the records `load` gives (default seeds; store and train passed on) and decides
-    S3-07, S3-05 and S3-06 with the notebook's functions."""
+    """`claims` decides on the records `load` fetches (default seeds; store and train passed on): S3-07,
+    S3-05 and S3-06, with the notebook's functions, and `decide` also gives the prose numbers."""
+    from companion.book.chapter import claims
     from companion.book.claims import record_all
 
-    runs = {"goat": [_goat_record(_goat(b), s) for s, b in ((0, 5.0), (1, 1.0), (2, 3.0))]}
-    for r, gap in zip(runs["goat"], (0.0141, 0.0145, 0.0138)):
+    goat = [_goat_record(_goat(b), s) for s, b in ((0, 5.0), (1, 1.0), (2, 3.0))]
+    for r, gap in zip(goat, (0.0141, 0.0145, 0.0138)):
         r.wall_time, r.metrics = 1.0, {"test": {"gap": gap}}
     calls = []
-    monkeypatch.setattr(ch, "load", lambda profile, seeds, **kw: calls.append((profile, seeds, kw)) or runs)
-    results = ch.claims(store="there", train=False)
-    assert calls == [("ci", [0, 1, 2], {"jobs": None, "store": "there", "train": False})]
-    frame, heads = ch.frame_of(runs), ch.structure(runs["goat"], lag=2)
+
+    def fetch(experiment, profile, seeds, **kw):
+        calls.append((experiment, profile, list(seeds), kw))
+        return goat
+
+    monkeypatch.setattr(ch, "ensure_runs", fetch)
+    results = claims(ch, store="there", train=False)
+    assert calls == [("copymix", "ci", [0, 1, 2], {"store": "there", "jobs": None, "train": False})]
+    runs = {"goat": goat}
+    frame, heads = ch.frame_of(runs), ch.structure(goat, lag=2)
     expect = record_all(ch.claim_measures(frame, heads), details=ch.claim_details(frame, heads))
     assert [(r.id, r.measure, r.verdict, r.detail) for r in results] == [(r.id, r.measure, r.verdict, r.detail)
                                                                          for r in expect]
     assert [r.id for r in results] == ["S3-07", "S3-05", "S3-06"] and results[1].measure == round(2 / 3, 3)
+    found = ch.decide(ch.load("ci", store="there", train=False))
+    assert found.numbers["ch8_sink_seeds"] == "2 of 3" and found.numbers["ch8_gap_goat"] == "0.014"
+    assert list(found["frame"].seed) == [0, 1, 2]

@@ -13,13 +13,14 @@ import pytest
 import torch
 
 from companion.book import ch09_extrapolation as ch
+from companion.book.chapter import Runs, claims
 from companion.config import ModelConfig, TaskConfig
 from companion.experiments.copy_mixture import prior_model
 from companion.experiments.extrapolation import METHODS, readout_specs
 from companion.goat import sink_profiles as core_sink_profiles
 from companion.model import Transformer
 from companion.positions import alibi_slopes
-from companion.readouts import measure_readouts
+from companion.measuring import measure_readouts
 from companion.tasks import TaskSpec, make_task
 
 matplotlib.use("Agg")
@@ -65,10 +66,16 @@ def test_load_reads_records_of_the_extrapolation_grid_by_method_in_seed_order(mo
     monkeypatch.setattr(ch, "ensure_grid", fake_grid)
     loaded = ch.load("ci", [0, 1], jobs=3, store="somewhere", train=False)
     assert calls == [("extrapolation", "ci", (0, 1), "somewhere", 3, False, False)]  # records only, no weights
-    assert list(loaded) == ["charlm", "passkey"]
+    assert isinstance(loaded, Runs) and (loaded.profile, loaded.seeds) == ("ci", (0, 1))
+    assert list(loaded.blocks) == ["charlm", "passkey"]
     runs = loaded["charlm"]
     assert list(runs) == ["goat", "goat-uniform", "rope", "alibi", "sinusoidal"]
     assert [r.run_id for r in runs["goat"]] == ["goat-0", "goat-1"] and runs["alibi"] == []
+    assert ch.load("ci").seeds == ch.SEEDS == (0, 1)  # the notebook's default seeds
+    assert calls[-1][2] == (0, 1)
+    with pytest.raises(ValueError):
+        ch.load("ci", [0, 0])  # load checks its parameters before it asks for any run
+    assert len(calls) == 2
 
 
 def test_run_summary_counts_every_run_of_both_experiments():
@@ -212,7 +219,7 @@ def test_a_tiny_models_readouts_in_a_record_give_the_direct_readings():
     """End to end on real models: what a run stores (`measure_readouts` of its config's specs) read by
     the chapter equals `ce_at` on the same model, with position interpolation for "rope-pi"."""
     from companion.priors import interpolated
-    from companion.readouts import measure_readouts
+    from companion.measuring import measure_readouts
 
     task_cfg = TaskConfig.of("char-lm", seq_len=8)
     task = make_task(task_cfg)
@@ -464,16 +471,25 @@ def test_claims_decide_every_claim_from_the_records_in_the_notebooks_order(monke
             rec.readouts[LM_SPECS["sink"]] = _sink_value(by_seed[rec.seed])
     calls = []
 
-    def fake_load(profile, seeds, *, jobs=None, store=None, train=True):
-        calls.append((profile, list(seeds), jobs, store, train))
-        return {"charlm": lm_runs, "passkey": pk_runs}
+    def fake_grid(name, profile, seeds, *, store=None, jobs=None, train=True, weights=False):
+        calls.append((name, profile, tuple(seeds), store, jobs, train))
+        return {"charlm": [r for recs in lm_runs.values() for r in recs],
+                "passkey": [r for recs in pk_runs.values() for r in recs]}
 
-    monkeypatch.setattr(ch, "load", fake_load)
-    results = ch.claims(store="records", train=False)
-    assert calls == [("ci", [0, 1], None, "records", False)]
+    monkeypatch.setattr(ch, "ensure_grid", fake_grid)
+    results = claims(ch, store="records", train=False)
+    assert calls == [("extrapolation", "ci", (0, 1), "records", None, False)]
     pk = ch.passkey_lengths(pk_runs, PK_SPECS, 5)[0]
     assert [r.id for r in results] == ["S3-08", "S3-09", "S3-10", "S3-11", "S3-12", "S3-13", "S3-14"]
     measures = {r.id: r.measure for r in results}
     assert {k: measures[k] for k in ("S3-08", "S3-09", "S3-10")} == {"S3-08": 2.5, "S3-09": 1.5, "S3-10": 1.05}
     assert (measures["S3-11"], measures["S3-12"]) == (0.5, 0.5)
     assert (measures["S3-13"], measures["S3-14"]) == (0.125, 0.09) and len(pk) == 6 * 4 * 2
+    found = ch.decide(ch.load("ci", store="records", train=False))
+    assert [(r.id, r.measure, r.verdict) for r in found.results] == [(r.id, r.measure, r.verdict) for r in results]
+    assert list(found.parts) == ["setup", "lm", "profiles", "structure", "pk", "grid"]
+    n = found.numbers
+    assert n["ch9_n_seeds"] == "2" and all(n[f"ch9_verdict_{r.id}"] == r.verdict for r in results)
+    assert n["ch9_L"] == "64" and n["ch9_ppl_far_rope"] == "11.00" and n["ch9_spike_seeds"] == "1 of 2"
+    assert n["ch9_pk_margin"] == "0.12" and n["ch9_niah_min"] == "0.09"
+    assert set(n) >= set(ch.setup_numbers(found["setup"])) | set(ch.sink_numbers(found["structure"]))

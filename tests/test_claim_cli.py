@@ -1,23 +1,20 @@
-"""`companion claim ID` and the chapters' `claims()`: the chapter of every claim has a module; the
-chapters without training give, through `claims()`, exactly the verdicts and measures glued in their
-committed executed notebooks; each claim cell of a notebook calls functions that `claims()` calls; and
-every error of the command says what is wrong and what to do."""
+"""`companion claim ID` and the chapters' one decision: the chapter of every claim has a module with
+`load` and `decide`; the chapters without training give, through `decide`, exactly the verdicts and
+measures glued in their committed executed notebooks; `Findings.record` glues only inside a kernel;
+and every error of the command says what is wrong and what to do."""
 
 from __future__ import annotations
 
-import ast
 import importlib
-import inspect
-import json
 import math
-import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
 
 from companion.book import ch01_foundations, ch04_arithmetic
-from companion.book.claim_cli import chapter_module, paper_store
+from companion.book.chapter import Findings, claims, module_name, module_of
+from companion.book.claim_cli import paper_store
 from companion.book.claims import assess, load_ledger
 from companion.book.display import load_dashboard, ours_text
 from companion.book.missing import gather
@@ -27,8 +24,6 @@ from companion.sweep import MissingRuns
 
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER = load_ledger()
-WITH_CLAIMS = ("01_masks_and_positions", "02_prior_in_the_mask", "03_boolean_extrapolation", "04_arithmetic",
-               "05_images_and_language", "06_what_the_referees_asked", "10_cost")
 UNTRAINED = ("01_masks_and_positions", "02_prior_in_the_mask", "10_cost")
 
 
@@ -42,15 +37,6 @@ def _ids(chapter: str) -> set[str]:
     return {cid for cid, c in LEDGER.items() if c.chapter == f"chapters/{chapter}" and c.rebuilt}
 
 
-def _code_cells(chapter: str) -> list[str]:
-    nb = json.loads((ROOT / "notebooks" / f"{chapter}.ipynb").read_text())
-    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-
-
-def _source(fn) -> str:
-    return textwrap.dedent(inspect.getsource(fn))
-
-
 # ---------------------------------------------------------------- the mapping
 
 
@@ -58,45 +44,19 @@ def test_every_chapter_of_the_book_and_of_the_ledger_has_one_module():
     chapters = _toc_chapters()
     assert len(chapters) == 10
     for f in chapters:
-        name = chapter_module(f)
+        name = module_name(f)
         assert name.startswith(f"companion.book.ch{Path(f).name[:2]}_") and importlib.import_module(name)
+        assert module_name(Path(f).name[:2]) == name
+        module = module_of(f)
+        assert callable(module.load) and callable(module.decide) and not hasattr(module, "claims"), name
     for claim in LEDGER.values():
         if claim.chapter != "scoreboard":
-            assert chapter_module(claim.chapter) == chapter_module(f"book/{claim.chapter}")
+            assert module_name(claim.chapter) == module_name(f"book/{claim.chapter}")
     with pytest.raises(LookupError, match=r"^'scoreboard' is not a chapter \(chapters/NN_name\); no module"):
-        chapter_module("scoreboard")
+        module_name("scoreboard")
 
 
-@pytest.mark.parametrize("chapter", WITH_CLAIMS)
-def test_each_claim_cell_of_the_notebook_calls_functions_that_claims_calls(chapter):
-    """Every chapter function named in a `record_all(...)` call of the notebook is called by `claims()`."""
-    module = importlib.import_module(chapter_module(chapter))
-    in_claims = {n.func.id for n in ast.walk(ast.parse(_source(module.claims)))
-                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    named = set()
-    for src in _code_cells(chapter):
-        for call in (n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Call)):
-            if isinstance(call.func, ast.Name) and call.func.id == "record_all":
-                named |= {a.attr for a in ast.walk(call) if isinstance(a, ast.Attribute)
-                          and isinstance(a.value, ast.Name) and a.value.id in ("ch", "cr")}
-    assert named and named <= in_claims, named - in_claims
-
-
-@pytest.mark.parametrize("chapter", ["03_boolean_extrapolation", "04_arithmetic", "05_images_and_language",
-                                     "06_what_the_referees_asked"])
-def test_the_default_seeds_are_the_notebooks(chapter):
-    params = {}
-    for src in _code_cells(chapter)[:1]:
-        for node in ast.parse(src).body:
-            if isinstance(node, ast.Assign):
-                params[node.targets[0].id] = ast.literal_eval(node.value)
-    module = importlib.import_module(chapter_module(chapter))
-    assert list(module.SEEDS) == params["seeds"]
-    if "text_seeds" in params:
-        assert list(module.TEXT_SEEDS) == params["text_seeds"]
-
-
-# ---------------------------------------------------------------- claims() against the executed chapters
+# ---------------------------------------------------------------- decide against the executed chapters
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +65,8 @@ def executed():
 
 
 @pytest.mark.parametrize("chapter", UNTRAINED)
-def test_claims_give_the_verdicts_and_measures_of_the_executed_chapter(chapter, executed):
-    results = importlib.import_module(chapter_module(chapter)).claims("ci")
+def test_decide_gives_the_verdicts_and_measures_of_the_executed_chapter(chapter, executed):
+    results = claims(module_of(chapter), "ci")
     assert {r.id for r in results} == _ids(chapter)
     for r in results:
         glued = executed[r.id]
@@ -119,21 +79,25 @@ def test_claims_give_the_verdicts_and_measures_of_the_executed_chapter(chapter, 
         assert (r.detail, r.preconditions) == (glued["detail"], glued["preconditions"]), r.id
 
 
-def test_claims_neither_print_nor_glue_outside_a_kernel(capsys, monkeypatch):
+def test_findings_glue_only_inside_a_kernel_and_then_every_claim_and_number(capsys, monkeypatch):
     import myst_nb
 
     from companion.book import claims as claims_module
 
     glued = []
     monkeypatch.setattr(myst_nb, "glue", lambda *a, **k: glued.append(a[0]))
-    ch01_foundations.claims()
-    claims_module.record("S1-01", True)  # outside a kernel the default does not glue either
+    found = ch01_foundations.decide(ch01_foundations.load("ci"))
+    assert found.record() == list(found.results) and glued == []  # outside a kernel, nothing is glued
+    claims_module.record("S1-01", True)  # nor does a chapter's record by default
     assert glued == [] and capsys.readouterr() == ("", "")
-    monkeypatch.setattr(claims_module, "_in_kernel", lambda: True)  # in a kernel, a chapter's record glues
-    claims_module.record("S1-01", True)
-    assert glued == ["claim:S1-01"]
-    claims_module.record("S1-01", True, glue=False)  # and claims() never does
-    assert glued == ["claim:S1-01"]
+    monkeypatch.setattr(claims_module, "_in_kernel", lambda: True)
+    from companion.book import chapter as chapter_module
+
+    monkeypatch.setattr(chapter_module, "_in_kernel", lambda: True)
+    found.record()
+    assert glued == [f"claim:{r.id}" for r in found.results] + list(found.numbers)
+    claims_module.record("S1-01", True, glue=False)  # and glue=False never does
+    assert len(glued) == len(found.results) + len(found.numbers)
 
 
 def test_gather_counts_the_missing_runs_of_every_block():
@@ -166,7 +130,7 @@ def test_help_says_the_whole_chapter_is_computed(capsys):
 
 def test_a_claim_of_chapter_1_is_printed_with_its_measure_and_verdict(capsys):
     code, out, err = _run(capsys, "S1-07")
-    result = {r.id: r for r in ch01_foundations.claims()}["S1-07"]
+    result = {r.id: r for r in claims(ch01_foundations)}["S1-07"]
     claim = LEDGER["S1-07"]
     assert code == 0 and err == ""
     assert out.splitlines() == [
@@ -192,32 +156,37 @@ def test_an_item_reported_not_rebuilt_prints_its_reason(capsys):
     assert out.splitlines()[-2:] == ["  verdict: reported, not rebuilt", f"  reason:  {LEDGER[cid].reason}"]
 
 
-def test_a_chapter_module_without_claims_is_named(capsys, monkeypatch):
-    monkeypatch.delattr(ch01_foundations, "claims")
+def test_a_chapter_module_without_decide_is_named(capsys, monkeypatch):
+    monkeypatch.delattr(ch01_foundations, "decide")
     assert _run(capsys, "S1-07") == (1, "", (
-        "companion claim: error: companion.book.ch01_foundations has no claims() function, so S1-07 cannot be "
+        "companion claim: error: companion.book.ch01_foundations has no load() and decide(), so S1-07 cannot be "
         "computed on its own yet; execute its chapter (chapters/01_masks_and_positions) instead.\n"))
 
 
+def _decides_nothing(monkeypatch, module):
+    monkeypatch.setattr(module, "load", lambda *a, **k: None)
+    monkeypatch.setattr(module, "decide", lambda runs: Findings((), {}, {}))
+
+
 def test_a_claim_measured_at_the_other_profile_only(capsys, monkeypatch):
-    monkeypatch.setattr(ch04_arithmetic, "claims", lambda *a, **k: [])
+    _decides_nothing(monkeypatch, ch04_arithmetic)
     code, out, err = _run(capsys, "S2-17", "--train")  # the ledger measures it at paper
     assert code == 0 and err == ""
     assert out.splitlines()[-2:] == ["  verdict: not run at this scale",
                                      "  note:    the chapter measures it at the paper profile: add --profile paper"]
-    monkeypatch.setattr(ch01_foundations, "claims", lambda *a, **k: [])
-    assert _run(capsys, "S1-07") == (1, "", "companion claim: error: companion.book.ch01_foundations.claims() "
+    _decides_nothing(monkeypatch, ch01_foundations)
+    assert _run(capsys, "S1-07") == (1, "", "companion claim: error: companion.book.ch01_foundations.decide() "
                                             "did not measure S1-07 at the ci profile.\n")
 
 
 def test_profile_paper_reads_the_committed_records_without_training(capsys, monkeypatch):
-    calls, real = [], ch01_foundations.claims
+    calls, real = [], ch01_foundations.load
 
     def spy(profile, seeds, **kw):
         calls.append((profile, seeds, kw))
         return real()
 
-    monkeypatch.setattr(ch01_foundations, "claims", spy)
+    monkeypatch.setattr(ch01_foundations, "load", spy)
     for argv in (["--profile", "paper"], ["--profile", "paper", "--train", "--store", "s", "--jobs", "3"],
                  ["--no-train", "--seeds", "0-2"], []):
         assert _run(capsys, "S1-07", *argv)[0] == 0
@@ -245,7 +214,7 @@ def test_missing_paper_runs_name_the_command_that_makes_them(capsys, monkeypatch
     def missing(*a, **k):
         raise MissingRuns("…", 3, 10, [])
 
-    monkeypatch.setattr(ch04_arithmetic, "claims", missing)
+    monkeypatch.setattr(ch04_arithmetic, "load", missing)
     assert _run(capsys, "S2-13", "--profile", "paper") == (1, "", (
         f"companion claim: error: 3 of 10 runs of this chapter are stored in {paper_store()} at the paper profile; "
         "make them on a GPU with `companion paper 04` (it stores into results/paper), or add --train to train "

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from companion.book import paper
+from companion.book.chapter import Findings
 from companion.cli import main
 from companion.cli.paper import estimate_group, run_paper, window_rows
 from companion.experiments import EXPERIMENTS, get_experiment
@@ -66,7 +67,7 @@ def test_chapter_keys_and_plans():
 def test_a_window_writes_records_only_and_the_next_one_continues(tmp_path, tiny_paper):
     lines = []
     first = run_paper("08", root=tmp_path, device="cpu", log=lines.append, estimate=_no_estimate)
-    assert first["total"] == 6 and first["stored_before"] == 0 and first["remaining"] == 0
+    assert first["total"] == 9 and first["stored_before"] == 0 and first["remaining"] == 0
     assert sum(len(g["run_ids"]) for g in first["ran"]) == 9  # each method's whole group, seeds 0-2
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json"] * 9 + [".jsonl", ".md"]  # no weights
     store = RunStore(tmp_path)
@@ -75,7 +76,7 @@ def test_a_window_writes_records_only_and_the_next_one_continues(tmp_path, tiny_
     assert all(r.execution["members"] == [0, 1, 2] for r in records)
     assert {machine(r.host) for r in records} == {machine(describe())}
     second = run_paper("08", root=tmp_path, device="cpu", log=lines.append, estimate=_no_estimate)
-    assert second["stored_before"] == 6 and second["ran"] == [] and second["remaining"] == 0
+    assert second["stored_before"] == 9 and second["ran"] == [] and second["remaining"] == 0
     assert [w["chapter"] for w in window_rows(tmp_path)] == ["08", "08"]
     readme = (tmp_path / "README.md").read_text()
     assert readme.count("| 08 |") == 2 and "<!-- windows:start -->" in readme
@@ -84,7 +85,7 @@ def test_a_window_writes_records_only_and_the_next_one_continues(tmp_path, tiny_
 def test_a_group_that_would_not_fit_is_not_started(tmp_path, tiny_paper):
     summary = run_paper("08", root=tmp_path, device="cpu", minutes=1.0, log=lambda _: None,
                         estimate=lambda group: {"seconds": 1e6}, clock=lambda: 0.0)
-    assert summary["ran"] == [] and summary["remaining"] == 6
+    assert summary["ran"] == [] and summary["remaining"] == 9
     assert summary["stopped"] == "copymix/goat seeds 0,1,2: estimated 1000000 s, 40 s left"  # 60 s less the margin
     assert not list(tmp_path.glob("*.json"))
 
@@ -100,23 +101,27 @@ def test_the_estimate_separates_per_update_and_fixed_costs():
 
 def test_the_book_reads_the_records_back(tmp_path, tiny_paper, monkeypatch):
     root = tmp_path  # a repository root: records go to <root>/results/paper
-    assert paper.coverage("08", root).words() == "0 of 6 paper-profile runs"
-    assert "Not run at this scale yet: 0 of 6" in paper.status_text("08", root)
+    assert paper.coverage("08", root).words() == "0 of 9 paper-profile runs"
+    assert "Not run at this scale yet: 0 of 9" in paper.status_text("08", root)
     run_paper("08", root=root / paper.PAPER_DIR, device="cpu", log=lambda _: None, estimate=_no_estimate)
     cov = paper.coverage("08", root)
-    assert (cov.found, cov.total, cov.complete) == (6, 6, True)
+    assert (cov.found, cov.total, cov.complete) == (9, 9, True)
     today = paper.available("08", root)[0].finished_at[:10]
     assert paper.status_text("08", root) == (
-        f"All 6 paper-profile runs are in `results/paper/` (made on {machine(describe())} (torch "
+        f"All 9 paper-profile runs are in `results/paper/` (made on {machine(describe())} (torch "
         f"{torch.__version__}), {today}); the verdicts at that scale are below.")
     # the chapter's claims at paper read exactly those records, without training
     seen = {}
 
     class Chapter:
         @staticmethod
-        def claims(profile, *, store, train):
+        def load(profile, seeds, *, jobs, store, train):
             seen.update(profile=profile, root=store.root, train=train, read_only=store.read_only)
-            return []
+            return None
+
+        @staticmethod
+        def decide(runs):
+            return Findings((), {}, {})
 
     assert paper.paper_claims(Chapter, "08", root) == []
     assert seen == {"profile": "paper", "root": root / paper.PAPER_DIR, "train": False, "read_only": True}
@@ -126,12 +131,12 @@ def test_the_book_reads_the_records_back(tmp_path, tiny_paper, monkeypatch):
 def test_the_command_line(tmp_path, tiny_paper, capsys):
     assert main(["paper", "08", "--store", str(tmp_path), "--dry-run", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
-    assert "chapter 08: 0 of 6 paper runs stored" in out and "would run copymix/goat seeds 0,1,2" in out
+    assert "chapter 08: 0 of 9 paper runs stored" in out and "would run copymix/goat seeds 0,1,2" in out
     assert not list(tmp_path.glob("*.json"))
     assert main(["paper", "12", "--store", str(tmp_path)]) == 1
     assert "unknown chapter '12'" in capsys.readouterr().err
     assert main(["paper", "--status", "--store", str(tmp_path)]) == 0
-    assert "08 08_copy_mixture: 0 of 6 paper runs" in capsys.readouterr().out
+    assert "08 08_copy_mixture: 0 of 9 paper runs" in capsys.readouterr().out
 
 
 def test_partial_records_are_available_to_the_chapter(tmp_path, tiny_paper):
@@ -140,8 +145,8 @@ def test_partial_records_are_available_to_the_chapter(tmp_path, tiny_paper):
     run_paper("08", root=root / paper.PAPER_DIR, device="cpu", log=lambda _: None,
               estimate=lambda group: {"seconds": next(estimates)})
     got = paper.available("08", root)
-    assert sorted((r.config.method, r.seed) for r in got) == [("goat", 0), ("goat", 1)]
-    assert paper.coverage("08", root).words() == "2 of 6 paper-profile runs"
+    assert sorted((r.config.method, r.seed) for r in got) == [("goat", 0), ("goat", 1), ("goat", 2)]
+    assert paper.coverage("08", root).words() == "3 of 9 paper-profile runs"
     assert paper.paper_table(object(), "08", root) is None
 
 

@@ -20,8 +20,8 @@ from companion.experiments.extrapolation import CONTROL_READOUTS
 from companion.goat import sink_profiles
 from companion.model import Transformer
 from companion.priors import interpolated
-from companion.readouts import (check_readouts, measure_readouts, option_int, rounded, sample_positions,
-                                split_arg)
+from companion.measuring import check_readouts, measure_readouts
+from companion.readouts import option_int, rounded, sample_positions, split_arg
 from companion.tasks import make_task
 
 BASE = ModelConfig(arch="decoder", d_model=16, n_layers=2, n_heads=2, d_head=8, d_ff=32)

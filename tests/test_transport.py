@@ -15,7 +15,7 @@ import torch
 
 from companion.config import ModelConfig, PriorConfig, TaskConfig
 from companion.model import Transformer, init_weights_
-from companion.readouts import check_readouts, measure_readouts
+from companion.measuring import check_readouts, measure_readouts
 from companion.tasks import TaskSpec, make_task
 from companion.transport import (BINS, PROBE, attention_internals, collapse_bounds, matched_bins, probe_batch,
                                  sink_vs_signal)

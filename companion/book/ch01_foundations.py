@@ -9,8 +9,9 @@ and the numbers its prose cites.
 - `Projections` / `self_attention`: one head of self-attention with fixed random projections.
 - `permutation_gap`: max |f(P x) − P f(x)|, the failure of permutation equivariance.
 - `equivariance_trials`, `gap_summary`: that gap over random inputs and permutations, in three settings.
-- `claim_measures`, `prose_numbers`: the S1-… measures and the glued numbers of the text;
-  `claims`: every S1-… verdict, computed as the notebook computes it (what `companion claim` prints).
+- `claim_measures`, `prose_numbers`: the S1-… measures and the glued numbers of the text.
+- `load` (the chapter's `Inputs`: its examples, trials and seed) and `decide` (every S1-… claim and
+  prose number, for the notebook and `companion claim`).
 """
 
 from __future__ import annotations
@@ -24,13 +25,17 @@ import torch
 from torch import Tensor
 
 from companion.attention import attend, visible_keys
+from companion.book.chapter import Decision, Findings, Runs
+from companion.book.parameters import check_parameters, one_seed
 from companion.book.prose import below
+from companion.priors import sinusoidal_positions
 
 __all__ = [
     "causal_visibility", "SOURCE_FIG_004", "source_comparison", "matches_source", "random_qkv", "causal_weights",
     "attend_error", "single_query_weights", "Blocking", "blocking_cases", "blocking_weights", "blocking_table", "renormalisation",
     "renormalisation_gap", "Projections", "self_attention", "permutation_gap", "equivariance_trials", "gap_summary",
-    "SETTINGS", "encoding_table", "stated_pe2", "claim_measures", "prose_numbers", "claims", "TRIALS",
+    "SETTINGS", "encoding_table", "stated_pe2", "claim_measures", "prose_numbers", "TOKENS", "SCORES", "EMPTY_ROW",
+    "TRIALS", "TRIAL_SHAPE", "SEEDS", "Inputs", "load", "decide",
 ]
 
 # The source's table of the causal rule for a three-token sentence (its FIG-004), row by row.
@@ -257,31 +262,51 @@ def prose_numbers(table: pd.DataFrame, cases: Blocking, gaps: dict[str, list[flo
     }
 
 
-# The notebook's examples, as its cells write them: the tokens, one query's key scores, a mask whose
-# second row is empty, the permutation trials per profile and the (n, d) of their inputs.
-TOKENS = ["grid", "load", "rises"]
-SCORES = [2.0, 1.0, 0.5]
-EMPTY_ROW = [[True, False, False], [False, False, False], [True, True, True]]
+# The chapter's examples: the tokens, one query's key scores, a mask whose second row is empty, the
+# permutation trials per profile and the (n, d) of their inputs.
+TOKENS = ("grid", "load", "rises")
+SCORES = (2.0, 1.0, 0.5)
+EMPTY_ROW = ((True, False, False), (False, False, False), (True, True, True))
 TRIALS = {"ci": 200, "paper": 2000}
 TRIAL_SHAPE = (6, 8)
+SEEDS = (0,)  # the notebook's `seed`
 
 
-def claims(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> list:
-    """Every claim this chapter decides, computed by the same functions in the same order as the
-    chapter's notebook (no figures, no glue): what `companion claim S1-…` prints.
+@dataclass(frozen=True)
+class Inputs:
+    """What the chapter computes from: its examples (`TOKENS`, `SCORES`, `EMPTY_ROW`), the number of
+    permutation trials and the seed of every random draw. A reader asks another question with
+    `dataclasses.replace(runs["inputs"], tokens=(...))` and `decide(Runs(profile, seeds, {"inputs": ...}))`."""
 
-    `seeds`: None (the notebook's seed 0) or one seed. Nothing here trains: `jobs`, `store` and
-    `train` are accepted for the common interface and unused."""
-    from companion.book.claims import record_all
-    from companion.book.parameters import check_parameters, one_seed
-    from companion.priors import sinusoidal_positions
+    tokens: tuple[str, ...]
+    scores: tuple[float, ...]
+    empty_row: tuple[tuple[bool, ...], ...]
+    trials: int
+    seed: int
+    trial_shape: tuple[int, int] = TRIAL_SHAPE
 
+
+def load(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> Runs:
+    """The chapter's inputs at `profile` (block "inputs"): nothing trains, so `jobs`, `store` and `train`
+    are accepted for the common interface and unused. `seeds`: None (seed 0) or one seed."""
     seed = one_seed(seeds, "Chapter 1")
     check_parameters(profile, [seed])
-    table = causal_visibility(TOKENS)
-    q, k, v = random_qkv(3, 4, seed)
-    cases = blocking_cases(SCORES)
-    error = attend_error(q, k, v, torch.tensor(EMPTY_ROW))
-    gaps = equivariance_trials(*TRIAL_SHAPE, TRIALS[profile], generator=torch.Generator().manual_seed(seed))
+    return Runs(profile, [seed], {"inputs": Inputs(TOKENS, SCORES, EMPTY_ROW, TRIALS[profile], seed)})
+
+
+def decide(runs: Runs) -> Findings:
+    """Every S1-… claim and the numbers the text cites. Parts: `table` (the causal rule), `qkv` (a
+    random head), `cases` (one query's weights, open / zero-scored / blocked), `error` (what `attend`
+    says of an empty row), `gaps` (the permutation trials), `pe2` (the width-two encoding)."""
+    x = runs["inputs"]
+    tokens = list(x.tokens)
+    table = causal_visibility(tokens)
+    q, k, v = random_qkv(len(tokens), 4, x.seed)
+    cases = blocking_cases(list(x.scores))
+    error = attend_error(q, k, v, torch.tensor(x.empty_row))
+    gaps = equivariance_trials(*x.trial_shape, x.trials, generator=torch.Generator().manual_seed(x.seed))
     pe2 = sinusoidal_positions(2, 2, dtype=torch.float64)
-    return record_all(claim_measures(table, cases, error, gaps, pe2), glue=False)
+    d = Decision()
+    d.claims(claim_measures(table, cases, error, gaps, pe2))
+    d.glue(prose_numbers(table, cases, gaps, pe2))
+    return d.done(tokens=tokens, table=table, qkv=(q, k, v), cases=cases, error=error, gaps=gaps, pe2=pe2)

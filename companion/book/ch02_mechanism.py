@@ -18,14 +18,15 @@ Chapter 2's checks: `log_sigmoid_values` (what an open and a closed entry do to 
 `peak_scale` / `growth_share` (derivatives as the norms grow, over the whole sweep), `saturation` (the
 mask's own gradient at contrast ±c), `content_sweep` (at contrast ±10, as the content scores spread),
 `adam_first_step` (a tiny gradient is not a tiny Adam step), then `claim_measures` (the S2-… measures)
-and `prose_numbers` (the numbers the text cites); `claims` computes every S2-… verdict of the chapter
-as its notebook does (what `companion claim` prints).
+and `prose_numbers` (the numbers the text cites); `load` (the chapter's `Inputs`) and `decide` (every
+S2-0… claim and prose number, for the notebook and `companion claim`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from companion.book.chapter import Decision, Findings, Runs
+from companion.book.parameters import check_parameters, one_seed
 from companion.book.prose import DIFFERENCES, ROUNDOFF, below
 
 __all__ = [
@@ -40,7 +43,8 @@ __all__ = [
     "norm_sweep", "SWEEP_COLUMNS", "sweep_table", "contrast_sweep", "log_sigmoid_values", "theorem1_gaps", "qk_gaps", "ROUNDING", "gap_texts", "within_rounding",
     "corollary1_worst_ratio", "key_growth", "peak_scale", "growth_share", "saturation", "SATURATION_COLUMNS",
     "saturation_table", "grad_at", "content_sweep",
-    "adam_first_step", "claim_measures", "prose_numbers", "claims", "DRAWS",
+    "adam_first_step", "claim_measures", "prose_numbers", "DRAWS", "SCALES", "CONTRASTS", "SPREADS", "OPEN",
+    "ENTRIES", "SEEDS", "Inputs", "load", "decide",
 ]
 
 # A closed-form derivative that differs from autograd or finite differences by less than this is
@@ -317,36 +321,58 @@ def prose_numbers(values: pd.Series, draws: int, gaps: dict[str, float], worst: 
     }
 
 
-# The notebook's settings, as its cells write them: random draws per profile, the norms of the sweep,
-# the mask contrasts, the spreads of the content scores, and which of eight keys the mask opens.
+# The chapter's settings: random draws per profile, the norms of the sweep, the mask contrasts, the
+# spreads of the content scores, and which of eight keys the mask opens.
 DRAWS = {"ci": 200, "paper": 2000}
-SCALES = [0.1, 0.2, 0.5, 1, 2, 3, 5, 10, 20, 30]
-CONTRASTS = [0.5, 1, 2, 3, 5, 7, 10]
-SPREADS = [0.5, 1.0, 2.0, 4.0, 8.0]
-OPEN = [True, True] + [False] * 6
+SCALES = (0.1, 0.2, 0.5, 1, 2, 3, 5, 10, 20, 30)
+CONTRASTS = (0.5, 1, 2, 3, 5, 7, 10)
+SPREADS = (0.5, 1.0, 2.0, 4.0, 8.0)
+OPEN = (True, True) + (False,) * 6
+ENTRIES = (10.0, 0.0, -10.0)  # the mask entries whose log σ the chapter opens with
+SEEDS = (0,)  # the notebook's `seed`
 
 
-def claims(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> list:
-    """Every claim this chapter decides, computed by the same functions in the same order as the
-    chapter's notebook (the draws share one generator, in the notebook's order; no figures, no glue):
-    what `companion claim S2-0…` prints.
+@dataclass(frozen=True)
+class Inputs:
+    """What the chapter computes from: the settings above, the draws at its profile and the seed of
+    every random draw. A reader asks another question with `dataclasses.replace(runs["inputs"], ...)`."""
 
-    `seeds`: None (the notebook's seed 0) or one seed. Nothing here trains: `jobs`, `store` and
-    `train` are accepted for the common interface and unused."""
-    from companion.book.claims import record_all
-    from companion.book.parameters import check_parameters, one_seed
+    draws: int
+    seed: int
+    scales: tuple[float, ...] = SCALES
+    contrasts: tuple[float, ...] = CONTRASTS
+    spreads: tuple[float, ...] = SPREADS
+    open: tuple[bool, ...] = OPEN
+    entries: tuple[float, ...] = ENTRIES
 
+
+def load(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> Runs:
+    """The chapter's inputs at `profile` (block "inputs"): nothing trains, so `jobs`, `store` and `train`
+    are accepted for the common interface and unused. `seeds`: None (seed 0) or one seed."""
     seed = one_seed(seeds, "Chapter 2")
     check_parameters(profile, [seed])
-    draws = DRAWS[profile]
-    g = torch.Generator().manual_seed(seed)
-    gaps = theorem1_gaps(draws, g)
-    qk_gaps(g)  # no claim of its own, but it draws from the shared generator before Corollary 1
-    worst = corollary1_worst_ratio(draws, g)
-    sweep = norm_sweep(SCALES, n=8, d=16, draws=max(draws // 10, 10), m=0.0, generator=g)
-    a = torch.randn(8, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    open_ = torch.tensor(OPEN)
-    sat = saturation(CONTRASTS, a=a, open_=open_)
-    content = content_sweep(SPREADS, contrast=10.0, open_=open_, draws=draws,
-                            generator=torch.Generator().manual_seed(seed + 1))
-    return record_all(claim_measures(gaps, worst, sweep, sat, content), glue=False)
+    return Runs(profile, [seed], {"inputs": Inputs(DRAWS[profile], seed)})
+
+
+def decide(runs: Runs) -> Findings:
+    """Every S2-0… claim and the numbers the text cites. The draws of Theorem 1, the query-key checks,
+    Corollary 1 and the norm sweep share one generator, in that order. Parts: `values` (log σ of
+    `entries`), `gaps` and `qk_gaps`, `worst`, `sweep`, `a` (one query's content scores), `open`, `sat`,
+    `content`."""
+    x = runs["inputs"]
+    values = log_sigmoid_values(x.entries)
+    g = torch.Generator().manual_seed(x.seed)
+    gaps = theorem1_gaps(x.draws, g)
+    qk = qk_gaps(g)
+    worst = corollary1_worst_ratio(x.draws, g)
+    sweep = norm_sweep(list(x.scales), n=8, d=16, draws=max(x.draws // 10, 10), m=0.0, generator=g)
+    a = torch.randn(len(x.open), generator=torch.Generator().manual_seed(x.seed), dtype=torch.float64)
+    open_ = torch.tensor(x.open)
+    sat = saturation(list(x.contrasts), a=a, open_=open_)
+    content = content_sweep(list(x.spreads), contrast=10.0, open_=open_, draws=x.draws,
+                            generator=torch.Generator().manual_seed(x.seed + 1))
+    d = Decision()
+    d.claims(claim_measures(gaps, worst, sweep, sat, content))
+    d.glue(prose_numbers(values, x.draws, gaps, worst, sweep, sat, content))
+    return d.done(values=values, gaps=gaps, qk_gaps=qk, worst=worst, sweep=sweep, a=a, open=open_, sat=sat,
+                  content=content)

@@ -4,18 +4,19 @@ Section by section, as the chapter reads:
 - the tasks: `tasks_table`, `references` / `reference_table` (the minimum-degree interpolator, MDI),
   `patterns` (the masks), `recovered_monomials` and `mask_claims` (the masks equal the Fourier support);
 - the budget: `budget`, `budget_numbers`;
-- the runs: `load` (the `gotu` grid and its per-run frame);
+- the runs: `load` (the `gotu` grid and the `symmetry` grid, `companion.book.chapter.Runs`), `frame_of`;
 - Tables 1 and 4: `table`, `table1`, `table4`, `table1_measures`, `table_claims`, `table_claim_details`,
   `table_preconditions`, `table_numbers`; the headline pairing: `paired_against`, `headline`, `headline_numbers`;
 - the learning curves: `accuracy_curves`;
 - Figure 5: `figure5_panels`, `map_summary`, `persistence`, `figure5_claims`, `figure5_numbers`;
-- why the mask helps Majority and not 2Parity (the book's own account, claims M-01 … M-06): `load_symmetry`
-  and the section module `companion.book.symmetry` (predictions, tables, measures), re-exported here
-  under `symmetry_*` names;
-- `claims`: every claim of the chapter, computed as the notebook computes it (`companion claim`).
+- why the mask helps Majority and not 2Parity (the book's own account, claims M-01 … M-06): `load`'s
+  "symmetry" block and the section module `companion.book.symmetry` (predictions, tables, measures),
+  re-exported here under `symmetry_*` names;
+- `decide`: every claim of the chapter and its prose numbers, for the notebook and `companion claim`;
+- at the sources' scale: `paper_headline`, `older_paper`.
 
-A `*_claims` function returns {claim id: measure} for `record_all`; a `*_numbers` function returns
-{glue name: text} for `glue_all`. Everything here reads stored runs; nothing trains.
+A `*_claims` function returns {claim id: measure}; a `*_numbers` function returns {glue name: text}:
+`decide` gathers both. Everything here reads stored runs; nothing trains.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ import pandas as pd
 import torch
 
 from companion.boolean_fourier import cube, evaluate
+from companion.book.chapter import Decision, Findings, Runs
 from companion.book.frames import long_curves, open_mass_frame, readout, records_frame
 from companion.book.interpolator import N_BITS, READINGS, references
 from companion.book import step_cap
 from companion.book.labels import label, task_title
+from companion.book.parameters import check_parameters
 from companion.book.prose import diff_interval, mean_sd, num, p_text, pct
 from companion.book.stats import paired, paired_table, summary_table
 from companion.book.symmetry import frame_of as symmetry_frame
@@ -42,6 +45,7 @@ from companion.book.symmetry import prediction_table as symmetry_prediction_tabl
 from companion.book.symmetry import predictions as symmetry_predictions
 from companion.book.symmetry import symmetry_claims, symmetry_details, symmetry_numbers, symmetry_preconditions
 from companion.experiments import get_experiment
+from companion.experiments.chapters import chapter_requests
 from companion.experiments.gotu import METHODS
 from companion.masks import support_pattern
 from companion.sweep import ensure_grid
@@ -57,7 +61,7 @@ __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference
            "persistence", "figure5_claims", "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks",
            "function_space", "settle", "space_numbers", "frame_of", "paper_headline", "structured_gain_fitted", "retention", "figure5_preconditions",
            "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers", "mask_caps",
-           "TABLE7_READING", "table7_patterns", "SEEDS", "claims", "SYMMETRY_SEEDS", "load_symmetry",
+           "TABLE7_READING", "table7_patterns", "SEEDS", "decide", "SYMMETRY_SEEDS",
            "symmetry_predictions", "symmetry_prediction_table", "symmetry_prediction_numbers", "symmetry_table",
            "symmetry_measures", "symmetry_claims", "symmetry_details", "symmetry_preconditions", "symmetry_numbers", "BUDGET_HEADERS", "budget_table"]
 
@@ -199,27 +203,24 @@ def budget_numbers(b: pd.Series) -> dict:
             for k in ("d_model", "layers", "steps", "batch", "training points", "lr")}
 
 
-def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
-         train: bool = True) -> tuple[dict[str, list], pd.DataFrame]:
-    """Records of every task × method × seed (the `gotu` grid, run when missing; `store` and `train`
-    as in `ensure_grid`) and their frame: one row per run with a `task` column and each split's
-    accuracy also in percent ("cube.acc (%)")."""
-    records = ensure_grid("gotu", profile, seeds, store=store, jobs=jobs, train=train)
-    return records, frame_of(records)
-
-
-def load_symmetry(profile: str, seeds: Sequence[int] = SYMMETRY_SEEDS, *, jobs: int | None = None, store=None,
-                  train: bool = True) -> tuple[dict[str, list], pd.DataFrame]:
-    """Records of the `symmetry` grid (the account's tasks × default, mask and exactly symmetric mask ×
-    `seeds`; run when missing, `store` and `train` as in `ensure_grid`) and their frame
-    (`companion.book.symmetry.frame_of`). The chapter reads the grid at `ci` only (its Block in
-    `companion.experiments.chapters`): at another profile, no records and an empty frame."""
-    from companion.experiments.chapters import chapter_requests
-
-    if not any(r.experiment.startswith("symmetry-") for r, _ in chapter_requests("03", profile)):
-        return {}, symmetry_frame({})
-    records = ensure_grid("symmetry", profile, seeds, store=store, jobs=jobs, train=train)
-    return records, symmetry_frame(records)
+def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
+         train: bool = True, symmetry_seeds: Sequence[int] | None = None) -> Runs:
+    """Every run the chapter reads (run when missing; `store` and `train` as in `ensure_grid`), in two
+    blocks: "gotu", the records of every task × method × seed ({task: [Record]}, the `gotu` grid), and
+    "symmetry", the `symmetry` grid's (the account's tasks × default, mask and exactly symmetric mask ×
+    `symmetry_seeds`, {task: [Record]}). The chapter reads the `symmetry` grid at `ci` only (its Block in
+    `companion.experiments.chapters`): at another profile that block is {}. `seeds` None means `SEEDS`,
+    `symmetry_seeds` None `SYMMETRY_SEEDS`."""
+    seeds = list(SEEDS if seeds is None else seeds)
+    check_parameters(profile, seeds, jobs)
+    if symmetry_seeds is not None:
+        check_parameters(profile, symmetry_seeds, jobs)
+    gotu = ensure_grid("gotu", profile, seeds, store=store, jobs=jobs, train=train)
+    symmetry = {}
+    if any(r.experiment.startswith("symmetry-") for r, _ in chapter_requests("03", profile)):
+        symmetry = ensure_grid("symmetry", profile, SYMMETRY_SEEDS if symmetry_seeds is None else symmetry_seeds,
+                               store=store, jobs=jobs, train=train)
+    return Runs(profile, seeds, {"gotu": gotu, "symmetry": symmetry})
 
 
 def frame_of(records: dict[str, Sequence]) -> pd.DataFrame:
@@ -686,33 +687,45 @@ def figure5_numbers(maps: pd.DataFrame, seed: int, ret: dict | None = None, resu
             "ch3_mask_end": num(_open_share(maps, "mask", "final"))}
 
 
-def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
-           train: bool = True) -> list:
-    """Every claim this chapter decides, computed by the same functions in the same order as the
-    chapter's notebook (no figures, no glue): what `companion claim` prints. `seeds` None means the
-    notebook's `SEEDS`; `store` and `train` go to `load` (train=False reads stored records only)."""
-    from companion.book.claims import record_all
-    from companion.book.parameters import check_parameters
-
-    seeds = list(SEEDS if seeds is None else seeds)
-    check_parameters(profile, seeds, jobs)
+def decide(runs: Runs) -> Findings:
+    """Every claim of the chapter, in its verdict table's order (the masks S2-11; Tables 1 and 4,
+    S2-05 … S2-10; learning the mask, S2-23; Figure 5, S2-12; the symmetry account, M-01 … M-06), and
+    the numbers its prose cites. Parts: `refs` (`references`), `patterns` (the masks), `budget`,
+    `frame` (every `gotu` run), `space` (`function_space`), `caps` (`mask_caps`), `tm`
+    (`table1_measures`), `headline`, `lg` (`learning_gain`), `maps` (`map_summary`), `ret`
+    (`retention`), `preds` (`symmetry_predictions`), `sym_frame` (every `symmetry` run) and `sym`
+    (`symmetry_measures`)."""
+    records = runs["gotu"]
+    d = Decision()
     masks = patterns()
-    results = record_all(mask_claims(masks), glue=False)
     refs = references()
-    records, frame = load(profile, seeds, jobs=jobs, store=store, train=train)
-    caps = mask_caps(records)
-    tm = table1_measures(frame, refs["nearest"], space=function_space(records), caps=caps)
-    results += record_all(table_claims(tm), details=table_claim_details(tm), preconditions=table_preconditions(tm),
-                          glue=False)
-    lg = learning_gain(frame)
-    results += record_all(learning_claims(lg), preconditions=learning_preconditions(lg, caps), glue=False)
-    ret = retention(map_summary(records, masks), frame, masks, tm["gain_tasks"])
-    results += record_all(figure5_claims(ret), preconditions=figure5_preconditions(ret), glue=False)
-    _, sym_frame = load_symmetry(profile, jobs=jobs, store=store, train=train)
-    ms = symmetry_measures(sym_frame)
-    results += record_all(symmetry_claims(ms), details=symmetry_details(ms), preconditions=symmetry_preconditions(ms),
-                          glue=False)
-    return results
+    found = d.claims(mask_claims(masks))
+    d.glue(reference_numbers(refs) | {"ch3_verdict_S2-11": found[-1].verdict})
+    b = budget(runs.profile, runs.seeds)
+    d.glue(budget_numbers(b))
+    frame = frame_of(records)
+    space = function_space(records)  # the default models, read back, against the MDI on U
+    caps = mask_caps(records)  # how far Adam lets the masks move (Chapter 6)
+    tm = table1_measures(frame, refs["nearest"], space=space, caps=caps)
+    d.claims(table_claims(tm), details=table_claim_details(tm), preconditions=table_preconditions(tm))
+    d.glue(table_numbers(tm, d.results) | space_numbers(space))
+    hl = headline(frame)
+    d.glue(headline_numbers(hl))
+    lg = learning_gain(frame)  # Table 5's question: what does learning the mask add over fixing it?
+    d.claims(learning_claims(lg), preconditions=learning_preconditions(lg, caps))
+    d.glue(learning_numbers(lg, d.results, caps))
+    maps = map_summary(records, masks)
+    ret = retention(maps, frame, masks, tm["gain_tasks"])
+    d.claims(figure5_claims(ret), preconditions=figure5_preconditions(ret))
+    d.glue(figure5_numbers(maps, runs.seeds[0], ret, d.results))
+    preds = symmetry_predictions()  # closed forms: no run is read
+    d.glue(symmetry_prediction_numbers(preds))
+    sym_frame = symmetry_frame(runs["symmetry"])
+    sym = symmetry_measures(sym_frame)
+    d.claims(symmetry_claims(sym), details=symmetry_details(sym), preconditions=symmetry_preconditions(sym))
+    d.glue(symmetry_numbers(sym, d.results))
+    return d.done(refs=refs, patterns=masks, budget=b, frame=frame, space=space, caps=caps, tm=tm, headline=hl,
+                  lg=lg, maps=maps, ret=ret, preds=preds, sym_frame=sym_frame, sym=sym)
 
 
 def older_paper(frame: pd.DataFrame | None) -> tuple[pd.DataFrame | None, dict]:

@@ -8,8 +8,15 @@ through `companion.sweep.ensure_grid`); nothing trains. The grid's cells, keyed 
 - The budget check: `FIGURE2_METHODS` on addition at 0.4 % with `LONG_BUDGET` times the updates
   (budget "long").
 
+The module:
+- the runs: `load` (the `arithmetic` grid, `companion.book.chapter.Runs`), `runs_frame`;
+- the task and the budget: `examples`, `mask_panel`, `budget_table`;
+- tables and figures: `table8`, `paired_table8`, `figure2_data`, `figure2_seeds`, `figure2_table`, `steps_to`,
+  `budget_gap_table`, `digit_frame`, `digit_table`; the older paper runs: `older_paper`;
+- `decide`: every claim of the chapter with its verdict and every number its prose cites (verdicts and
+  Adam's step cap included), for the notebook and `companion claim`.
+
 Accuracies in the tables and in the prose are in %; claim measures are fractions, rounded to 4 decimals.
-`claims` computes every claim of the chapter as the notebook does (what `companion claim` prints).
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from companion.book.chapter import Decision, Findings, Runs
 from companion.book.frames import curves, records_frame
 from companion.book.labels import label, task_title
+from companion.book.parameters import check_parameters
 from companion.book.prose import diff_interval, mean_sd, num, p_text, pct, signed
 from companion.book.stats import Paired, Summary, paired, summarize
 from companion.book.step_cap import cap_glue, method_caps
@@ -30,11 +39,11 @@ from companion.experiments.arithmetic import (FIGURE2_METHODS, FRACTIONS, LONG_B
 from companion.sweep import ensure_grid
 from companion.tasks.arithmetic import ArithmeticTask, decode
 
-__all__ = ["REACH", "fraction_label", "load_runs", "runs_frame", "examples", "mask_panel", "budget_table",
+__all__ = ["REACH", "fraction_label", "load", "runs_frame", "examples", "mask_panel", "budget_table",
            "table8", "paired_against", "paired_table8", "summary", "paired_gain", "claim_measures",
-           "claim_preconditions", "table8_caps", "cap_glue", "claim_details", "verdict_numbers", "figure2_data", "figure2_seeds",
+           "claim_preconditions", "table8_caps", "claim_details", "verdict_numbers", "figure2_data", "figure2_seeds",
            "fraction_ticks", "figure2_table", "held_at_both", "steps_to", "budget_gap_table", "digit_frame", "digit_table", "prose_numbers",
-           "SEEDS", "claims"]
+           "SEEDS", "decide"]
 
 SEEDS = (0, 1, 2, 3, 4)  # the notebook's default seeds (its parameters cell)
 REACH = 0.5  # the test sequence accuracy whose first crossing "When each method gets there" counts
@@ -62,11 +71,14 @@ def runs_frame(records: Mapping[tuple[str, float, str], Sequence]) -> pd.DataFra
     return pd.concat(parts, ignore_index=True)
 
 
-def load_runs(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None, train: bool = True):
-    """All runs of the chapter (run when missing; `store` and `train` as in `ensure_grid`): (records
-    {(op, fraction, budget): [Record]}, `runs_frame`)."""
+def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
+         train: bool = True) -> Runs:
+    """All runs of the chapter (run when missing): block "arithmetic", the grid's records {(op, fraction,
+    budget): [Record]}; `seeds` None means `SEEDS`; `store` and `train` as in `ensure_grid`."""
+    seeds = list(SEEDS if seeds is None else seeds)
+    check_parameters(profile, seeds, jobs)
     records = ensure_grid("arithmetic", profile, seeds, store=store, jobs=jobs, train=train)
-    return records, runs_frame(records)
+    return Runs(profile, seeds, {"arithmetic": records})
 
 
 def examples(per_op: int = 2, n_test: int = 1000) -> pd.DataFrame:
@@ -514,19 +526,18 @@ def prose_numbers(records: Mapping[tuple[str, float, str], Sequence], frame: pd.
             | _reach_numbers(curves_at) | _budget_gap_numbers(frame, profile) | _digit_numbers(frame))
 
 
-def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
-           train: bool = True) -> list:
-    """Every claim this chapter decides, computed by the same functions in the same order as the
-    chapter's notebook (no figures, no glue): what `companion claim` prints. `seeds` None means the
-    notebook's `SEEDS`; `store` and `train` go to `load_runs` (train=False reads stored records only)."""
-    from companion.book.claims import record_all
-    from companion.book.parameters import check_parameters
-
-    seeds = list(SEEDS if seeds is None else seeds)
-    check_parameters(profile, seeds, jobs)
-    records, frame = load_runs(profile, seeds, jobs=jobs, store=store, train=train)
-    return record_all(claim_measures(frame, profile), details=claim_details(frame, profile),
-                      preconditions=claim_preconditions(frame, profile, table8_caps(records)), glue=False)
+def decide(runs: Runs) -> Findings:
+    """Every claim of the chapter (Table 8, Figure 2, the budget check) with its verdict, and every number
+    its prose cites (verdicts and Adam's step cap included), from the `arithmetic` grid; parts: `frame`
+    (`runs_frame` of every run) and `caps` (`table8_caps`)."""
+    profile, records = runs.profile, runs["arithmetic"]
+    frame = runs_frame(records)
+    caps = table8_caps(records)  # how far Adam lets the mask move (Chapter 6)
+    d = Decision()
+    results = d.claims(claim_measures(frame, profile), details=claim_details(frame, profile),
+                       preconditions=claim_preconditions(frame, profile, caps))
+    d.glue(prose_numbers(records, frame, profile) | verdict_numbers(results) | cap_glue("4", caps))
+    return d.done(frame=frame, caps=caps)
 
 
 def older_paper(frame: pd.DataFrame | None) -> tuple[pd.DataFrame | None, dict]:

@@ -5,14 +5,16 @@ at `ci`, CIFAR-10 and CIFAR-100 at `paper`) with the six methods of `METHODS`, a
 the same character decoder with and without a causal local mask (`LM_METHODS`).
 
 Section by section, as the chapter reads:
-- the runs: `load` → (records, image frame, text frame); `budget`;
+- the runs: `load` (blocks "images" and "text", `companion.book.chapter.Runs`), `image_frame`, `text_frame`;
+  `budget`;
 - the masks: `image_pattern`, `text_pattern`;
 - Table 3: `table3`, `paired_vs_default`, `table3_measures`;
 - Table 5 and the referee's inconsistency: `table5`, `fixed_vs_learnable`, `inconsistency`, `reading`;
 - attention against the mask: `map_frame`, `open_share`, `map_panels`, `accuracy_curves`;
 - Table 6: `table6`, `perplexity_pairs`, `perplexity_interval`;
-- the claims and the prose: `claim_measures`, `claim_preconditions`, `prose_numbers`; `claims`: every
-  claim of the chapter, computed as the notebook computes it (what `companion claim` prints).
+- the claims and the prose: `claim_measures`, `claim_preconditions`, `image_caps`, `mask_movement`,
+  `prose_numbers`; `decide`: every claim of the chapter with its verdict and every number its prose
+  cites, for the notebook and `companion claim`.
 
 Accuracies in tables and prose are in %; claim measures are fractions, rounded to 4 decimals. Nothing
 here trains.
@@ -25,8 +27,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from companion.book.chapter import Decision, Findings, Runs
 from companion.book.frames import long_curves, open_mass_frame, records_frame
 from companion.book.labels import label, task_title
+from companion.book.parameters import check_parameters
 from companion.book.prose import num, pct, signed
 from companion.book.stats import Paired, paired, paired_table, summarize, summary_table
 from companion.book.step_cap import cap_glue, method_caps
@@ -39,8 +43,8 @@ from companion.sweep import ensure_many
 __all__ = ["TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
            "patterns", "digit_examples", "paired_frame", "text_pattern", "text_mask", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
            "inconsistency", "reading", "map_frame", "open_share", "map_panels", "accuracy_curves", "table6",
-           "perplexity_pairs", "perplexity_interval", "mask_movement", "claim_measures", "claim_preconditions", "image_caps", "cap_glue", "prose_numbers",
-           "SEEDS", "TEXT_SEEDS", "claims", "HEADERS", "for_page"]
+           "perplexity_pairs", "perplexity_interval", "mask_movement", "claim_measures", "claim_preconditions", "image_caps", "prose_numbers",
+           "SEEDS", "TEXT_SEEDS", "decide", "HEADERS", "for_page"]
 
 SEEDS = tuple(range(6))  # the notebook's default seeds of the image runs (its parameters cell)
 TEXT_SEEDS = tuple(range(12))  # and of the language models
@@ -66,22 +70,25 @@ def text_frame(records: Sequence) -> pd.DataFrame:
     return records_frame(records)
 
 
-def load(profile: str, seeds: Sequence[int], text_seeds: Sequence[int] | None = None, *, jobs: int | None = None,
-         store=None, train: bool = True):
-    """The chapter's runs (trained when missing; `store` and `train` as in `ensure_many`): (records
-    {cell: [Record]}, image frame, text frame).
+def load(profile: str, seeds: Sequence[int] | None = None, *, text_seeds: Sequence[int] | None = None,
+         jobs: int | None = None, store=None, train: bool = True) -> Runs:
+    """The chapter's runs (trained when missing; `store` and `train` as in `ensure_many`): block "images",
+    {image set: [Record]} of the image cells of the `images-and-language` grid, run with `seeds`, and
+    block "text", [Record] of its "text" cell, run with `text_seeds`: a paired interval of a small
+    perplexity change needs more seeds.
 
-    The image cells of the `images-and-language` grid run with `seeds`, its "text" cell with
-    `text_seeds` (default `seeds`): a paired interval of a small perplexity change needs more seeds.
+    `seeds` None means `SEEDS`; `text_seeds` None means `TEXT_SEEDS`, or `seeds` when they are given.
     With train=False, one `MissingRuns` counts the runs of both (`gather`)."""
+    text_seeds = list(text_seeds if text_seeds is not None else TEXT_SEEDS if seeds is None else seeds)
+    seeds = list(SEEDS if seeds is None else seeds)
+    check_parameters(profile, seeds, jobs)
+    check_parameters(profile, text_seeds)
     cells = get_grid("images-and-language").cells(profile)
-    text_seeds = seeds if text_seeds is None else text_seeds
     images = [k for k in cells if k != "text"]
     blocks, text = gather(
         lambda: ensure_many([cells[k] for k in images], profile, seeds, store=store, jobs=jobs, train=train),
         lambda: ensure_many([cells["text"]], profile, text_seeds, store=store, jobs=jobs, train=train))
-    records = dict(zip(images, blocks)) | {"text": text[0]}
-    return records, image_frame(records), text_frame(records["text"])
+    return Runs(profile, seeds, {"images": dict(zip(images, blocks)), "text": text[0]})
 
 
 def budget(profile: str, datasets: Sequence[str]) -> pd.DataFrame:
@@ -371,21 +378,27 @@ def prose_numbers(t3m: dict, fixed: dict[str, Paired], inc: dict, ppl: Paired, s
     return out
 
 
-def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
-           train: bool = True, text_seeds: Sequence[int] | None = None) -> list:
-    """Every claim this chapter decides, computed by the same functions in the same order as the
-    chapter's notebook (no figures, no glue): what `companion claim` prints. `seeds` None means the
-    notebook's `SEEDS`, `text_seeds` None its `TEXT_SEEDS` (given `seeds`, the language models use
-    them too); `store` and `train` go to `load` (train=False reads stored records only)."""
-    from companion.book.claims import record_all
-    from companion.book.parameters import check_parameters
-
-    text_seeds = list(text_seeds if text_seeds is not None else TEXT_SEEDS if seeds is None else seeds)
-    seeds = list(SEEDS if seeds is None else seeds)
-    check_parameters(profile, seeds, jobs)
-    check_parameters(profile, text_seeds)
-    records, frame, text = load(profile, seeds, text_seeds, jobs=jobs, store=store, train=train)
+def decide(runs: Runs) -> Findings:
+    """Every claim of the chapter (Tables 3, 5 and 6) with its verdict, and every number its prose cites
+    (for the first image set: its accuracies, the readings, the open shares, the verdicts, Adam's step
+    cap), from the image and text runs. Parts: `frame` and `text` (`image_frame`, `text_frame`), `dataset`
+    (the first image set), `masks` (`patterns`), `t3`, `t5` (`table3`, `table5`), `t3m`, `fixed`
+    (`table3_measures`, `fixed_vs_learnable`), `shares` (`open_share`), `pairs`, `ppl` (`perplexity_pairs`,
+    `perplexity_interval`), `inc` (`inconsistency`), `caps` (`image_caps`) and `moved` (`mask_movement`)."""
+    images, text = runs["images"], text_frame(runs["text"])
+    frame, masks = image_frame(images), patterns(images)
+    first = next(iter(images))
+    t3, t5 = table3(frame), table5(frame)
     t3m, fixed = table3_measures(frame), fixed_vs_learnable(frame)
-    ppl = perplexity_interval(perplexity_pairs(text))
-    return record_all(claim_measures(t3m, fixed, ppl), preconditions=claim_preconditions(t3m, text, image_caps(records)),
-                      glue=False)
+    shares = open_share(map_frame(images, masks))
+    pairs = perplexity_pairs(text)
+    ppl = perplexity_interval(pairs)
+    inc = inconsistency(t3, t5, frame)
+    caps = image_caps(images)  # how far Adam lets the mask move (Chapter 6)
+    moved = mask_movement(images, masks)
+    d = Decision()
+    results = d.claims(claim_measures(t3m, fixed, ppl), preconditions=claim_preconditions(t3m, text, caps))
+    d.glue(prose_numbers(t3m, fixed, inc, ppl, shares, masks, moved, results, dataset=first)
+           | {"ch5_dataset": "8×8 digits" if first == "digits" else task_title(first)} | cap_glue("5", caps))
+    return d.done(frame=frame, text=text, dataset=first, masks=masks, t3=t3, t5=t5, t3m=t3m, fixed=fixed,
+                  shares=shares, pairs=pairs, ppl=ppl, inc=inc, caps=caps, moved=moved)

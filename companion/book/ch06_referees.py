@@ -1,13 +1,23 @@
 """Chapter 6, what the referees asked: mask placement × contrast, drift, QK normalisation, seeds.
 
-The runs are the cells of two grids (`companion.experiments.referee`): `referee`, keyed by
-(task, placement, contrast), and `qk-norm`, keyed by (task, method, qk_norm). Every one is a GOTU run
+The runs are the cells of three grids (`companion.experiments.referee`): `referee`, keyed by
+(task, placement, contrast), `qk-norm`, keyed by (task, method, qk_norm), and at `ci` `mask-moves`,
+keyed by (task, placement, whose learning rate the mask takes). Every one is a GOTU run
 under overrides, so the runs Chapter 3 made are shared through the run store. Two frames hold what
 the chapter reads of them, one row per run: `placement_frame` (accuracy, final mask and attention
 drift, the initial mask's norm) and `qk_frame` (accuracy, final drifts, the CLS attention on the
 task's open keys at the start and at the end). Tables, claim measures, prose numbers and figure data
-are functions of those frames or of the records; nothing here trains by itself. `claims` computes
-every claim of the chapter as the notebook does (what `companion claim` prints).
+are functions of those frames or of the records; nothing here trains by itself.
+
+- the runs: `load` (the `referee`, `qk-norm` and, at `ci`, `mask-moves` grids, `companion.book.chapter.Runs`),
+  `placement_frame`, `qk_frame`;
+- tables and figure data: `placements_table`, `accuracy_table`, `drift_table`, `movable_table`, `qk_table`,
+  `qk_drift_table`, `paired_gain_table`, `accuracy_runs`, `baseline_accuracy`, `placement_drift`, `qk_drift_curves`;
+- the claim readings: `mask_matters`, `seed_test`, `separating_drift`, `misspecified_drift`, `qk_retention`,
+  `matched_drift`, `free_rows`, `free_drift`;
+- the verdicts and the prose: `claim_measures`, `claim_details`, `claim_preconditions`, `step_cap_measures`,
+  `verdicts`, `prose_numbers`, `step_cap_glue`;
+- `decide`: every claim of the chapter and its prose numbers, for the notebook and `companion claim`.
 """
 
 from __future__ import annotations
@@ -19,9 +29,12 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from companion.book.chapter import Decision, Findings, Runs
 from companion.book.interpolator import mdi
 from companion.book.frames import open_mass, readout, records_frame
 from companion.book.labels import label, task_title
+from companion.book.missing import gather
+from companion.book.parameters import check_parameters
 from companion.book.prose import diff_interval, mean_sd, num, p_text, pct, signed
 from companion.book.stats import paired, sign_flip_p, summarize
 from companion.config import TaskConfig
@@ -31,13 +44,13 @@ from companion.experiments.referee import CONTRASTS, PLACEMENTS, TASKS, WIDENED
 from companion.sweep import ensure_grid
 from companion.tasks import make_task
 
-__all__ = ["DRIFT_TITLES", "load", "load_qk", "placement_frame", "qk_frame", "drift_curve", "final_drift",
+__all__ = ["DRIFT_TITLES", "load", "decide", "placement_frame", "qk_frame", "drift_curve", "final_drift",
            "mask_init_norm", "select", "by_seed", "placements_table", "accuracy_table", "accuracy_runs",
            "baseline_accuracy", "drift_table", "placement_drift", "qk_table", "qk_drift_table", "qk_drift_curves",
            "paired_gain_table", "claim_measures", "prose_numbers", "FIT", "GAIN", "mdi", "mask_matters",
            "separating_drift", "misspecified_drift", "claim_preconditions", "claim_details", "seed_test",
-           "qk_retention", "matched_drift", "MATCH", "SEEDS", "claims", "PLACEMENT_NAMES", "ACCURACY_AT", "DRIFT_AT",
-           "QK_COLUMNS", "QK_DRIFTS", "MINUS_NO_MASK", "load_movable", "step_cap_measures", "verdicts",
+           "qk_retention", "matched_drift", "MATCH", "SEEDS", "PLACEMENT_NAMES", "ACCURACY_AT", "DRIFT_AT",
+           "QK_COLUMNS", "QK_DRIFTS", "MINUS_NO_MASK", "step_cap_measures", "verdicts",
            "movable_table", "step_cap_glue", "free_rows", "free_drift"]
 
 SEEDS = (0, 1, 2, 3, 4)  # the notebook's default seeds (its parameters cell)
@@ -57,20 +70,27 @@ GAINS = {"fals10": ("falsifier", 10.0), "fals1": ("falsifier", 1.0), "mis10": ("
          "cor1": ("correct", 1.0), "cor2": ("correct", 2.0), "cor10": ("correct", 10.0)}
 
 
-def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
-         train: bool = True) -> dict[tuple[str, str, float], list]:
-    """The `referee` grid: {(task, placement, contrast): [Record per seed]}; "all-zero" and
-    "no mask" sit at contrast 0. `store` and `train` as in `ensure_grid`."""
-    return ensure_grid("referee", profile, seeds, store=store, jobs=jobs, train=train)
+def _reads_movable(profile: str) -> bool:
+    """Whether the chapter reads the `mask-moves` grid at `profile` (it does at `ci`)."""
+    return any(any(o.startswith("train.prior_lr=") for o in r.overrides) for r, _ in chapter_requests("06", profile))
 
 
-def load_movable(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
-                 train: bool = True) -> dict[tuple[str, str, str], list]:
-    """The `mask-moves` grid: {(task, placement, "own lr" | "model lr"): [Record per seed]}; {} at a
-    profile the chapter does not read it at (it reads it at `ci`). `store` and `train` as in `ensure_grid`."""
-    if not any(any(o.startswith("train.prior_lr=") for o in r.overrides) for r, _ in chapter_requests("06", profile)):
-        return {}
-    return ensure_grid("mask-moves", profile, seeds, store=store, jobs=jobs, train=train)
+def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
+         train: bool = True) -> Runs:
+    """The chapter's three blocks of runs: "referee" ({(task, placement, contrast): [Record per seed]};
+    "all-zero" and "no mask" sit at contrast 0), "qk-norm" ({(task, method, qk_norm): [Record per
+    seed]}) and "mask-moves" ({(task, placement, "own lr" | "model lr"): [Record per seed]}; {} at a
+    profile the chapter does not read it at: it reads it at `ci`). `seeds` None means `SEEDS`; `store`
+    and `train` as in `ensure_grid`; missing runs are counted over all three grids (`gather`)."""
+    seeds = list(SEEDS if seeds is None else seeds)
+    check_parameters(profile, seeds, jobs)
+
+    def grid(name: str):
+        return lambda: ensure_grid(name, profile, seeds, store=store, jobs=jobs, train=train)
+
+    referee, qk, movable = gather(grid("referee"), grid("qk-norm"),
+                                  grid("mask-moves") if _reads_movable(profile) else dict)
+    return Runs(profile, seeds, {"referee": referee, "qk-norm": qk, "mask-moves": movable})
 
 
 def step_cap_measures(runs: Mapping, movable: Mapping) -> dict:
@@ -124,12 +144,6 @@ def verdicts(frame: pd.DataFrame, qk: pd.DataFrame, cap: dict | None) -> dict[st
            "preconditions": step_cap.step_cap_preconditions(cap)}
     return {k: {c: v for c, v in own[k].items() if c == "R-01"} | parts[k]
             | {c: v for c, v in own[k].items() if c != "R-01"} for k in parts}
-
-
-def load_qk(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
-            train: bool = True) -> dict[tuple[str, str, bool], list]:
-    """The `qk-norm` grid: {(task, method, qk_norm): [Record per seed]}; `store` and `train` as in `ensure_grid`."""
-    return ensure_grid("qk-norm", profile, seeds, store=store, jobs=jobs, train=train)
 
 
 # ---------------------------------------------------------------- per-run readings
@@ -633,20 +647,18 @@ def _prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence) -> 
     return out
 
 
-def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
-           train: bool = True) -> list:
-    """Every claim this chapter decides, computed by the same functions in the same order as the
-    chapter's notebook (no figures, no glue): what `companion claim` prints. `seeds` None means the
-    notebook's `SEEDS`; `store` and `train` go to `load` and `load_qk` (train=False reads stored
-    records only)."""
-    from companion.book.claims import record_all
-    from companion.book.missing import gather
-    from companion.book.parameters import check_parameters
-
-    seeds = list(SEEDS if seeds is None else seeds)
-    check_parameters(profile, seeds, jobs)
-    runs, qk_runs, movable = gather(lambda: load(profile, seeds, jobs=jobs, store=store, train=train),
-                                    lambda: load_qk(profile, seeds, jobs=jobs, store=store, train=train),
-                                    lambda: load_movable(profile, seeds, jobs=jobs, store=store, train=train))
-    frame, qk = placement_frame(runs), qk_frame(qk_runs)
-    return record_all(**verdicts(frame, qk, step_cap_measures(runs, movable) if movable else None), glue=False)
+def decide(runs: Runs) -> Findings:
+    """Every claim of the chapter (R-01 … R-07 and M-07 … M-09, in the order of its verdict table; R-01
+    and M-07 … M-09 only where the `mask-moves` runs are read) and the numbers its prose cites, from
+    `load`'s three blocks; parts: `frame` (`placement_frame`), `qk` (`qk_frame`) and `cap`
+    (`step_cap_measures`, None without the `mask-moves` runs)."""
+    referee, movable = runs["referee"], runs["mask-moves"]
+    frame, qk = placement_frame(referee), qk_frame(runs["qk-norm"])
+    cap = step_cap_measures(referee, movable) if movable else None
+    drifts = {task: misspecified_drift(referee, task) for task in TASKS}  # the final masks, from the records
+    soft = {task: misspecified_drift(referee, task, 1.0) for task in TASKS}
+    d = Decision()
+    results = d.claims(**verdicts(frame, qk, cap))
+    d.glue(prose_numbers(frame, qk, results, drifts, soft))
+    d.glue(step_cap_glue(cap))
+    return d.done(frame=frame, qk=qk, cap=cap)

@@ -8,14 +8,15 @@ information and the sink claims are decided.
 - Definitions 5.2, 5.3 and Theorem 5.4: `sensitivity` (random problems: the context-sensitivity
   bound and its two limits), `sensitivity_table`, `sensitivity_checks`, `sensitivity_measures`,
   `sensitivity_details`, `sensitivity_numbers`;
-- the models: `load` (the `copymix` runs), `run_summary`;
+- the models: `load` (block "copymix", the copy-mixture runs, and block "control", the char-LM runs
+  where key 0 carries no task information, on which S3-04 and S3-22 are decided;
+  `companion.book.chapter.Runs`), `run_summary`;
 - Theorem 5.1: `theorem` (per model and seed), `theorem_table`, `theorem_checks`;
-- Figure 2c: `load_control` (the char-LM runs where key 0 carries no task information, on which
-  S3-04 and S3-22 are decided),
-  `matched_curve`, `sink_curve`, `sink_curves`, `mean_curve`, `shed`, `shed_share`, `sink_heads`,
+- Figure 2c: `matched_curve`, `sink_curve`, `sink_curves`, `mean_curve`, `shed`, `shed_share`, `sink_heads`,
   `pooled_shed` (the measure used before), `sink_table`;
 - the verdicts and the prose: `claim_measures`, `claim_preconditions`, `claim_details`, `prose_numbers`;
-- `claims`: every claim of the chapter, computed as the notebook computes it (`companion claim`).
+- `decide`: every claim of the chapter (the propositions' and the sensitivity bound's, which need no runs,
+  included) and its prose numbers, for the notebook and `companion claim`.
 
 Theorem 5.1 and Figure 2c are measured at the end of each run, on the first `companion.transport.PROBE`
 test inputs of its task, and stored in its record (the readouts `BOUNDS` and `SINK_CURVE` of
@@ -31,9 +32,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from companion.book.chapter import Decision, Findings, Runs
 from companion.book.claims import load_ledger
 from companion.book.frames import by_method, readout, run_summary
 from companion.book.labels import label
+from companion.book.missing import gather
+from companion.book.parameters import check_parameters
 from companion.book.prose import below
 from companion.book.transport import objective, solve_entropic
 from companion.experiments.copy_mixture import METHODS
@@ -44,9 +48,9 @@ __all__ = ["SEEDS", "CONTROL_SEEDS", "BOUNDS", "SINK_CURVE", "PROP22", "PROP31",
            "RECOMPUTE_TOL", "load", "run_summary", "propositions", "propositions_table", "proposition_checks", "theorem",
            "theorem_table", "theorem_checks", "SENS", "SENS_TIGHT", "UNIFORM", "SINK", "SINK_TIGHT", "MARGIN",
            "PSI_UNIFORM", "PSI_LOG_L", "sensitivity", "sensitivity_table", "sensitivity_checks", "sensitivity_measures",
-           "sensitivity_details", "sensitivity_numbers", "load_control", "matched_curve", "sink_curve", "sink_curves",
+           "sensitivity_details", "sensitivity_numbers", "matched_curve", "sink_curve", "sink_curves",
            "mean_curve", "shed", "shed_share", "sink_heads", "pooled_shed", "sink_table", "claim_measures",
-           "claim_preconditions", "claim_details", "prose_numbers", "claims"]
+           "claim_preconditions", "claim_details", "prose_numbers", "decide"]
 
 SEEDS = (0, 1, 2)  # the notebook's default seeds (its parameters cell)
 CONTROL_SEEDS = (0, 1)  # and of the char-LM control (Chapter 9's runs)
@@ -230,11 +234,24 @@ def sensitivity_numbers(sens: pd.DataFrame) -> dict[str, str]:
 
 # ---------------------------------------------------------------- the models
 
-def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
-         train: bool = True) -> dict[str, list]:
-    """The `copymix` runs: {method: [Record in seed order]}, methods in
-    `companion.experiments.copy_mixture.METHODS` order (`store`, `train` as in `ensure_runs`)."""
-    return by_method(ensure_runs("copymix", profile, seeds, store=store, jobs=jobs, train=train), METHODS)
+def load(profile: str, seeds: Sequence[int] | None = None, *, control_seeds: Sequence[int] | None = None,
+         jobs: int | None = None, store=None, train: bool = True) -> Runs:
+    """The chapter's two blocks of runs, each {method: [Record in seed order]} with methods in
+    `companion.experiments.copy_mixture.METHODS` order: "copymix", the `copymix` runs at `seeds`
+    (None: `SEEDS`), and "control", the key-0 control at `control_seeds` (None: `CONTROL_SEEDS`):
+    Chapter 9's `charlm` runs of GOAT (the authors' start), RoPE and ALiBi (each holds its `SINK_CURVE`
+    readout). A window of running text starts anywhere, so its first character carries no more about
+    the next one than any other character does: a sink there is structural, as on C4. `store` and
+    `train` as in `ensure_runs`; missing runs are counted over both blocks (`gather`)."""
+    seeds = list(SEEDS if seeds is None else seeds)
+    control_seeds = list(CONTROL_SEEDS if control_seeds is None else control_seeds)
+    check_parameters(profile, seeds, jobs)
+    check_parameters(profile, control_seeds)
+    copymix, control = gather(
+        lambda: by_method(ensure_runs("copymix", profile, seeds, store=store, jobs=jobs, train=train), METHODS),
+        lambda: by_method(ensure_runs("charlm", profile, control_seeds, methods=list(METHODS), store=store, jobs=jobs,
+                                      train=train), METHODS))
+    return Runs(profile, seeds, {"copymix": copymix, "control": control})
 
 
 # ---------------------------------------------------------------- Theorem 5.1
@@ -271,16 +288,6 @@ def theorem_checks(thm: pd.DataFrame) -> dict[str, object]:
 
 
 # ---------------------------------------------------------------- Figure 2c
-
-def load_control(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
-                 train: bool = True) -> dict[str, list]:
-    """The key-0 control: Chapter 9's `charlm` runs of GOAT (the authors' start), RoPE and ALiBi (each
-    holds its `SINK_CURVE` readout). A window of running text starts anywhere, so its first character
-    carries no more about the next one than any other character does: a sink there is structural, as
-    on C4."""
-    return by_method(ensure_runs("charlm", profile, seeds, methods=list(METHODS), store=store, jobs=jobs,
-                                 train=train), METHODS)
-
 
 def matched_curve(omega: np.ndarray, p0: np.ndarray, bins: int = 8) -> pd.DataFrame:
     """Position-matched bins of ω (`companion.transport.matched_bins`, what the `SINK_CURVE` readout
@@ -431,28 +438,23 @@ def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.
     return out
 
 
-def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
-           train: bool = True) -> list:
-    """Every claim this chapter decides, computed by the same functions in the same order as the
-    chapter's notebook (no figures, no glue): what `companion claim` prints. `seeds` None means the
-    notebook's `SEEDS` (the control keeps its `CONTROL_SEEDS`); `store` and `train` go to `load` and
-    `load_control` (train=False reads stored records only)."""
-    from companion.book.claims import record_all
-    from companion.book.parameters import check_parameters
-
-    seeds = list(SEEDS if seeds is None else seeds)
-    check_parameters(profile, seeds, jobs)
+def decide(runs: Runs) -> Findings:
+    """Every claim of the chapter, in the order of its verdict table (S3-01 … S3-04 and S3-22, then the
+    sensitivity bound's S3-20 and S3-23), and the numbers its prose cites, from `load`'s two blocks (the
+    propositions and the sensitivity bound need no runs: random problems, fixed seeds). Parts: `eot`
+    (`propositions`), `thm` (`theorem`), `curves` and `control` (`sink_curves` of the copy-mixture runs
+    and of the char-LM control), `heads` and `control_heads` (their `sink_heads`), `sens` (`sensitivity`)."""
+    copymix, control_runs = runs["copymix"], runs["control"]
     eot = propositions()
-    runs = load(profile, seeds, jobs=jobs, store=store, train=train)
-    thm = theorem(runs)
-    curves_2c = sink_curves(runs)
-    control_runs = load_control(profile, list(CONTROL_SEEDS), jobs=jobs, store=store, train=train)
-    control_2c = sink_curves(control_runs)
-    heads = sink_heads(runs)
-    results = record_all(claim_measures(eot, thm, control_2c),
-                         details=claim_details(eot, thm, curves_2c, control_2c, heads),
-                         preconditions=claim_preconditions(sink_heads(control_runs)))
+    thm = theorem(copymix)
+    curves, control = sink_curves(copymix), sink_curves(control_runs)
+    heads, control_heads = sink_heads(copymix), sink_heads(control_runs)
+    d = Decision()
+    d.claims(claim_measures(eot, thm, control), details=claim_details(eot, thm, curves, control, heads),
+             preconditions=claim_preconditions(control_heads))
+    d.glue(prose_numbers(eot, thm, curves, control, heads, pooled_shed(copymix["goat"]), control_heads))
     sens = sensitivity()
-    results += record_all(sensitivity_measures(sens), details=sensitivity_details(sens))
-    return results
-
+    d.claims(sensitivity_measures(sens), details=sensitivity_details(sens))
+    d.glue(sensitivity_numbers(sens))
+    return d.done(eot=eot, thm=thm, curves=curves, control=control, heads=heads, control_heads=control_heads,
+                  sens=sens)

@@ -10,6 +10,7 @@ changes no weight, `companion.priors.interpolated`), as two readouts of the rope
 
 Per section of the chapter:
 - setup: `setup`, `budget`, `passkey_example`, `setup_numbers`;
+- the runs: `load` (blocks "charlm" and "passkey", `companion.book.chapter.Runs`), `run_summary`, `readings`;
 - Figure 2a: `lm_lengths`, `length_curves`, `ppl_table`, `lm_claims`, `lm_claim_details`,
   `lm_numbers`, `position_curves`;
 - Figure 2b: `goat_profiles`, `key_prior_lines`, `sink_structure`, `structure_table`, `sink_claims`,
@@ -17,36 +18,37 @@ Per section of the chapter:
 - Figures 3a and 3c: `passkey_lengths`, `passkey_table`, `depth_panel`, `passkey_claims`,
   `passkey_claim_details`, `passkey_numbers`;
 - Figure 3b: `head_prior`;
-- `claims`: every claim of the chapter, as the notebook decides it.
+- `decide`: every claim of the chapter (S3-08 … S3-14) and its prose numbers, for the notebook and
+  `companion claim`; `verdict_numbers`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from companion.book.chapter import Decision, Findings, Runs
 from companion.book.frames import by_method, readout, run_summary
 from companion.book.labels import label
+from companion.book.parameters import check_parameters
 from companion.experiments import get_experiment
 from companion.experiments.extrapolation import EVAL_TOKENS, EXPERIMENTS, FAR, METHODS, reading_lengths, readout_specs
 from companion.positions import alibi_slopes
 from companion.sweep import ensure_grid
 from companion.tasks import make_task
 
-if TYPE_CHECKING:
-    from companion.book.claims import ClaimResult
-
-__all__ = ["READINGS", "GOAT_READINGS", "DEPTH_SHOWN", "BASELINES", "Setup", "reading_lengths", "setup", "budget", "passkey_example",
+__all__ = ["SEEDS", "READINGS", "GOAT_READINGS", "DEPTH_SHOWN", "BASELINES", "Setup", "reading_lengths", "setup", "budget", "passkey_example",
            "setup_numbers", "load", "run_summary", "readings", "lm_lengths",
            "length_curves", "ratio_summary", "ppl_table", "lm_claims", "lm_claim_details", "lm_numbers",
            "position_curves", "goat_profiles", "key_prior_lines",
            "sink_structure", "structure_table", "sink_claims", "sink_claim_details", "sink_numbers",
            "passkey_lengths", "passkey_table", "depth_panel", "passkey_claims", "passkey_claim_details",
-           "passkey_numbers", "head_prior", "verdict_numbers", "claims"]
+           "passkey_numbers", "head_prior", "verdict_numbers", "decide"]
+
+SEEDS = (0, 1)  # the notebook's default seeds (its parameters cell)
 
 # Every reading of the runs, in the order of the chapter's tables and legends ("rope-pi" reads the rope runs).
 READINGS = ("goat", "goat-uniform", "rope", "rope-pi", "alibi", "sinusoidal")
@@ -138,12 +140,15 @@ def setup_numbers(s: Setup) -> dict[str, str]:
 
 # ---------------------------------------------------------------- runs
 
-def load(profile: str, seeds: Sequence[int], *, jobs: int | None = None, store=None,
-         train: bool = True) -> dict[str, dict[str, list]]:
-    """The records of the `extrapolation` grid: {experiment: {method: [Record in seed order]}} (records
-    only; `train=False` reads stored records and raises `companion.sweep.MissingRuns` when some are absent)."""
+def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
+         train: bool = True) -> Runs:
+    """The records of the `extrapolation` grid: blocks "charlm" and "passkey", each {method: [Record in
+    seed order]} (records only); `seeds` None means `SEEDS`; `train=False` reads stored records and
+    raises `companion.sweep.MissingRuns` when some are absent."""
+    seeds = list(SEEDS if seeds is None else seeds)
+    check_parameters(profile, seeds, jobs)
     cells = ensure_grid("extrapolation", profile, seeds, store=store, jobs=jobs, train=train)
-    return {e: by_method(cells[e], METHODS) for e in EXPERIMENTS}
+    return Runs(profile, seeds, {e: by_method(cells[e], METHODS) for e in EXPERIMENTS})
 
 
 def readings(runs: Mapping[str, Sequence], specs: Mapping[str, str],
@@ -443,22 +448,27 @@ def verdict_numbers(results: Sequence, seeds: Sequence[int]) -> dict[str, str]:
     return {f"ch9_verdict_{r.id}": r.verdict for r in results} | {"ch9_n_seeds": str(len(seeds))}
 
 
-def claims(profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
-           train: bool = True) -> list[ClaimResult]:
-    """Every claim this chapter decides (S3-08 … S3-14), computed by the same functions in the same order
-    as the chapter's notebook (no figures): what `companion claim ID` prints. `seeds=None`: the
-    notebook's seeds (0, 1); `store` and `train` pass on to `load`."""
-    from companion.book.claims import record_all
-
-    seeds = [0, 1] if seeds is None else list(seeds)
-    s = setup(profile)
-    loaded = load(profile, seeds, jobs=jobs, store=store, train=train)
-    lm_runs, pk_runs = loaded["charlm"], loaded["passkey"]
+def decide(runs: Runs) -> Findings:
+    """Every claim of the chapter (S3-08 … S3-14, in the notebook's order) and every number its prose
+    cites (the setup's, Figures 2a, 2b, 3a and 3c's, each claim's verdict and the seed count), from the
+    blocks "charlm" and "passkey" of `load`. Parts: `setup` (`Setup` at the runs' profile), `lm`
+    (`lm_lengths`), `profiles` (`goat_profiles`), `structure` (`sink_structure`), `pk` and `grid`
+    (`passkey_lengths`)."""
+    s = setup(runs.profile)
+    lm_runs, pk_runs = runs["charlm"], runs["passkey"]
+    d = Decision()
+    d.glue(setup_numbers(s))
     lm = lm_lengths(lm_runs, s.lm_specs)
-    results = record_all(lm_claims(lm, s.L, s.lengths[-1]), details=lm_claim_details(lm, s.L, s.lengths[-1]))
-    structure = sink_structure(goat_profiles(lm_runs, s.lm_specs["sink"]))
-    results += record_all(sink_claims(structure), details=sink_claim_details(structure))
+    far = s.lengths[-1]
+    d.claims(lm_claims(lm, s.L, far), details=lm_claim_details(lm, s.L, far))
+    d.glue(lm_numbers(lm, s.L, far))
+    profiles = goat_profiles(lm_runs, s.lm_specs["sink"])
+    structure = sink_structure(profiles)
+    d.claims(sink_claims(structure), details=sink_claim_details(structure))
+    d.glue(sink_numbers(structure))
     pk, grid = passkey_lengths(pk_runs, s.pk_specs, s.pk_task.digits)
     train_len = s.pk_task.seq_len
-    results += record_all(passkey_claims(pk, grid, train_len), details=passkey_claim_details(pk, train_len))
-    return results
+    d.claims(passkey_claims(pk, grid, train_len), details=passkey_claim_details(pk, train_len))
+    d.glue(passkey_numbers(pk, grid, train_len, s.pk_task.digits))
+    d.glue(verdict_numbers(d.results, runs.seeds))
+    return d.done(setup=s, lm=lm, profiles=profiles, structure=structure, pk=pk, grid=grid)

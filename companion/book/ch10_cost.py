@@ -4,14 +4,14 @@ Nothing here times anything: the machine's peak rates come in from the
 committed `benchmarks/peak.py` result (`load_peak`), or from `companion.cost.roofline.measure_peak`
 when the notebook reruns on the executing machine, and the chapter's small live sweep goes through
 `companion.cost.run_benchmark` and comes back as the same JSON. Reading that JSON is
-`companion.cost.records`' (re-exported here: `load`, `committed`, `frame`, `gpu_frame`, `step_frame`,
-...): `frame(result)` flattens a result into one row per (variant, L, mode) with time, ratio to plain
+`companion.cost.records`' (re-exported here: `committed`, `frame`, `gpu_frame`, `step_frame`, ...): `frame(result)` flattens a result into one row per (variant, L, mode) with time, ratio to plain
 SDPA (same run) and peak memory, and `gpu_frame` every GPU result at once; the tables, figure data,
 claim measures and glued numbers of the chapter are read from such frames. The subnormal
 section reads the sweeps with flush-to-zero on and off and the numbers reported from another CPU
 (`cliff_results`; its tables come from `companion.book.subnormals`, re-exported here). Variant
-labels and colours come from `companion.book.labels`. `claims()` computes the chapter's verdicts from
-the committed results as the notebook does (what `companion claim` prints).
+labels and colours come from `companion.book.labels`. `load` gathers the committed results and
+`decide` computes the chapter's verdicts and prose numbers from them, for the notebook and `companion
+claim` alike.
 """
 
 from __future__ import annotations
@@ -23,21 +23,23 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from companion.book.chapter import Decision, Findings, Runs
 from companion.book.claims import load_ledger
 from companion.book.labels import VARIANTS, label
+from companion.book.parameters import check_parameters
 from companion.book.subnormals import by_flush, cliff_numbers, cliff_table, flush_setting
 from companion.cost import records
 from companion.cost.flex import KERNEL_LADDER, describe_options
-from companion.cost.records import RESULTS, committed, frame, gpu_frame, gpu_results, load, load_steps, step_frame
+from companion.cost.records import RESULTS, committed, frame, gpu_frame, gpu_results, load_steps, step_frame
 from companion.cost.roofline import attention_bytes, attention_flops, bound_s
 from companion.paths import repo_root
 
 __all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "CHUNKED_RESULT", "chunked_table", "chunked_numbers",
-           "bf16_goat_table", "bf16_goat_numbers", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "load",
+           "bf16_goat_table", "bf16_goat_numbers", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "SEEDS", "LIVE_LENGTHS", "load", "decide",
            "committed", "gpu_results", "frame", "wide", "settings_table", "variant_curves", "ratio_table", "flex_backward_note", "gpu_flex_status", "quadratic_reference", "growth_exponent", "growth_table",
            "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_mask_ratios", "gpu_mask_ratio", "gpu_ratios", "gpu_gate_failures", "gpu_worst", "GPU_GOALS", "gpu_frame",
            "gpu_ratio_table", "gpu_goal_table", "gpu_provenance", "gpu_prose_numbers", "load_steps", "step_frame",
-           "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers", "claims",
+           "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers",
            "PEAK_RESULT", "load_peak", "FTZ_RESULTS", "STEP_FTZ_RESULTS", "REPORTED_RESULT", "load_reported",
            "cliff_results", "cliff_table", "cliff_numbers", "by_flush", "flush_setting", "host_numbers"]
 
@@ -70,7 +72,7 @@ def load_reported(stem: str = REPORTED_RESULT) -> dict:
 def cliff_results() -> tuple[dict, dict, dict, dict, dict]:
     """(sweep with flush-to-zero on, sweep with it off, the reported numbers, whole steps on, off): the
     subnormal section's committed inputs, each pair sorted by its recorded setting (`by_flush`)."""
-    on, off = by_flush(*(load(repo_root() / RESULTS / f"{stem}.json") for stem in FTZ_RESULTS))
+    on, off = by_flush(*(records.load(repo_root() / RESULTS / f"{stem}.json") for stem in FTZ_RESULTS))
     steps_on, steps_off = by_flush(*(load_steps(stem) for stem in STEP_FTZ_RESULTS))
     return on, off, load_reported(), steps_on, steps_off
 
@@ -624,20 +626,41 @@ def prose_numbers(result: dict, peak: dict, steps: pd.DataFrame, live_lengths: l
     return out
 
 
-def claims(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> list:
-    """Every claim this chapter decides, computed by the same functions in the same order as the
-    chapter's notebook: from the committed CPU sweep, GPU results and whole-step result (the live
-    rerun decides no claim); what `companion claim` prints.
+SEEDS = ()  # the chapter reads committed results: no seeds
+LIVE_LENGTHS = (256, 512, 1024)  # the notebook's `live_lengths`: its optional live sweep on the executing machine
 
-    The chapter has no seeds and trains nothing: `seeds` must be None; `jobs`, `store` and `train`
-    are accepted for the common interface and unused."""
-    from companion.book.claims import record_all
-    from companion.book.parameters import check_parameters
 
+def load(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> Runs:
+    """The committed results the chapter reads (blocks: "committed", every attention result by stem;
+    "steps" and "gpu_steps", the whole-step results on this CPU and on the H200; "peak", the sweep
+    machine's peak rates; "cliff", the subnormal section's inputs). Nothing trains: `seeds` must be
+    None; `jobs`, `store` and `train` are accepted for the common interface and unused."""
     check_parameters(profile)
     if seeds is not None:
         raise ValueError(f"Chapter 10 reads committed benchmark results and takes no seeds, got {list(seeds)!r}.")
-    results = committed()
-    cpu, gpu = frame(results[CPU_RESULT]), gpu_results(results)
-    steps = step_frame(load_steps("step-memory-cpu"))
-    return record_all(claim_measures(cpu, gpu, steps), details=claim_details(gpu, cpu), glue=False)
+    return Runs(profile, SEEDS, {"committed": committed(), "steps": load_steps("step-memory-cpu"),
+                                 "gpu_steps": load_steps("step-memory-h200"), "peak": load_peak(),
+                                 "cliff": cliff_results()})
+
+
+def decide(runs: Runs, *, peak: dict | None = None, live_lengths: Sequence[int] = LIVE_LENGTHS) -> Findings:
+    """Every claim of the chapter, from the committed results (a live rerun decides no claim), and every
+    number its text cites. `peak`: rates measured on the executing machine (default: the committed
+    ones); `live_lengths`: the lengths of the live sweep the text names. Parts: `cpu_result`, `cpu` (its
+    frame), `lengths`, `gpu_results`, `gf` (their frame), `steps`, `gpu_steps`, `chunked_result`,
+    `bf16_result`, `cliff`, `peak`."""
+    results = runs["committed"]
+    cpu_result, gpu = results[CPU_RESULT], gpu_results(results)
+    cpu, steps, gpu_steps = frame(cpu_result), step_frame(runs["steps"]), step_frame(runs["gpu_steps"])
+    chunked, bf16, cliff = results[CHUNKED_RESULT], results[BF16_RESULT], runs["cliff"]
+    peak = runs["peak"] if peak is None else peak
+    d = Decision()
+    d.claims(claim_measures(cpu, gpu, steps), details=claim_details(gpu, cpu))
+    d.glue(chunked_numbers(chunked))
+    d.glue({**cliff_numbers(*cliff), **host_numbers(cpu_result)})
+    d.glue(gpu_prose_numbers(gpu, gpu_steps))
+    d.glue(bf16_goat_numbers(bf16, gpu))
+    d.glue(prose_numbers(cpu_result, peak, steps, list(live_lengths)))
+    return d.done(cpu_result=cpu_result, cpu=cpu, lengths=cpu_result["settings"]["lengths"], gpu_results=gpu,
+                  gf=gpu_frame(gpu), steps=steps, gpu_steps=gpu_steps, chunked_result=chunked, bf16_result=bf16,
+                  cliff=cliff, peak=peak)

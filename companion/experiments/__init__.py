@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Hashable, NamedTuple, Sequence
 
 from companion.config import PROFILES, RunConfig, apply_overrides
+from companion.measuring import check_readouts
 
 __all__ = ["Experiment", "Grid", "Request", "EXPERIMENTS", "GRIDS", "register_experiment", "register_grid",
            "load_experiments", "get_experiment", "get_grid"]
@@ -61,8 +62,6 @@ class Experiment:
             raise ValueError(
                 f"unknown method {method!r} for experiment {self.name!r}; valid: {', '.join(presets)}."
             )
-        from companion.readouts import check_readouts
-
         cfg = apply_overrides(replace(presets[method], seed=seed), overrides)
         check_readouts(cfg.readouts, cfg.task.name)
         return cfg

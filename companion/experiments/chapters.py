@@ -18,6 +18,7 @@ from typing import Sequence
 
 from companion.config import RunConfig
 from companion.experiments import Request, get_grid
+from companion.experiments.plan import plan
 
 __all__ = ["Block", "CHAPTERS", "PAPER_FIRST", "PAPER_EXTRA", "chapter_key", "chapter_requests", "chapter_runs",
            "recorded_runs", "paper_runs"]
@@ -58,7 +59,7 @@ CHAPTERS: dict[str, tuple[str, tuple[Block, ...]]] = {
     "06": ("06_what_the_referees_asked", (Block(FIVE, grid="referee"), Block(FIVE, grid="qk-norm"),
                                           Block(FIVE, grid="mask-moves", profiles=("ci",)))),
     "07": ("07_transport", (Block((0, 1, 2), request=Request("copymix")),
-                            Block((0, 1, 2), request=Request("charlm", ("goat", "rope", "alibi"))))),
+                            Block((0, 1), request=Request("charlm", ("goat", "rope", "alibi"))))),
     "08": ("08_copy_mixture", (Block((0, 1, 2), request=Request("copymix")),)),
     "09": ("09_extrapolation", (Block((0, 1), grid="extrapolation"),)),
     "10": ("10_cost", ()),
@@ -99,8 +100,6 @@ def chapter_requests(chapter: str, profile: str) -> list[tuple[Request, tuple[in
 
 
 def _configs(pairs, profile: str) -> list[RunConfig]:
-    from companion.sweep import plan
-
     out, seen = [], set()
     for request, seeds in pairs:
         for cfg in plan(request.experiment, profile, seeds, request.methods, request.overrides):
