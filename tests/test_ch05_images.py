@@ -308,9 +308,10 @@ def test_paired_vs_default_reads_as_a_table_for_people():
     frame = pd.DataFrame({"dataset": ["digits"] * 4, "method": ["default", "default", "mask", "mask"],
                           "seed": [0, 1, 0, 1], "test.acc (%)": [90.0, 91.0, 93.0, 92.5]})
     t = ch.paired_vs_default(frame)
-    assert list(t.columns) == ["image set", "minus default (points) [95 % interval]", "p (paired t-test)", "seeds"]
-    assert t.index.tolist() == ["Mask (learnable)"] and t.iloc[0]["seeds"] == 2
-    assert t.iloc[0]["minus default (points) [95 % interval]"].startswith("2.25 [")  # mean of +3.0 and +1.5
+    assert list(t.columns) == ["Minus default (points) [95 % interval]", "p (paired t-test)", "Seeds"]
+    assert t.index.names == ["Image set", "Method"] and t.iloc[0]["Seeds"] == 2
+    assert t.index.tolist() == [(ch.task_title("digits"), "Mask (learnable)")]
+    assert t.iloc[0]["Minus default (points) [95 % interval]"].startswith("+2.25 [")  # mean of +3.0 and +1.5
 
 
 def test_tables_for_the_page_carry_readers_headers():

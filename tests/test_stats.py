@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from companion.book.stats import format_summary, paired, paired_table, summarize, summary_table
+from companion.book.stats import difference_table, format_summary, minus, paired, summarize, summary_table
 
 
 def test_t_interval_by_hand():
@@ -43,6 +43,10 @@ def test_tables():
     t = summary_table(df, "method", ["acc"], digits=2)
     assert list(t.index) == ["a", "b"] and t.loc["a", "n"] == 3
     assert t.loc["a", "acc"] == "2.00 ± 1.00 [-0.48, 4.48]"
-    pt = paired_table(df, "method", "seed", "acc", baseline="b")
-    assert list(pt.index) == ["a"] and pt.loc["a", "n"] == 3
-    assert pt.loc["a", "p"] == 0.0377  # 0.037750 to 3 significant digits
+    by = {m: dict(zip(g.seed, g.acc)) for m, g in df.groupby("method")}
+    pt = difference_table({"a": (by["a"], by["b"])}, minus("b"), ["Method"], digits=2)
+    assert list(pt.columns) == ["Minus b (points) [95 % interval]", "p (paired t-test)", "Seeds"]
+    # d = (1, 2, 2): mean 5/3, half-width 4.302653 · 0.5773503 / √3 = 1.434218; p = 0.037750
+    assert pt.loc["a"].tolist() == ["+1.67 [0.23, 3.10]", "0.038", 3] and pt.index.name == "Method"
+    two = difference_table({("x", "a"): (by["a"], by["b"]), ("x", "b"): (by["b"], by["a"])}, minus("a"), ["Set", "M"])
+    assert two.index.names == ["Set", "M"] and two.iloc[1, 0] == "−1.7 [−3.1, −0.2]"

@@ -6,7 +6,7 @@ Section by section, as the chapter reads:
 - the budget: `budget`, `budget_numbers`;
 - the runs: `load` (the `gotu` grid and the `symmetry` grid, `companion.book.chapter.Runs`), `frame_of`;
 - Tables 1 and 4: `table`, `table1`, `table4`, `table1_measures`, `table_claims`, `table_claim_details`,
-  `table_preconditions`, `table_numbers`; the headline pairing: `paired_against`, `headline`, `headline_numbers`;
+  `table_preconditions`, `table_numbers`; the headline pairing: `headline`, `headline_numbers`;
 - the learning curves: `accuracy_curves`;
 - Figure 5: `figure5_panels`, `map_summary`, `persistence`, `figure5_claims`, `figure5_numbers`;
 - why the mask helps Majority and not 2Parity (the book's own account, claims M-01 … M-06): `load`'s
@@ -35,8 +35,8 @@ from companion.book.interpolator import N_BITS, READINGS, references
 from companion.book import step_cap
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
-from companion.book.prose import diff_interval, mean_sd, num, p_text, pct
-from companion.book.stats import paired, paired_table, summary_table
+from companion.book.prose import mean_sd, num, pct
+from companion.book.stats import difference_table, minus, paired, summary_table
 from companion.book.symmetry import frame_of as symmetry_frame
 from companion.book.symmetry import measured_table as symmetry_table
 from companion.book.symmetry import measures as symmetry_measures
@@ -57,7 +57,7 @@ __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference
            "table1", "table4", "by_task", "ACCURACY", "HEADLINE", "PERSISTENCE", "table1_measures", "table_claims",
            "table_claim_details", "table_preconditions",
            "table_numbers",
-           "paired_against", "headline", "headline_numbers", "accuracy_curves", "figure5_panels", "map_summary",
+           "headline", "headline_numbers", "accuracy_curves", "figure5_panels", "map_summary",
            "persistence", "figure5_claims", "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks",
            "function_space", "settle", "space_numbers", "frame_of", "paper_headline", "structured_gain_fitted", "retention", "figure5_preconditions",
            "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers", "mask_caps",
@@ -502,40 +502,18 @@ def table_numbers(tm: dict, results: Sequence) -> dict[str, str]:
     return out
 
 
-def paired_against(frame: pd.DataFrame, metric: str, baseline: str = "default", digits: int = 3) -> pd.DataFrame:
-    """Per task, each method minus `baseline` paired by seed, with its 95% interval and p-value
-    (rows: method labels; a `task` column with the task's title)."""
-    parts = []
-    for fn, sub in frame.groupby("task", sort=False):
-        t = paired_table(sub, "method", "seed", metric, baseline, digits=digits)
-        t.insert(0, "task", task_title(fn))
-        parts.append(t)
-    out = pd.concat(parts)
-    out.index = out.index.map(label)
-    return out
-
-
-HEADLINE = "Minus default (points) [95 % interval]"
+HEADLINE = minus("default")
 
 
 def headline(frame: pd.DataFrame, methods: Sequence[str] = ("structured-svd", "structured-opt", "mask")) -> pd.DataFrame:
     """The mask and the two structured initialisations minus default in full-cube accuracy, paired
-    by seed: rows (task, method) as titled and labelled, columns the difference in points with its 95 %
-    interval (`HEADLINE`), the paired t-test's p and the number of seeds."""
-    rows = {}
+    by seed (`stats.difference_table`): rows (task, method) as titled and labelled."""
+    pairs = {}
     for fn in FUNCTIONS:
         sub = frame[frame.task == fn]
-        if not len(sub):
-            continue
-        base = dict(zip(sub[sub.method == "default"].seed, 100 * sub[sub.method == "default"]["cube.acc"]))
-        for m in methods:
-            runs = sub[sub.method == m]
-            p = paired(dict(zip(runs.seed, 100 * runs["cube.acc"])), base)
-            rows[(task_title(fn), label(m))] = {HEADLINE: diff_interval(p.mean_diff, p.lo, p.hi),
-                                                "p (paired t-test)": p_text(p.p_value), "Seeds": p.n}
-    out = pd.DataFrame.from_dict(rows, orient="index")
-    out.index = pd.MultiIndex.from_tuples(out.index, names=["Task", "Method"])
-    return out
+        cube = {m: dict(zip(g.seed, 100 * g["cube.acc"])) for m, g in sub.groupby("method")}
+        pairs |= {(task_title(fn), label(m)): (cube[m], cube["default"]) for m in methods if len(sub)}
+    return difference_table(pairs, HEADLINE, ["Task", "Method"])
 
 
 def headline_numbers(hl: pd.DataFrame) -> dict[str, str]:

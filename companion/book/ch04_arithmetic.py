@@ -30,8 +30,8 @@ from companion.book.chapter import Decision, Findings, Runs
 from companion.book.frames import curves, records_frame
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
-from companion.book.prose import diff_interval, mean_sd, num, p_text, pct, signed
-from companion.book.stats import Paired, Summary, paired, summarize
+from companion.book.prose import diff_interval, mean_sd, num, pct, signed
+from companion.book.stats import Paired, Summary, difference_table, minus, paired, summarize
 from companion.book.step_cap import cap_glue, method_caps
 from companion.experiments import get_experiment
 from companion.experiments.arithmetic import (FIGURE2_METHODS, FRACTIONS, LONG_BUDGET, METHODS, MUL_METHODS,
@@ -157,24 +157,17 @@ def table8(frame: pd.DataFrame, metrics: Sequence[str] = tuple(TABLE8)) -> pd.Da
 
 def paired_against(frame: pd.DataFrame, op: str, fraction: float, metric: str = "test.seq_acc",
                    baseline: str = "default", budget: str = "base") -> pd.DataFrame:
-    """Each method minus `baseline` in percentage points, paired by seed: the difference with its 95 %
-    interval (column `MINUS_DEFAULT`), the paired t-test's p and the number of seeds; rows labelled."""
+    """Each method minus `baseline` in percentage points, paired by seed (`stats.difference_table`,
+    column `MINUS_DEFAULT`); rows labelled."""
     sub = _cell(frame, op, fraction, budget)
     by = {m: dict(zip(g.seed, 100 * g[metric])) for m, g in sub.groupby("method", sort=False)}
     if baseline not in by:
         raise ValueError(f"baseline {baseline!r} is not among the methods {list(by)}.")
-    rows = {}
-    for m, values in by.items():
-        if m != baseline:
-            p = paired(values, by[baseline])
-            rows[label(m)] = {MINUS_DEFAULT: diff_interval(p.mean_diff, p.lo, p.hi), "p (paired t-test)": p_text(p.p_value),
-                              "Seeds": p.n}
-    out = pd.DataFrame.from_dict(rows, orient="index")
-    out.index.name = "Method"
-    return out
+    return difference_table({label(m): (v, by[baseline]) for m, v in by.items() if m != baseline}, MINUS_DEFAULT,
+                            ["Method"])
 
 
-MINUS_DEFAULT = "Minus default (points) [95 % interval]"
+MINUS_DEFAULT = minus("default")
 
 
 def paired_table8(frame: pd.DataFrame) -> pd.DataFrame:
@@ -418,7 +411,7 @@ def budget_gap_table(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-MASK_GAP = "Mask − default (points) [95 % interval]"
+MASK_GAP = "Mask " + minus("default").lower()  # "Mask minus default (points) [95 % interval]"
 
 
 def _steps(frame: pd.DataFrame, budget: str) -> int:

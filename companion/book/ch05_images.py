@@ -32,7 +32,7 @@ from companion.book.frames import long_curves, open_mass_frame, records_frame
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
 from companion.book.prose import num, pct, signed
-from companion.book.stats import Paired, paired, paired_table, summarize, summary_table
+from companion.book.stats import Paired, difference_table, minus, paired, summarize, summary_table
 from companion.book.step_cap import cap_glue, method_caps
 from companion.experiments import get_experiment, get_grid
 from companion.experiments.images import LM_METHODS, METHODS, WINDOW
@@ -175,16 +175,12 @@ def table5(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def paired_vs_default(frame: pd.DataFrame, metric: str = "test.acc (%)") -> pd.DataFrame:
-    """Each method minus the default, paired by seed, per image set: "diff [lo, hi]", p and n."""
-    parts = []
+    """Each method minus the default, paired by seed, per image set (`stats.difference_table`)."""
+    pairs = {}
     for ds, sub in frame.groupby("dataset", sort=False):
-        t = paired_table(sub, "method", "seed", metric, "default", digits=2)
-        t.insert(0, "dataset", task_title(ds))
-        parts.append(t)
-    out = pd.concat(parts).rename(columns={"dataset": "image set", f"{metric} − default": "minus default (points) [95 % interval]",
-                                           "p": "p (paired t-test)", "n": "seeds"})
-    out.index = out.index.map(label)
-    return out
+        by = {m: dict(zip(g.seed, g[metric])) for m, g in sub.groupby("method", sort=False)}
+        pairs |= {(task_title(ds), label(m)): (v, by["default"]) for m, v in by.items() if m != "default"}
+    return difference_table(pairs, minus("default"), ["Image set", "Method"], digits=2)
 
 
 def paired_frame(frame: pd.DataFrame, metric: str = "test.acc (%)") -> pd.DataFrame:

@@ -35,8 +35,8 @@ from companion.book.frames import open_mass, readout, records_frame
 from companion.book.labels import label, task_title
 from companion.book.missing import gather
 from companion.book.parameters import check_parameters
-from companion.book.prose import diff_interval, mean_sd, num, p_text, pct, signed
-from companion.book.stats import paired, sign_flip_p, summarize
+from companion.book.prose import mean_sd, num, pct, signed
+from companion.book.stats import difference_table, minus, paired, sign_flip_p, summarize
 from companion.config import TaskConfig
 from companion.book import step_cap
 from companion.experiments.chapters import chapter_requests
@@ -288,7 +288,7 @@ DRIFT_AT = "Final mask drift ‖Δ log σ(M)‖ (Frobenius norm) at contrast ±c
 QK_COLUMNS = {"acc": "Full-cube accuracy (%)", "open_start": "CLS attention on open keys, start",
               "open_end": "CLS attention on open keys, end", "qk_drift": "Query–key drift ‖ΔA‖/‖A₀‖"}
 QK_DRIFTS = {"qk_drift": "Query–key drift ‖ΔA‖/‖A₀‖", "attention_drift": "Attention-pattern drift"}
-MINUS_NO_MASK = "Mask − no mask (points) [95 % interval]"
+MINUS_NO_MASK = minus("no mask")
 
 
 def _variant_words(variant: str) -> str:
@@ -368,20 +368,13 @@ def qk_drift_table(qk: pd.DataFrame) -> pd.DataFrame:
 
 
 def paired_gain_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mask minus the model without a mask in full-cube accuracy (points), paired by seed, for the
-    cells of `PAIRED_CELLS` on each task: the difference with its 95 % t interval (`MINUS_NO_MASK`),
-    the paired t-test's p and the number of seeds."""
+    """Mask minus the model without a mask in full-cube accuracy (points), paired by seed
+    (`stats.difference_table`, column `MINUS_NO_MASK`), for the cells of `PAIRED_CELLS` on each task."""
     pct_frame = frame.assign(**{"cube.acc": 100 * frame["cube.acc"]})
-    rows = {}
-    for task in TASKS:
-        for p, c in PAIRED_CELLS:
-            r = paired(by_seed(pct_frame, task, p, c), by_seed(pct_frame, task, "no mask", 0.0))
-            name = f"{PLACEMENT_NAMES[p]} ±{c:g}" if c else PLACEMENT_NAMES[p]
-            rows[(task_title(task), name)] = {MINUS_NO_MASK: diff_interval(r.mean_diff, r.lo, r.hi),
-                                              "p (paired t-test)": p_text(r.p_value), "Seeds": r.n}
-    table = pd.DataFrame.from_dict(rows, orient="index")
-    table.index = pd.MultiIndex.from_tuples(table.index, names=["Task", "Mask"])
-    return table
+    pairs = {(task_title(task), f"{PLACEMENT_NAMES[p]} ±{c:g}" if c else PLACEMENT_NAMES[p]):
+             (by_seed(pct_frame, task, p, c), by_seed(pct_frame, task, "no mask", 0.0))
+             for task in TASKS for p, c in PAIRED_CELLS}
+    return difference_table(pairs, MINUS_NO_MASK, ["Task", "Mask"])
 
 
 # ---------------------------------------------------------------- figure data

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 __all__ = ["Summary", "Paired", "summarize", "paired", "sign_flip_p", "format_summary", "summary_table",
-           "paired_table"]
+           "P_COLUMN", "SEEDS_COLUMN", "minus", "difference_table"]
 
 
 @dataclass(frozen=True)
@@ -127,20 +127,31 @@ def summary_table(frame, by: str | Sequence[str], metrics: Sequence[str], digits
     return out
 
 
-def paired_table(frame, method_col: str, seed_col: str, metric: str, baseline: str, digits: int = 3,
-                 level: float = 0.95):
-    """Each method minus `baseline` on `metric`, paired by seed: "diff [lo, hi]", p-value and n."""
+P_COLUMN, SEEDS_COLUMN = "p (paired t-test)", "Seeds"  # the paired tables' last two columns, in every chapter
+
+
+def minus(what: str) -> str:
+    """The header of a paired-difference column: `minus("default")` → "Minus default (points) [95 % interval]"."""
+    return f"Minus {what} (points) [95 % interval]"
+
+
+def difference_table(pairs: Mapping, header: str, names: Sequence[str], digits: int = 1, level: float = 0.95):
+    """The book's one paired-difference table: a row per key of `pairs` ({row key: (a by seed, b by
+    seed)}, values in points), a − b paired by seed as "+d [lo, hi]" under `header` (`minus`), the paired
+    t-test's p (`P_COLUMN`) and the seeds paired (`SEEDS_COLUMN`). Tuple keys make a MultiIndex named
+    `names`; plain keys an index named `names[0]`."""
     import pandas as pd
 
-    by_method = {m: dict(zip(g[seed_col], g[metric])) for m, g in frame.groupby(method_col, sort=False)}
-    if baseline not in by_method:
-        raise ValueError(f"baseline {baseline!r} is not among the methods {list(by_method)}.")
-    f = f"{{:.{digits}f}}"
+    from companion.book.prose import diff_interval, p_text
+
     rows = {}
-    for m, vals in by_method.items():
-        if m == baseline:
-            continue
-        p = paired(vals, by_method[baseline], level)
-        rows[m] = {f"{metric} − {baseline}": f"{f.format(p.mean_diff)} [{f.format(p.lo)}, {f.format(p.hi)}]",
-                   "p": float(f"{p.p_value:.{digits}g}") if not math.isnan(p.p_value) else math.nan, "n": p.n}
-    return pd.DataFrame.from_dict(rows, orient="index")
+    for key, (a, b) in pairs.items():
+        d = paired(a, b, level)
+        rows[key] = {header: diff_interval(d.mean_diff, d.lo, d.hi, digits), P_COLUMN: p_text(d.p_value),
+                     SEEDS_COLUMN: d.n}
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    if len(names) > 1:
+        out.index = pd.MultiIndex.from_tuples(out.index, names=list(names))
+    else:
+        out.index.name = names[0]
+    return out
