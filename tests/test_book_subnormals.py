@@ -1,4 +1,4 @@
-"""Chapter 10's subnormal section (companion.book.subnormals, through ch10_cost): which sweep had
+"""Chapter 10's subnormal section (companion.book.chapters.subnormals, through ch10_cost): which sweep had
 flush-to-zero is read from the file, the table and glued numbers follow the results they are given,
 and the committed files are what the section says they are."""
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from companion.book import ch10_cost as cr
-from companion.book.subnormals import by_flush, cliff_numbers, cliff_table, flush_setting, subnormal_band
+from companion.book.chapters import ch10_cost as cr
+from companion.book.chapters.subnormals import by_flush, cliff_numbers, cliff_table, flush_setting, subnormal_band
 from companion.paths import repo_root
 
 

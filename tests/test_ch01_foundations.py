@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from companion import sinusoidal_positions
-from companion.book.ch01_foundations import (
+from companion.book.chapters.ch01_foundations import (
     SETTINGS, Projections, attend_error, blocking_cases, blocking_table, blocking_weights, causal_visibility,
     causal_weights, claim_measures, equivariance_trials, gap_summary, matches_source, permutation_gap, prose_numbers,
     random_qkv, renormalisation, renormalisation_gap, single_query_weights, source_comparison, stated_pe2,
@@ -143,7 +143,7 @@ def test_prose_numbers_of_the_chapter_example():
 
 
 def test_the_encoding_table_shows_sin_and_cos_of_each_position():
-    from companion.book.ch01_foundations import encoding_table
+    from companion.book.chapters.ch01_foundations import encoding_table
 
     table = encoding_table(sinusoidal_positions(2, 2, dtype=torch.float64))
     assert table.loc[1].tolist() == [f"{math.sin(1):.4f}", f"{math.cos(1):.4f}"]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from companion.book.ch02_mechanism import (
+from companion.book.chapters.ch02_mechanism import (
     autograd_jacobian, central_difference, claim_measures, contrast_sweep, corollary1_worst_ratio, dp_dk, dp_dm,
     dp_dq, grad_at, key_growth, log_sigmoid_values, mask_probs, norm_sweep, peak_scale, prose_numbers, qk_gaps,
     saturation, theorem1_gaps, within_rounding, growth_share, content_sweep, adam_first_step,
@@ -150,7 +150,7 @@ def test_a_tiny_gradient_is_a_full_adam_step():
 
 
 def test_sweep_table_pairs_each_derivative_with_its_bound():
-    from companion.book import ch02_mechanism as ch
+    from companion.book.chapters import ch02_mechanism as ch
 
     sweep = ch.norm_sweep([0.5, 2.0], n=4, d=8, draws=3, m=0.0, generator=torch.Generator().manual_seed(0))
     t = ch.sweep_table(sweep)
@@ -161,7 +161,7 @@ def test_sweep_table_pairs_each_derivative_with_its_bound():
 
 
 def test_the_saturation_table_names_its_columns_for_readers():
-    from companion.book.ch02_mechanism import SATURATION_COLUMNS, saturation_table
+    from companion.book.chapters.ch02_mechanism import SATURATION_COLUMNS, saturation_table
 
     table = saturation_table(SAT)
     assert list(table.columns) == list(SATURATION_COLUMNS.values()) and table.index.name == "mask contrast c"

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from companion.config import TaskConfig, TrainConfig
-from companion.book import ch03_boolean as ch
+from companion.book.chapters import ch03_boolean as ch
 from companion.experiments import get_experiment
 from companion.experiments.gotu import METHODS
 from companion.runs import run
@@ -140,7 +140,7 @@ def test_masks_are_the_fourier_support_recovered_from_the_values():
 
 def test_budget_and_its_numbers_at_ci():
     b = ch.budget("ci", [0, 1, 2])
-    assert b.name == "ci" and b["seeds"] == 3 and b["heads"] == 4
+    assert b.name == "ci" and b["Seeds"] == 3 and b["Heads"] == 4
     assert ch.budget_numbers(b) == {"ch3_budget_d_model": 32, "ch3_budget_layers": 2, "ch3_budget_steps": 250,
                                     "ch3_budget_batch": 64, "ch3_budget_training_points": 4096,
                                     "ch3_budget_lr": 0.003}
@@ -433,8 +433,8 @@ def test_by_seed_draws_a_dot_per_run_and_a_bar_per_mean(loaded):
     import matplotlib
 
     matplotlib.use("Agg")
-    from companion.book import plots
-    from companion.book.figures import ch03 as draw
+    from companion.book.chapters import plots
+    from companion.book.chapters.figures import ch03 as draw
 
     _, frame = loaded
     pts = ch.seed_points(frame)
@@ -583,7 +583,7 @@ def test_walsh_expansion_equals_the_direct_fourier_sum_on_random_functions():
     """The fast transform behind S2-11 gives the same coefficients as the definition, monomial by
     monomial, on random real-valued functions of up to 6 coordinates with arbitrary labels."""
     from companion.boolean_fourier import cube, fourier_coefficients
-    from companion.book.ch03_boolean import walsh_expansion
+    from companion.book.chapters.ch03_boolean import walsh_expansion
 
     g = torch.Generator().manual_seed(0)
     for k in range(1, 7):
@@ -697,5 +697,6 @@ def test_paper_headline_reads_whatever_paper_records_exist(loaded):
 def test_the_budget_table_names_its_rows_for_readers():
     b = ch.budget("ci", [0, 1, 2])
     table = ch.budget_table(b)
-    assert list(table.columns) == ["ci"] and "learning rate" in table.index and "d_model" not in table.index
-    assert table.loc["learning rate", "ci"] == b["lr"] and table.loc["seeds", "ci"] == 3
+    assert list(table.columns) == ["ci"] and "Learning rate" in table.index and "d_model" not in table.index
+    assert table.loc["Learning rate", "ci"] == 0.003 and table.loc["Seeds", "ci"] == 3
+    assert list(table.index)[:3] == ["Model width", "Layers", "Heads"]

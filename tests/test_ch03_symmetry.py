@@ -10,7 +10,7 @@ from statistics import mean
 
 import pytest
 
-from companion.book import ch03_boolean as ch
+from companion.book.chapters import ch03_boolean as ch
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("2parity-moved", "2parity", "maj3", "threesym")

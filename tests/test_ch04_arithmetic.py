@@ -10,7 +10,7 @@ import pytest
 
 from companion.config import TrainConfig
 from companion.train import prior_lr_sum
-from companion.book import ch04_arithmetic as ch
+from companion.book.chapters import ch04_arithmetic as ch
 from companion.experiments import load_experiments
 from companion.experiments.arithmetic import METHODS, arithmetic_cells
 from companion.tasks.arithmetic import ArithmeticTask
@@ -317,7 +317,7 @@ def test_budget_table_reads_the_configs():
 def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(monkeypatch):
     from companion.book.chapter import Runs, claims
     from companion.book.claims import load_ledger
-    from companion.book.step_cap import cap_glue
+    from companion.book.chapters.step_cap import cap_glue
 
     grid, calls = _grid("ci"), []
     monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: calls.append((a, k)) or grid)

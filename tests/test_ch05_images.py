@@ -11,8 +11,8 @@ import torch
 
 from companion.config import TrainConfig
 from companion.train import prior_lr_sum
-from companion.book import ch05_images as ch
-from companion.book.stats import Paired
+from companion.book.chapters import ch05_images as ch
+from companion.book.chapters.stats import Paired
 from companion.experiments import get_experiment, get_grid
 from companion.experiments.images import METHODS
 from companion.masks import causal_local_pattern, patch_pattern
@@ -229,8 +229,9 @@ def test_the_text_mask_and_the_budget():
     assert ch.text_mask("paper")[1:] == (256, 64)
     b = ch.budget("ci", ["digits"])
     assert list(b.columns) == ["vit-digits", "lm-local"]
-    assert b.loc["patch / window", "vit-digits"] == 2 and b.loc["patch / window", "lm-local"] == 16
-    assert b.loc["data", "vit-digits"] == "digits" and b.loc["data", "lm-local"] == "pydoc"
+    assert b.loc["Patch / window", "vit-digits"] == 2 and b.loc["Patch / window", "lm-local"] == 16
+    assert b.loc["Data", "vit-digits"] == "digits" and b.loc["Data", "lm-local"] == "pydoc"
+    assert b.loc["Architecture", "vit-digits"] == "vit" and list(b.index)[-1] == "Data"
 
 
 def test_mask_movement_is_the_relative_drift_of_the_bias():
@@ -246,7 +247,7 @@ def test_mask_movement_is_the_relative_drift_of_the_bias():
 def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(runs, loaded, monkeypatch):
     from companion.book.chapter import claims
     from companion.book.claims import load_ledger
-    from companion.book.step_cap import cap_glue
+    from companion.book.chapters.step_cap import cap_glue
 
     records, frame, text = loaded
     asked = []

@@ -16,8 +16,8 @@ import torch
 
 from companion.readouts import jsonable, log_mask
 
-from companion.book import ch06_referees as ch
-from companion.book import step_cap
+from companion.book.chapters import ch06_referees as ch
+from companion.book.chapters import step_cap
 from companion.config import TaskConfig, TrainConfig
 from companion.experiments import get_experiment
 from companion.experiments.referee import PLACEMENTS, WIDENED, mask_overrides, movable_cells, placement_cells, qk_norm_cells
@@ -368,7 +368,7 @@ def test_prose_numbers_cover_every_glue_the_text_cites(frame, qk):
              for name in re.findall(r"\{glue:text\}`([^`]+)`", "".join(c["source"]))}
     results = [SimpleNamespace(id=f"R-0{i}", verdict="reproduced") for i in range(1, 8)]
     drifts = {"2parity": 0.01, "maj3": 0.03}
-    # the closing section glues its own status line from companion.book.paper, not from prose_numbers
+    # the closing section glues its own status line from companion.book.paper_status, not from prose_numbers
     own = {"ch6_paper_status"}
     code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
     assert all(f'"{name}"' in code for name in own)
@@ -450,7 +450,7 @@ def test_frames_of_real_tiny_runs():
 
 
 def test_sign_flip_p_is_the_exact_permutation_tail():
-    from companion.book.stats import sign_flip_p
+    from companion.book.chapters.stats import sign_flip_p
 
     assert sign_flip_p([0.1] * 5) == 1 / 32  # every seed gains: the smallest p five seeds allow
     assert sign_flip_p([0.1, 0.2, 0.3, 0.4, -0.05]) == 2 / 32  # one small loss: also flipping it ties or beats

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 import torch
 
-from companion.book import ch07_transport as ch
+from companion.book.chapters import ch07_transport as ch
 from companion.book.claims import record_all
-from companion.book.transport import objective, solve_entropic
+from companion.book.chapters.entropic import objective, solve_entropic
 from companion.config import ModelConfig, PriorConfig, TaskConfig
 from companion.model import Transformer, init_weights_
 from companion.measuring import measure_readouts

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import torch
 
-from companion.book import ch08_copy_mixture as ch
-from companion.book.transport import prior_panels
+from companion.book.chapters import ch08_copy_mixture as ch
+from companion.book.chapters.entropic import prior_panels
 from companion.config import ModelConfig, PriorConfig
 from companion.model import Transformer, init_weights_
 from companion.measuring import measure_readouts
@@ -139,9 +139,9 @@ def test_tables():
     assert final.loc["RoPE", "above Bayes-optimal (nats)"] == "0.024 ± 0.005"
     assert ch.run_summary(frame) == "6 runs; mean wall time per run 54.5 s"
     budget = ch.budget_table(ch.goat_config("ci"), [0, 1, 2])["ci"]
-    assert budget["updates"] == 1500 and budget["GOAT lanes (of the head width)"] == 13 and budget["heads"] == 4
-    assert budget["model width"] == 64 and budget["head width"] == 24 and budget["learning rate"] == 0.003
-    assert budget["seeds"] == 3 and budget["layers"] == 1
+    assert budget["Updates"] == 1500 and budget["GOAT lanes (of the head width)"] == 13 and budget["Heads"] == 4
+    assert budget["Model width"] == 64 and budget["Head width"] == 24 and budget["Learning rate"] == 0.003
+    assert budget["Seeds"] == 3 and budget["Layers"] == 1
 
 
 def _record(method: str, seed: int, gaps: list[float]):

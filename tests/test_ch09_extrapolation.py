@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from companion.book import ch09_extrapolation as ch
+from companion.book.chapters import ch09_extrapolation as ch
 from companion.book.chapter import Runs, claims
 from companion.config import ModelConfig, TaskConfig
 from companion.experiments.copy_mixture import prior_model
@@ -92,8 +92,8 @@ def test_setup_reads_both_experiments_at_their_own_lengths():
     assert s.L == 64 and s.lengths == [64, 128, 256, 512] and s.pk_lengths == [64, 128, 256, 512]
     assert ch.reading_lengths(128, 8) == [128, 256, 512, 1024] and ch.reading_lengths(5, 1) == [5]
     b = ch.budget(s, SEEDS)["ci"]
-    assert (b["layers"], b["heads"], b["updates (char LM)"], b["updates (passkey)"], b["seeds"]) == (2, 4, 400, 500, 2)
-    assert (b["model width"], b["head width"], b["batch size"]) == (64, 24, 32)
+    assert (b["Layers"], b["Heads"], b["Updates (char LM)"], b["Updates (passkey)"], b["Seeds"]) == (2, 4, 400, 500, 2)
+    assert (b["Model width"], b["Head width"], b["Batch size"]) == (64, 24, 32)
     numbers = ch.setup_numbers(s)
     assert numbers["ch9_L"] == "64" and numbers["ch9_far_len"] == "512" and numbers["ch9_eval_tokens"] == "16,384"
     assert numbers["ch9_digits"] == "5" and numbers["ch9_steps_lm"] == "400" and numbers["ch9_steps_pk"] == "500"
@@ -167,7 +167,7 @@ def test_length_curves_name_the_reading_as_the_method_hue():
 def test_length_axis_is_a_log_axis_ticked_at_the_lengths():
     import matplotlib.pyplot as plt
 
-    from companion.book.figures import ch09 as draw
+    from companion.book.chapters.figures import ch09 as draw
 
     fig, ax = plt.subplots()
     draw._length_axis(ax, [4, 8, 16], 4)
@@ -425,7 +425,7 @@ def test_passkey_grid_is_correct_digits_over_key_digits_and_nan_when_empty():
 # ---------------------------------------------------------------- Figure 3b
 
 def test_head_prior_reads_the_last_layers_panels_from_the_record():
-    from companion.book.transport import prior_panels
+    from companion.book.chapters.entropic import prior_panels
 
     task = make_task(TaskConfig.of("char-lm", seq_len=8))
     model = _model("goat", task.spec)

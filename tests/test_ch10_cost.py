@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from companion.book import ch10_cost as cr
+from companion.book.chapters import ch10_cost as cr
 from companion.book.claims import load_ledger
 from companion.book.labels import VARIANTS
 from companion.cost.roofline import attention_bytes, attention_flops, bound_s
@@ -293,7 +293,7 @@ def test_flex_on_the_gpu_is_described_by_what_its_record_says():
 def test_the_committed_h200_results_decide_c02_on_bfloat16():
     gpu = cr.gpu_results(cr.committed())
     assert {r["settings"]["dtype"] for r in gpu.values()} == {"float32", "bfloat16"}
-    ratios = cr.gpu_mask_ratios(gpu)
+    ratios = cr.gpu_ratios(gpu, "mask-attend")
     assert ratios["bfloat16"] > ratios["float32"] and cr.gpu_mask_ratio(gpu) == round(ratios["bfloat16"], 3)
 
 

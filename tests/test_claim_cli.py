@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from companion.book import ch01_foundations, ch04_arithmetic
+from companion.book.chapters import ch01_foundations, ch04_arithmetic
 from companion.book.chapter import Findings, claims, module_name, module_of
 from companion.book.claim_cli import paper_store
 from companion.book.claims import assess, load_ledger
@@ -45,7 +45,7 @@ def test_every_chapter_of_the_book_and_of_the_ledger_has_one_module():
     assert len(chapters) == 10
     for f in chapters:
         name = module_name(f)
-        assert name.startswith(f"companion.book.ch{Path(f).name[:2]}_") and importlib.import_module(name)
+        assert name.startswith(f"companion.book.chapters.ch{Path(f).name[:2]}_") and importlib.import_module(name)
         assert module_name(Path(f).name[:2]) == name
         module = module_of(f)
         assert callable(module.load) and callable(module.decide) and not hasattr(module, "claims"), name
@@ -159,7 +159,7 @@ def test_an_item_reported_not_rebuilt_prints_its_reason(capsys):
 def test_a_chapter_module_without_decide_is_named(capsys, monkeypatch):
     monkeypatch.delattr(ch01_foundations, "decide")
     assert _run(capsys, "S1-07") == (1, "", (
-        "companion claim: error: companion.book.ch01_foundations has no load() and decide(), so S1-07 cannot be "
+        "companion claim: error: companion.book.chapters.ch01_foundations has no load() and decide(), so S1-07 cannot be "
         "computed on its own yet; execute its chapter (chapters/01_masks_and_positions) instead.\n"))
 
 
@@ -175,7 +175,7 @@ def test_a_claim_measured_at_the_other_profile_only(capsys, monkeypatch):
     assert out.splitlines()[-2:] == ["  verdict: not run at this scale",
                                      "  note:    the chapter measures it at the paper profile: add --profile paper"]
     _decides_nothing(monkeypatch, ch01_foundations)
-    assert _run(capsys, "S1-07") == (1, "", "companion claim: error: companion.book.ch01_foundations.decide() "
+    assert _run(capsys, "S1-07") == (1, "", "companion claim: error: companion.book.chapters.ch01_foundations.decide() "
                                             "did not measure S1-07 at the ci profile.\n")
 
 

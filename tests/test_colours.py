@@ -3,7 +3,8 @@ meanings share a colour."""
 
 import pytest
 
-from companion.book import colours, labels, plots
+from companion.book import colours, labels
+from companion.book.chapters import plots
 
 # Sharma, Wu & Dalal (2005), Table 1: (L*, a*, b*) pairs and their ΔE₀₀ to four decimals, chosen to
 # exercise the hue rotation near blue, the mean hue across 0°, and large differences.

@@ -38,7 +38,7 @@ def test_figure_names_are_unique_across_the_book():
 
 
 def test_no_chapter_picks_its_own_colours():
-    modules = sorted((ROOT / "companion" / "book").glob("ch*.py"))
+    modules = sorted((ROOT / "companion" / "book" / "chapters").glob("ch[0-9][0-9]_*.py"))
     for path in modules:
         assert not HEX.search(path.read_text()), f"{path.name} sets a colour; use labels.colour"
     for path in SOURCES:
@@ -57,7 +57,7 @@ def test_a_method_keeps_one_colour_and_its_variants_share_it():
 
 
 # ---------------------------------------------------------------- the figures themselves, on the page
-# Each chapter's figure functions (companion.book.figures) are drawn from small made-up inputs of the
+# Each chapter's figure functions (companion.book.chapters.figures) are drawn from small made-up inputs of the
 # shapes the chapters pass, and `plots.layout_problems` must find nothing: text ≥ 9 pt at the column's
 # width, legends outside every axes' data, a colour bar on every heat map, two or more labels on every
 # log axis.
@@ -70,9 +70,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from companion.book import plots  # noqa: E402
-from companion.book.figures import ch01 as f01, ch02 as f02, ch03 as f03, ch04 as f04, ch05 as f05  # noqa: E402
-from companion.book.figures import ch06 as f06, ch07 as f07, ch08 as f08, ch09 as f09, ch10 as f10  # noqa: E402
+from companion.book.chapters import plots  # noqa: E402
+from companion.book.chapters.figures import ch01 as f01, ch02 as f02, ch03 as f03, ch04 as f04, ch05 as f05  # noqa: E402
+from companion.book.chapters.figures import ch06 as f06, ch07 as f07, ch08 as f08, ch09 as f09, ch10 as f10  # noqa: E402
 
 
 def _rng():
@@ -92,7 +92,7 @@ def _maps(methods, per_row):
 
 def _ch01():
     from companion import sinusoidal_positions
-    from companion.book import ch01_foundations as ch
+    from companion.book.chapters import ch01_foundations as ch
 
     tokens = ["grid", "load", "rises"]
     q, k, v = ch.random_qkv(3, 4, 0)
@@ -103,7 +103,7 @@ def _ch01():
 
 
 def _ch02():
-    from companion.book import ch02_mechanism as ch
+    from companion.book.chapters import ch02_mechanism as ch
 
     scales, contrasts = [0.1, 0.5, 1, 3, 10, 30], [0.5, 1, 2, 5, 10]
     sweep = ch.norm_sweep(scales, n=8, d=16, draws=3, m=0.0, generator=torch.Generator().manual_seed(0))
@@ -124,7 +124,7 @@ def _ch03():
 
 
 def _ch04():
-    from companion.book import ch04_arithmetic as ch
+    from companion.book.chapters import ch04_arithmetic as ch
 
     methods = ("default", "structured-svd", "mask", "fixed-mask")
     points = pd.DataFrame([{"method": m, "x": i + 0.1 * k, "mean": 50.0, "below": 5.0, "above": 7.0}
@@ -140,8 +140,8 @@ def _ch04():
 
 
 def _ch05():
-    from companion.book import ch05_images as ch
-    from companion.book.stats import summarize
+    from companion.book.chapters import ch05_images as ch
+    from companion.book.chapters.stats import summarize
 
     rng = _rng()
     order = ("mimetic", "structured-svd", "structured-opt", "mask")
@@ -170,7 +170,7 @@ def _ch06():
     qk = {(t, kind): pd.DataFrame([{"method": m, "QK": q, "seed": s, "step": st, "drift": float(rng.uniform(0, 1))}
                                    for m in ("default", "mask") for q in ("none", "QK norm") for s in range(3)
                                    for st in (0, 50, 100)]) for t in ("maj3", "cyclic3") for kind in ("qk", "attention")}
-    from companion.book.ch06_referees import DRIFT_TITLES as titles
+    from companion.book.chapters.ch06_referees import DRIFT_TITLES as titles
     return [f06.contrast(runs, baselines, contrasts), f06.drift(drift, titles), f06.qk_drift(qk, titles)]
 
 
@@ -186,7 +186,7 @@ def _ch07():
 
 
 def _ch08():
-    from companion.book.transport import prior_views
+    from companion.book.chapters.entropic import prior_views
 
     rng = _rng()
     gaps = _curves(("goat", "rope", "alibi"), steps=(0, 100, 200, 400))
@@ -197,7 +197,7 @@ def _ch08():
 
 
 def _ch09():
-    from companion.book import ch09_extrapolation as ch
+    from companion.book.chapters import ch09_extrapolation as ch
 
     rng = _rng()
     lengths, train_len = [64, 128, 256, 512], 64
@@ -267,8 +267,8 @@ def test_layout_problems_names_each_broken_rule():
 def test_figure_5_2_draws_the_paired_table_s_interval_for_the_first_image_set_only():
     """The dots' mean and its bar are Chapter 5's table cell (stats.paired against the default, a
     Student-t interval), not a bootstrap; a second image set in the frame is not drawn."""
-    from companion.book import ch05_images as ch
-    from companion.book.stats import paired
+    from companion.book.chapters import ch05_images as ch
+    from companion.book.chapters.stats import paired
 
     plots.use_style()
     acc = {("digits", "default"): [50.0, 60.0, 55.0, 58.0], ("digits", "mask"): [57.0, 61.0, 64.0, 58.0],

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from companion.book.frames import run_summary
+from companion.book.chapters.frames import run_summary
 
 
 def _rec(wall):
@@ -12,7 +12,7 @@ def _rec(wall):
 
 
 def test_run_summary_counts_every_record_at_any_depth(monkeypatch):
-    import companion.book.frames as frames
+    import companion.book.chapters.frames as frames
 
     monkeypatch.setattr(frames, "records_frame", lambda recs: pd.DataFrame({"wall_time": [r.wall_time for r in recs]}))
     flat = [_rec(1.0), _rec(2.0)]

@@ -1,6 +1,6 @@
-"""The MDI's accuracies, computed once for Chapters 3 and 6 (`companion.book.interpolator`)."""
+"""The MDI's accuracies, computed once for Chapters 3 and 6 (`companion.book.chapters.interpolator`)."""
 
-from companion.book import interpolator
+from companion.book.chapters import interpolator
 from companion.tasks.boolean import FUNCTIONS
 
 
@@ -18,7 +18,7 @@ def test_the_mdi_interpolates_the_seen_set_and_scores_gotu_s_baselines():
 
 
 def test_chapter_6_reads_the_same_numbers_chapter_3_tabulates():
-    from companion.book import ch03_boolean as ch3
-    from companion.book import ch06_referees as ch6
+    from companion.book.chapters import ch03_boolean as ch3
+    from companion.book.chapters import ch06_referees as ch6
 
     assert ch3.references is interpolator.references and ch6.mdi is interpolator.mdi

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from companion.book import ladder
+from companion.book.chapters import ladder
 from companion.book.claims import load_ledger
 from companion.cli import main
 from companion.config import RunConfig
@@ -97,7 +97,7 @@ def test_a_rung_with_a_missing_record_is_left_out(tmp_path):
 def test_the_ci_rung_reads_the_chapters_measures():
     """At `ci` the ladder's measures equal the chapters' own: Chapter 3's mask accuracy over fitted runs,
     Chapter 4's base-budget default and paired gain, Chapter 9's passkey claims."""
-    from companion.book import ch03_boolean, ch04_arithmetic, ch09_extrapolation
+    from companion.book.chapters import ch03_boolean, ch04_arithmetic, ch09_extrapolation
 
     frame = ladder.made(ladder.ladder_frame(store=RunStore(ROOT / "nowhere")))
     ci = frame[frame.rung == "ci"].set_index("claim").measure
@@ -166,7 +166,7 @@ def test_the_figure_draws_a_paper_point_as_a_star_off_the_ladder_line():
     import matplotlib
 
     matplotlib.use("Agg")
-    from companion.book.figures.ladder import ladder as draw
+    from companion.book.chapters.figures.ladder import ladder as draw
 
     rows = pd.DataFrame([{"claim": "S2-14", "rung": r, "flops": f, "measure": m} for r, f, m in
                          (("ci", 1e12, 0.66), ("data", 4e12, 0.0), ("paper", 1e15, 0.7))])

@@ -1,6 +1,6 @@
 """The ladder's measures recomputed from the committed records alone: the JSON files of results/ladder
 read with `json` and plain arithmetic (no run store, no record class, no chapter function), grouped by
-the settings that make a rung, and compared with what `companion.book.ladder` reads for the book.
+the settings that make a rung, and compared with what `companion.book.chapters.ladder` reads for the book.
 
 A rung is a group of records that share a family's task and the model and training settings; the
 measures of each complete group must be the measures of one rung the book shows, and the other way."""
@@ -14,7 +14,7 @@ from statistics import mean
 
 import pytest
 
-from companion.book import ladder
+from companion.book.chapters import ladder
 from companion.experiments.ladder import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -78,7 +78,20 @@ def test_no_import_circles():
 
 
 def _is_chapter(module: str) -> bool:
-    return re.fullmatch(r"companion\.book\.ch\d\d_\w+", module) is not None
+    return re.fullmatch(r"companion\.book\.chapters\.ch\d\d_\w+", module) is not None
+
+
+def test_the_book_machinery_imports_no_chapter_analysis():
+    """book/ has two halves: the chapter analyses (book/chapters/: chNN_*, figures/ and what they
+    share) import the machinery (runner, claims, scoreboard, tables, the Sphinx extension…), never the
+    other way; `chapter.module_of` finds a chapter's module by name."""
+    graph = _graph()
+    machinery = [m for m in graph if m.startswith("companion.book") and not m.startswith("companion.book.chapters")]
+    assert len(machinery) >= 20
+    bad = {m: sorted(d for d in graph[m] if d.startswith("companion.book.chapters.")) for m in machinery}
+    assert not {m: d for m, d in bad.items() if d}
+    analyses = [m for m in graph if m.startswith("companion.book.chapters.")]
+    assert len([m for m in analyses if _is_chapter(m)]) == 10 and len(analyses) >= 30
 
 
 def test_chapter_modules_import_no_other_chapter_module():

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from companion.book import paper
+from companion.book import paper_status as paper
 from companion.book.chapter import Findings
 from companion.cli import main
 from companion.cli.paper import estimate_group, run_paper, window_rows

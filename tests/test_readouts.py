@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from companion.book.transport import prior_panels
+from companion.book.chapters.entropic import prior_panels
 from companion.config import ModelConfig, TaskConfig
 from companion.experiments import get_experiment
 from companion.experiments.copy_mixture import prior_model

@@ -153,7 +153,7 @@ def test_the_reproductions_page_lists_every_recorded_host(tmp_path):
 
 
 def test_chapter_10_reads_the_committed_peak():
-    from companion.book import ch10_cost as cr
+    from companion.book.chapters import ch10_cost as cr
 
     peak = cr.load_peak()
     assert peak["peak_flops"] > 1e9 and peak["bandwidth_bytes_s"] > 1e9 and peak["threads"] == 2

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from companion.book.stats import difference_table, format_summary, minus, paired, summarize, summary_table
+from companion.book.chapters.stats import difference_table, format_summary, minus, paired, summarize, summary_table
 
 
 def test_t_interval_by_hand():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from companion.book import step_cap
+from companion.book.chapters import step_cap
 from companion.book.claims import load_ledger, verdict
 from companion.config import TrainConfig, config_to_dict
 from companion.drift import DriftTracker

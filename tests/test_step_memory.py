@@ -48,7 +48,7 @@ def test_an_unknown_method_is_reported_not_raised():
 
 def test_a_zero_reference_gives_no_ratio_instead_of_a_crash(monkeypatch):
     import companion.cost.step as step
-    from companion.book.ch10_cost import step_frame
+    from companion.book.chapters.ch10_cost import step_frame
 
     fake = {"rope": 0, "goat": 4096}
     monkeypatch.setattr(step, "measure_step", lambda m, shape, **kw: {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from companion.book import symmetry as sym
+from companion.book.chapters import symmetry as sym
 from companion.boolean_fourier import min_degree_interpolator
 from companion.config import ModelConfig, PriorConfig, RunConfig, config_from_dict, config_to_dict
 from companion.experiments import get_experiment

@@ -45,7 +45,7 @@ def test_every_source_follows_the_convention(path):
     ("ch.table(x)\n{r.id: r.verdict for r in results}", [], {"hide-input"}),
     ("verdict_table(results)", [], {"remove-input"}),
     ("results = record_all(m)\nglue_all(n)\nch.table(x)", [], {"remove-input"}),
-    ("import numpy as np\nfrom companion.book import plots\ncheck_parameters(profile)\nplots.use_style()", [], {"remove-input"}),
+    ("import numpy as np\nfrom companion.book.chapters import plots\ncheck_parameters(profile)\nplots.use_style()", [], {"remove-input"}),
     ("fig, ax = plt.subplots()\nax.plot([1])\nplt.show()", [], {"hide-input"}),
     ("x = ch.load()\nglue('a', 1)\nch.table(x)", [], {"hide-input"}),
     ("ch.table1(frame, refs)", [], {"hide-input"}),  # a helper call: its table is what the page shows

@@ -1,6 +1,6 @@
 """One decision per chapter: the shape every chapter module shares.
 
-A chapter module (`companion/book/chNN_*.py`) has:
+A chapter module (`companion/book/chapters/chNN_*.py`) has:
 
 - `SEEDS`, the seeds its notebook's parameters cell defaults to;
 - `load(profile, seeds=None, *, jobs=None, store=None, train=True) -> Runs`: its records (a chapter
@@ -24,6 +24,7 @@ from pathlib import PurePosixPath
 from types import MappingProxyType, ModuleType
 from typing import Any
 
+import companion.book.chapters
 from companion.book.claims import ClaimResult, _in_kernel, glue_result, record_all
 from companion.book.prose import glue_all
 
@@ -123,17 +124,18 @@ def claims(module: ModuleType, profile: str = "ci", seeds: Sequence[int] | None 
 
 def module_name(chapter: str) -> str:
     """The module of a chapter: "chapters/03_boolean_extrapolation", "book/chapters/03_…" or "03" →
-    "companion.book.ch03_boolean"."""
+    "companion.book.chapters.ch03_boolean"."""
     import companion.book
 
     number = PurePosixPath(str(chapter)).name.split("_", 1)[0]
     if not (len(number) == 2 and number.isdigit()):
         raise LookupError(f"{chapter!r} is not a chapter (chapters/NN_name); no module computes its claims.")
-    found = sorted(m.name for m in pkgutil.iter_modules(companion.book.__path__) if m.name.startswith(f"ch{number}_"))
+    found = sorted(m.name for m in pkgutil.iter_modules(companion.book.chapters.__path__)
+                   if m.name.startswith(f"ch{number}_"))
     if len(found) != 1:
-        raise LookupError(f"chapter {chapter} needs exactly one module companion/book/ch{number}_*.py, found "
-                          f"{found or 'none'}.")
-    return f"companion.book.{found[0]}"
+        raise LookupError(f"chapter {chapter} needs exactly one module companion/book/chapters/ch{number}_*.py, "
+                          f"found {found or 'none'}.")
+    return f"companion.book.chapters.{found[0]}"
 
 
 def module_of(chapter: str) -> ModuleType:

@@ -248,7 +248,7 @@ def record(claim_id: str, measure: Any, *, detail: str = "", preconditions: dict
 
     `preconditions` gives the measure of every precondition the claim `requires`, by name. `glue`:
     None glues only inside an IPython kernel with myst_nb installed (outside one, myst_nb's glue would
-    start an IPython shell); False never glues (a chapter's `claims()`, which `companion claim` calls)."""
+    start an IPython shell); False never glues (a chapter's `decide`, which `companion claim` calls)."""
     ledger = ledger if ledger is not None else load_ledger()
     if claim_id not in ledger:
         raise KeyError(f"claim {claim_id} is not in the ledger; add it to book/claims.yml first.")

@@ -7,7 +7,7 @@ machine, into `_build/editions/paper/`, beside the `ci` book (`book/chapters/` i
 - a chapter that trains nothing (1, 2, 10), or whose paper-profile runs are all in `results/paper/`,
   is executed with papermill at `profile="paper"`, `train=False`: it reads records and trains nothing;
 - a chapter with runs missing at that scale gets a page of its own: its title, the counts
-  (`companion.book.paper.coverage`: "12 of 120 paper-profile runs"), its claims marked "not run at
+  (`companion.book.paper_status.coverage`: "12 of 120 paper-profile runs"), its claims marked "not run at
   this scale", how to make the missing runs, and the outline of its sections, so that the edition's
   links and the table of contents stay whole;
 - `jupyter-book build _build/editions/paper` then builds it (the Makefile does).
@@ -80,7 +80,7 @@ def _outline(source: dict) -> tuple[list[str], list[tuple[str | None, str, str]]
 def not_run_notebook(root: Path, name: str, profile: str) -> dict:
     """The page of a chapter whose runs at `profile` are not all stored (module docstring)."""
     from companion.book.claims import load_ledger
-    from companion.book.paper import PAPER_DIR, available, coverage, provenance
+    from companion.book.paper_status import PAPER_DIR, available, coverage, provenance
     from companion.experiments.chapters import chapter_key
 
     source = json.loads((root / "notebooks" / f"{name}.ipynb").read_text())
@@ -117,7 +117,7 @@ def not_run_notebook(root: Path, name: str, profile: str) -> dict:
 def build_edition(names: list[str], profile: str, root: Path | None = None, *, execute_into) -> int:
     """Make the edition's chapters (module docstring); returns an exit code. Trains nothing.
     `execute_into(root, name, out_dir, parameters)` executes one chapter (`companion.book.runner`'s)."""
-    from companion.book.paper import coverage
+    from companion.book.paper_status import coverage
     from companion.experiments.chapters import chapter_key
 
     root = root or repo_root()

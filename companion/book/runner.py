@@ -235,7 +235,7 @@ def train_paper(names: list[str], profile: str = "paper", *, yes: bool = False, 
     instead, and goes on only with `yes`. Returns an exit code."""
     import torch
 
-    from companion.book.paper import paper_store
+    from companion.book.paper_status import paper_store
     from companion.cli.paper import estimate_group, group_label
     from companion.executors import plan_groups
     from companion.experiments.chapters import CHAPTERS, chapter_runs

@@ -14,7 +14,7 @@ unit of each measure come from `book/dashboard.yml`; the rules and the verdicts 
 `book/claims.yml`. Each profile gets its own column once it has measured a claim: "ci" from the
 executed chapters in `book/chapters/`; "paper" from executed chapters in `book/chapters/paper/` when
 that folder exists, else from the committed paper-profile records in `results/paper/` through each
-chapter's `claims` function (`companion.book.paper`). A claim that a profile did not measure reads
+chapter's `claims` function (`companion.book.paper_status`). A claim that a profile did not measure reads
 *not run at this scale* there, with how many of its chapter's runs exist at that profile.
 """
 
@@ -123,7 +123,7 @@ def build(root: Path | None = None) -> tuple[str, str]:
         by_profile[profile] = _assess_all(ledger, measures)
     coverage = {}
     if "paper" not in by_profile:
-        from companion.book.paper import measures as paper_measures
+        from companion.book.paper_status import measures as paper_measures
 
         found, coverage = paper_measures(root)
         by_profile["paper"] = _assess_all(ledger, found)

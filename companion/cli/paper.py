@@ -17,7 +17,7 @@ Python 3.12, no Jupyter), so the `paper` profile is made in pieces and committed
 
 It imports no notebook or plotting library, so `PYTHONPATH=. python -m companion.cli.paper 03` runs
 where the package runs. Copy the store folder back and commit it; the chapters read it with
-`train=False` (`companion.book.paper`).
+`train=False` (`companion.book.paper_status`).
 """
 
 from __future__ import annotations

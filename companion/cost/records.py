@@ -6,7 +6,7 @@ whole-step comparison (`step.run_steps`, `benchmarks/step_memory.py`) and per pe
 is unreadable or lacks a key its reader needs, naming the file and the fix; `frame` flattens an
 attention sweep into one row per (variant, L, mode), `gpu_frame` does so for every GPU result at once,
 and `step_frame` flattens a whole-step result into one row per method. Chapter 10
-(`companion.book.ch10_cost`) builds its tables and claims on these frames.
+(`companion.book.chapters.ch10_cost`) builds its tables and claims on these frames.
 """
 
 from __future__ import annotations

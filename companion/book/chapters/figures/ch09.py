@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from companion.book import plots
+from companion.book.chapters import plots
 from companion.book.labels import colour, label
 
 __all__ = ["ppl_length", "position_ce", "key_prior", "passkey", "depth", "head_prior"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from companion.book import plots
+from companion.book.chapters import plots
 from companion.book.claims import load_ledger
 
 __all__ = ["ladder"]
@@ -53,7 +53,7 @@ def _panel(ax, rows: pd.DataFrame, claim) -> None:
 
 
 def ladder(frame: pd.DataFrame, claims: Sequence[str]):
-    """One panel per claim of `claims` from `companion.book.ladder.ladder_frame` (rungs made only);
+    """One panel per claim of `claims` from `companion.book.chapters.ladder.ladder_frame` (rungs made only);
     a legend below."""
     ledger = load_ledger()
     fig, axes = plots.panels(1, len(claims), height=3.6, squeeze=False)

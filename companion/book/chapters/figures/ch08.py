@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from companion.book import plots
+from companion.book.chapters import plots
 
 __all__ = ["gap", "figure1"]
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from companion.book.labels import task_title
 from companion.book.prose import num, pct, signed
-from companion.book.stats import paired
+from companion.book.chapters.stats import paired
 from companion.config import TrainConfig
 from companion.experiments.referee import MOVABLE, MOVABLE_LR, TASKS
 from companion.train import adam_step_bound, lr_curve
@@ -90,7 +90,7 @@ def cap_precondition(records: Sequence) -> float:
 def method_caps(records, methods: Sequence[str] = ("mask", "zero-mask")) -> dict[str, float]:
     """{method: `cap_precondition` of its runs} for each of `methods` with a learnable mask among
     `records` (a mapping or sequence of records, nested to any depth): the `mask-can-move` values."""
-    from companion.book.frames import flat_records
+    from companion.book.chapters.frames import flat_records
 
     runs = flat_records(records)
     return {m: cap_precondition(rs) for m in methods
@@ -226,7 +226,7 @@ def step_cap_numbers(ms: dict) -> dict[str, str]:
 
 def placeholder_measures() -> dict:
     """`measures`' shape with NaN values: the glue names of a profile that has no `mask-moves` runs."""
-    from companion.book.stats import Paired
+    from companion.book.chapters.stats import Paired
 
     nan = float("nan")
     return {"fits": {t: {"model": (0, 0), "own": (0, 0)} for t in TASKS}, "ratio": nan, "n_runs": 0, "over_one": 0, "model_lr": nan, "updates": 0, "bound": nan, "own_cap": nan, "model_cap": nan, "matters": [],

@@ -30,15 +30,15 @@ import numpy as np
 import pandas as pd
 
 from companion.book.chapter import Decision, Findings, Runs
-from companion.book.interpolator import mdi
-from companion.book.frames import open_mass, readout, records_frame
+from companion.book.chapters.interpolator import mdi
+from companion.book.chapters.frames import open_mass, readout, records_frame
 from companion.book.labels import label, task_title
 from companion.book.missing import gather
 from companion.book.parameters import check_parameters
 from companion.book.prose import mean_sd, num, pct, signed
-from companion.book.stats import difference_table, minus, paired, sign_flip_p, summarize
+from companion.book.chapters.stats import difference_table, minus, paired, sign_flip_p, summarize
 from companion.config import TaskConfig
-from companion.book import step_cap
+from companion.book.chapters import step_cap
 from companion.experiments.chapters import chapter_requests
 from companion.experiments.referee import CONTRASTS, PLACEMENTS, TASKS, WIDENED
 from companion.sweep import ensure_grid
@@ -94,7 +94,7 @@ def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None =
 
 
 def step_cap_measures(runs: Mapping, movable: Mapping) -> dict:
-    """`companion.book.step_cap.measures` from the `referee` runs and the `mask-moves` runs: the step
+    """`companion.book.chapters.step_cap.measures` from the `referee` runs and the `mask-moves` runs: the step
     ratio of every learnable-mask run of both, the misspecified mask's accuracy and separating drift at
     the model's learning rate (`runs`) and at its own (`movable`), and the model's cap."""
     seen, ratios = set(), []
@@ -114,14 +114,14 @@ def step_cap_measures(runs: Mapping, movable: Mapping) -> dict:
 
 def movable_table(movable: Mapping) -> pd.DataFrame:
     """The `mask-moves` runs per task and mask: learning rate, cap, largest move, cube accuracy
-    (`companion.book.step_cap.movable_table`); one line saying so at a profile without them."""
+    (`companion.book.chapters.step_cap.movable_table`); one line saying so at a profile without them."""
     if not movable:
         return pd.DataFrame({"": ["The masks with a learning rate of their own are run at the ci profile only."]})
     return step_cap.movable_table(step_cap.movable_frame(movable))
 
 
 def step_cap_glue(cap: dict | None) -> dict[str, str]:
-    """The step-cap section's glued numbers (`companion.book.step_cap.step_cap_numbers` and the
+    """The step-cap section's glued numbers (`companion.book.chapters.step_cap.step_cap_numbers` and the
     sources' caps); at a profile without the `mask-moves` runs (`cap` None) the same names, and the
     verdicts of R-01 and M-07 … M-09 that `prose_numbers` then lacks, read "—"."""
     out = step_cap.paper_cap_numbers(step_cap.paper_caps())
@@ -538,7 +538,7 @@ def _relative_misspecified_drift(frame: pd.DataFrame) -> float:
 def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, float]:
     """R-01 … R-06 from the placement and QK frames (thresholds live in book/claims.yml).
 
-    R-01 is decided where the mask can move (`companion.book.step_cap`, `verdicts`). R-02: |mean
+    R-01 is decided where the mask can move (`companion.book.chapters.step_cap`, `verdicts`). R-02: |mean
     full-cube accuracy of the widened falsifier at ±10 on Majority − the MDI's| (4 digits). R-03: mean full-cube
     accuracy of the correct mask at ±1 on Majority (4 digits). R-04: mean final mask drift of the correct
     Majority mask at ±1 over that at ±10 (1 digit). R-05: the largest exact one-sided sign-flip p of

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from companion.book import plots
+from companion.book.chapters import plots
 from companion.book.labels import colour, label
 
 __all__ = ["sink"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from companion.book import plots
+from companion.book.chapters import plots
 
 __all__ = ["norms", "saturation"]
 

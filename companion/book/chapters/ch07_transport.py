@@ -34,12 +34,12 @@ import torch
 
 from companion.book.chapter import Decision, Findings, Runs
 from companion.book.claims import load_ledger
-from companion.book.frames import by_method, readout, run_summary
+from companion.book.chapters.frames import by_method, readout, run_summary
 from companion.book.labels import label
 from companion.book.missing import gather
 from companion.book.parameters import check_parameters
 from companion.book.prose import below
-from companion.book.transport import objective, solve_entropic
+from companion.book.chapters.entropic import objective, solve_entropic
 from companion.experiments.copy_mixture import METHODS
 from companion.sweep import ensure_runs
 from companion.transport import matched_bins

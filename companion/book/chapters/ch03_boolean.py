@@ -10,7 +10,7 @@ Section by section, as the chapter reads:
 - the learning curves: `accuracy_curves`;
 - Figure 5: `figure5_panels`, `map_summary`, `persistence`, `figure5_claims`, `figure5_numbers`;
 - why the mask helps Majority and not 2Parity (the book's own account, claims M-01 … M-06): `load`'s
-  "symmetry" block and the section module `companion.book.symmetry` (predictions, tables, measures),
+  "symmetry" block and the section module `companion.book.chapters.symmetry` (predictions, tables, measures),
   re-exported here under `symmetry_*` names;
 - `decide`: every claim of the chapter and its prose numbers, for the notebook and `companion claim`;
 - at the sources' scale: `paper_headline`, `older_paper`.
@@ -30,20 +30,21 @@ import torch
 
 from companion.boolean_fourier import cube, evaluate
 from companion.book.chapter import Decision, Findings, Runs
-from companion.book.frames import long_curves, open_mass_frame, readout, records_frame
-from companion.book.interpolator import N_BITS, READINGS, references
-from companion.book import step_cap
+from companion.book.chapters.budget import budget as run_budget
+from companion.book.chapters.frames import long_curves, open_mass_frame, readout, records_frame
+from companion.book.chapters.interpolator import N_BITS, READINGS, references
+from companion.book.chapters import step_cap
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
 from companion.book.prose import mean_sd, num, pct
-from companion.book.stats import difference_table, minus, paired, summary_table
-from companion.book.symmetry import frame_of as symmetry_frame
-from companion.book.symmetry import measured_table as symmetry_table
-from companion.book.symmetry import measures as symmetry_measures
-from companion.book.symmetry import prediction_numbers as symmetry_prediction_numbers
-from companion.book.symmetry import prediction_table as symmetry_prediction_table
-from companion.book.symmetry import predictions as symmetry_predictions
-from companion.book.symmetry import symmetry_claims, symmetry_details, symmetry_numbers, symmetry_preconditions
+from companion.book.chapters.stats import difference_table, minus, paired, summary_table
+from companion.book.chapters.symmetry import frame_of as symmetry_frame
+from companion.book.chapters.symmetry import measured_table as symmetry_table
+from companion.book.chapters.symmetry import measures as symmetry_measures
+from companion.book.chapters.symmetry import prediction_numbers as symmetry_prediction_numbers
+from companion.book.chapters.symmetry import prediction_table as symmetry_prediction_table
+from companion.book.chapters.symmetry import predictions as symmetry_predictions
+from companion.book.chapters.symmetry import symmetry_claims, symmetry_details, symmetry_numbers, symmetry_preconditions
 from companion.experiments import get_experiment
 from companion.experiments.chapters import chapter_requests
 from companion.experiments.gotu import METHODS
@@ -63,7 +64,7 @@ __all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference
            "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers", "mask_caps",
            "TABLE7_READING", "table7_patterns", "SEEDS", "decide", "SYMMETRY_SEEDS",
            "symmetry_predictions", "symmetry_prediction_table", "symmetry_prediction_numbers", "symmetry_table",
-           "symmetry_measures", "symmetry_claims", "symmetry_details", "symmetry_preconditions", "symmetry_numbers", "BUDGET_HEADERS", "budget_table"]
+           "symmetry_measures", "symmetry_claims", "symmetry_details", "symmetry_preconditions", "symmetry_numbers", "budget_table"]
 
 SEEDS = (0, 1, 2, 3, 4)  # the notebook's default seeds (its parameters cell)
 SYMMETRY_SEEDS = tuple(range(10))  # the symmetry section's seeds, fixed (`companion.experiments.symmetry`)
@@ -175,32 +176,26 @@ def mask_claims(masks: dict[str, torch.Tensor]) -> dict[str, bool]:
 
 
 def budget(profile: str, seeds: Sequence[int]) -> pd.Series:
-    """The model, optimiser and training budget every method and task shares at `profile`."""
+    """The model, optimiser and training budget every method and task shares at `profile`
+    (`chapters.budget`'s rows, the training points and the seeds)."""
     cfg = get_experiment("gotu-2parity").configs(profile)["default"]
-    return pd.Series({
-        "d_model": cfg.model.d_model, "layers": cfg.model.n_layers, "heads": cfg.model.n_heads,
-        "d_head": cfg.model.head_dim, "FF": cfg.model.d_ff, "optimiser": cfg.train.optimizer,
-        "lr": cfg.train.lr, "L2": cfg.train.weight_decay, "batch": cfg.train.batch_size,
-        "steps": cfg.train.steps or f"{cfg.train.epochs} epochs",
-        "training points": dict(cfg.task.params).get("n_train") or "all of S", "seeds": len(seeds)}, name=profile)
-
-
-BUDGET_HEADERS = {"d_model": "model width", "layers": "layers", "heads": "heads", "d_head": "head width",
-                  "FF": "feed-forward width", "optimiser": "optimiser", "lr": "learning rate",
-                  "L2": "weight decay", "batch": "batch size", "steps": "updates",
-                  "training points": "training points", "seeds": "seeds"}
+    rows = ("Model width", "Layers", "Heads", "Head width", "Feed-forward width", "Optimiser", "Learning rate", "Weight decay", "Batch size", "Updates")
+    return pd.Series({**run_budget(cfg, rows), "Training points": dict(cfg.task.params).get("n_train") or "all of S",
+                      "Seeds": len(seeds)}, name=profile)
 
 
 def budget_table(b: pd.Series) -> pd.DataFrame:
-    """`budget` as the page shows it: one row per item under readers' names (model width, learning
-    rate, …), one column for the profile."""
-    return b.rename(index=BUDGET_HEADERS).to_frame()
+    """`budget` as the page shows it: one row per item, one column for the profile."""
+    return b.to_frame()
+
+
+_CITED = {"d_model": "Model width", "layers": "Layers", "steps": "Updates", "batch": "Batch size",
+          "training_points": "Training points", "lr": "Learning rate"}
 
 
 def budget_numbers(b: pd.Series) -> dict:
     """ch3_budget_<item> for the items the prose cites (values as they are, e.g. 250 steps, lr 0.003)."""
-    return {f"ch3_budget_{k.replace(' ', '_')}": b[k]
-            for k in ("d_model", "layers", "steps", "batch", "training points", "lr")}
+    return {f"ch3_budget_{name}": b[row] for name, row in _CITED.items()}
 
 
 def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
@@ -386,7 +381,7 @@ def space_numbers(space: pd.DataFrame) -> dict[str, str]:
 
 def mask_caps(records: Mapping[str, Sequence]) -> dict[str, float]:
     """{method: Adam's step cap of its learnable mask} for the all-zero and the learnable mask
-    (`companion.book.step_cap.cap_precondition`: the sum of the mask's learning rates over the updates,
+    (`companion.book.chapters.step_cap.cap_precondition`: the sum of the mask's learning rates over the updates,
     the smallest over the runs): the `mask-can-move` precondition of S2-10 and S2-23."""
     return step_cap.method_caps(records, ("zero-mask", "mask"))
 
@@ -707,7 +702,7 @@ def decide(runs: Runs) -> Findings:
 
 
 def older_paper(frame: pd.DataFrame | None) -> tuple[pd.DataFrame | None, dict]:
-    """The older single-seed paper-profile runs (`companion.book.paper.older_runs`) as the page shows
+    """The older single-seed paper-profile runs (`companion.book.paper_status.older_runs`) as the page shows
     them (task, method, cube / seen / unseen accuracy in %, unseen MSE, wall time) and the numbers its
     prose cites: ch3_older_<method>_cube and ch3_older_unseen (the range over the 2Parity runs)."""
     if frame is None:

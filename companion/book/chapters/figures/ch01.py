@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from companion.book import plots
+from companion.book.chapters import plots
 from companion.book.prose import ROUNDOFF
 
 __all__ = ["causal", "blocking", "equivariance", "encoding"]

@@ -22,9 +22,9 @@ from functools import lru_cache
 
 import pandas as pd
 
-from companion.book import ch09_extrapolation as ch09
+from companion.book.chapters import ch09_extrapolation as ch09
 from companion.book.claims import assess, load_ledger
-from companion.book.frames import by_method, records_frame
+from companion.book.chapters.frames import by_method, records_frame
 from companion.experiments.ladder import FAMILIES, Family, Rung, paper_configs, rung_configs
 from companion.paths import ladder_root
 from companion.store import RunStore

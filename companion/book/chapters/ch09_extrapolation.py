@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 from companion.book.chapter import Decision, Findings, Runs
-from companion.book.frames import by_method, readout, run_summary
+from companion.book.chapters.budget import MODEL, budget as run_budget
+from companion.book.chapters.frames import by_method, readout, run_summary
 from companion.book.labels import label
 from companion.book.parameters import check_parameters
 from companion.experiments import get_experiment
@@ -112,13 +113,12 @@ def setup(profile: str) -> Setup:
 
 
 def budget(s: Setup, seeds: Sequence[int]) -> pd.DataFrame:
-    """The shared model and training budget, one column named after the profile."""
+    """The shared model and training budget, one column named after the profile, rows as
+    `chapters.budget` names them, with GOAT's frequencies, both tasks' updates and the training length."""
     c = s.lm_configs["goat"]
-    values = {"layers": c.model.n_layers, "model width": c.model.d_model, "heads": c.model.n_heads,
-              "head width": c.model.head_dim, "GOAT frequencies R": c.model.prior.goat_rank,
-              "optimiser": c.train.optimizer, "learning rate": c.train.lr, "batch size": c.train.batch_size,
-              "updates (char LM)": c.train.steps, "updates (passkey)": s.pk_configs["goat"].train.steps,
-              "training length L": s.L, "seeds": len(seeds)}
+    values = {**run_budget(c, MODEL), "GOAT frequencies R": c.model.prior.goat_rank,
+              **run_budget(c, ("Optimiser", "Learning rate", "Batch size")), "Updates (char LM)": c.train.steps,
+              "Updates (passkey)": s.pk_configs["goat"].train.steps, "Training length L": s.L, "Seeds": len(seeds)}
     return pd.Series(values, name=s.profile).to_frame()
 
 

@@ -27,12 +27,13 @@ import numpy as np
 import pandas as pd
 
 from companion.book.chapter import Decision, Findings, Runs
-from companion.book.frames import curves, records_frame
+from companion.book.chapters.budget import budget as run_budget
+from companion.book.chapters.frames import curves, records_frame
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
 from companion.book.prose import diff_interval, mean_sd, num, pct, signed
-from companion.book.stats import Paired, Summary, difference_table, minus, paired, summarize
-from companion.book.step_cap import cap_glue, method_caps
+from companion.book.chapters.stats import Paired, Summary, difference_table, minus, paired, summarize
+from companion.book.chapters.step_cap import cap_glue, method_caps
 from companion.experiments import get_experiment
 from companion.experiments.arithmetic import (FIGURE2_METHODS, FRACTIONS, LONG_BUDGET, METHODS, MUL_METHODS,
                                               TABLE8_FRACTION)
@@ -108,25 +109,17 @@ def mask_panel(op: str) -> tuple[np.ndarray, list[str]]:
     return task.mask_pattern("default", cls=False).numpy(), [names[p] for p in range(task.seq_len)]
 
 
-def _budget(op: str, profile: str, seeds: Sequence[int]) -> dict:
-    cfg = get_experiment(f"arith-{op}").configs(profile)["default"]
-    return {"d_model": cfg.model.d_model, "layers": cfg.model.n_layers, "heads": cfg.model.n_heads,
-            "FF": cfg.model.d_ff, "optimiser": cfg.train.optimizer, "lr": cfg.train.lr,
-            "weight decay": cfg.train.weight_decay, "batch": cfg.train.batch_size,
-            "schedule": cfg.train.schedule, "steps": cfg.train.steps,
-            "test pairs": dict(cfg.task.params)["n_test"], "seeds": len(seeds)}
-
-
-# The budget table's rows as the page heads them.
-BUDGET_ROWS = {"d_model": "Model width", "layers": "Layers", "heads": "Heads", "FF": "Feed-forward width",
-               "optimiser": "Optimiser", "lr": "Learning rate", "weight decay": "Weight decay", "batch": "Batch size",
-               "schedule": "Learning-rate schedule", "steps": "Updates", "test pairs": "Test pairs", "seeds": "Seeds"}
-
-
 def budget_table(profile: str, seeds: Sequence[int]) -> pd.DataFrame:
-    """Model and training budget of each operation (columns Addition, Multiplication; rows `BUDGET_ROWS`)."""
-    table = pd.DataFrame({task_title(op).capitalize(): _budget(op, profile, seeds) for op in ("add", "mul")})
-    return table.rename(index=BUDGET_ROWS)
+    """Model and training budget of each operation (columns Addition, Multiplication), rows as
+    `chapters.budget` names them, with the test pairs and the seeds."""
+    rows = ("Model width", "Layers", "Heads", "Feed-forward width", "Optimiser", "Learning rate", "Weight decay",
+            "Batch size", "Learning-rate schedule", "Updates")
+    columns = {}
+    for op in ("add", "mul"):
+        cfg = get_experiment(f"arith-{op}").configs(profile)["default"]
+        columns[task_title(op).capitalize()] = {**run_budget(cfg, rows), "Test pairs": dict(cfg.task.params)["n_test"],
+                                                "Seeds": len(seeds)}
+    return pd.DataFrame(columns)
 
 
 def _cell(frame: pd.DataFrame, op: str, fraction: float, budget: str = "base") -> pd.DataFrame:
@@ -178,7 +171,7 @@ def paired_table8(frame: pd.DataFrame) -> pd.DataFrame:
 
 def summary(frame: pd.DataFrame, op: str, fraction: float, method: str, metric: str = "test.seq_acc",
             budget: str = "base") -> Summary:
-    """`companion.book.stats.Summary` of a metric (in %) over seeds for one cell."""
+    """`companion.book.chapters.stats.Summary` of a metric (in %) over seeds for one cell."""
     sub = _cell(frame, op, fraction, budget)
     sub = sub[sub.method == method]
     if sub.empty:
@@ -188,7 +181,7 @@ def summary(frame: pd.DataFrame, op: str, fraction: float, method: str, metric: 
 
 def paired_gain(frame: pd.DataFrame, op: str, fraction: float, method: str, baseline: str = "default",
                 metric: str = "test.seq_acc", budget: str = "base") -> Paired:
-    """`companion.book.stats.Paired` of method − baseline (percentage points), paired by seed."""
+    """`companion.book.chapters.stats.Paired` of method − baseline (percentage points), paired by seed."""
     sub = _cell(frame, op, fraction, budget)
     by = {m: dict(zip(g.seed, 100 * g[metric])) for m, g in sub.groupby("method")}
     return paired(by[method], by[baseline])
@@ -278,7 +271,7 @@ def claim_preconditions(frame: pd.DataFrame, profile: str, caps: Mapping[str, fl
     """S2-16's precondition (book/claims.yml, `a-method-learns`): the highest mean test sequence accuracy
     of any method run on multiplication at Table 8's fraction; S2-24's (`mask-gains`): the learnable
     mask's paired gain over the default on addition at 0.4 %; fractions rounded to 4 decimals; and with
-    `caps` (`companion.book.step_cap.method_caps` of the runs), S2-24's `mask-can-move`."""
+    `caps` (`companion.book.chapters.step_cap.method_caps` of the runs), S2-24's `mask-can-move`."""
     mul = TABLE8_FRACTION["mul"]
     best = max(summary(frame, "mul", mul, m).mean for m in MUL_METHODS[profile])
     gain = paired_gain(frame, "add", TABLE8_FRACTION["add"], "mask").mean_diff / 100
@@ -288,7 +281,7 @@ def claim_preconditions(frame: pd.DataFrame, profile: str, caps: Mapping[str, fl
 
 def table8_caps(records: Mapping) -> dict[str, float]:
     """S2-24's `mask-can-move` value: Adam's step cap of the learnable mask on addition at Table 8's
-    fraction, stated budget (`companion.book.step_cap.method_caps`)."""
+    fraction, stated budget (`companion.book.chapters.step_cap.method_caps`)."""
     return method_caps(records[("add", TABLE8_FRACTION["add"], "base")], ("mask",))
 
 
@@ -449,8 +442,8 @@ def _budget_numbers(profile: str) -> dict[str, str]:
         n_train = ArithmeticTask(op=op, fraction=TABLE8_FRACTION[op], n_test=1).n_train
         out[f"ch4_steps_{op}"] = str(train.steps)
         out[f"ch4_epochs_{op}"] = f"{train.steps * train.batch_size / n_train:.1f}"
-    add = _budget("add", profile, ())
-    out.update({f"ch4_budget_{k}": str(add[k]) for k in ("d_model", "layers", "batch")})
+    add = run_budget(get_experiment("arith-add").configs(profile)["default"], ("Model width", "Layers", "Batch size"))
+    out.update({f"ch4_budget_{k}": str(add[row]) for k, row in zip(("d_model", "layers", "batch"), add)})
     return out
 
 
@@ -534,7 +527,7 @@ def decide(runs: Runs) -> Findings:
 
 
 def older_paper(frame: pd.DataFrame | None) -> tuple[pd.DataFrame | None, dict]:
-    """The older single-seed paper-profile runs of arithmetic (`companion.book.paper.older_runs`) as the
+    """The older single-seed paper-profile runs of arithmetic (`companion.book.paper_status.older_runs`) as the
     page shows them, and the numbers its prose cites: the updates the run made against the paper
     profile's budget, and its test sequence accuracy."""
     if frame is None:

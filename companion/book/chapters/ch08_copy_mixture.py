@@ -20,11 +20,12 @@ import numpy as np
 import pandas as pd
 
 from companion.book.chapter import Decision, Findings, Runs
-from companion.book.frames import by_method, long_curves, readout, records_frame, run_summary
+from companion.book.chapters.budget import MODEL, budget as run_budget
+from companion.book.chapters.frames import by_method, long_curves, readout, records_frame, run_summary
 from companion.book.labels import label
 from companion.book.parameters import check_parameters
-from companion.book.stats import summarize
-from companion.book.transport import prior_views
+from companion.book.chapters.stats import summarize
+from companion.book.chapters.entropic import prior_views
 from companion.config import RunConfig
 from companion.experiments import get_experiment
 from companion.experiments.copy_mixture import METHODS
@@ -51,13 +52,12 @@ def goat_config(profile: str) -> RunConfig:
 
 
 def budget_table(cfg: RunConfig, seeds: Sequence[int]) -> pd.DataFrame:
-    """The model and training budget of `cfg` (one column, named after the profile)."""
-    model, train = cfg.model, cfg.train
-    budget = {"layers": model.n_layers, "model width": model.d_model, "heads": model.n_heads,
-              "head width": model.head_dim, "GOAT frequencies R": model.prior.goat_rank,
-              "GOAT lanes (of the head width)": 2 * model.prior.goat_rank + 1, "optimiser": train.optimizer,
-              "learning rate": train.lr, "schedule": train.schedule, "batch size": train.batch_size,
-              "updates": train.steps, "seeds": len(seeds)}
+    """The model and training budget of `cfg` (one column, named after the profile), rows as
+    `chapters.budget` names them, with GOAT's frequencies and lanes and the seeds."""
+    rank = cfg.model.prior.goat_rank
+    budget = {**run_budget(cfg, MODEL), "GOAT frequencies R": rank, "GOAT lanes (of the head width)": 2 * rank + 1,
+              **run_budget(cfg, ("Optimiser", "Learning rate", "Learning-rate schedule", "Batch size", "Updates")),
+              "Seeds": len(seeds)}
     return pd.Series(budget, name=cfg.profile).to_frame()
 
 
@@ -96,7 +96,7 @@ FINAL_COLUMNS = {"test.ce": "test cross-entropy (nats)", "test.gap": "above Baye
 # ---------------------------------------------------------------- Figure 1 and the heads
 
 def figure1_panels(record) -> dict[str, np.ndarray]:
-    """`companion.book.transport.prior_views` of a GOAT run's first-layer prior (its `PRIOR` readout)
+    """`companion.book.chapters.entropic.prior_views` of a GOAT run's first-layer prior (its `PRIOR` readout)
     over the model's positions, plus "limit" (h,): the largest |row-centred K| of each head (a
     symmetric colour range)."""
     prior = readout(record, PRIOR)

@@ -8,7 +8,7 @@ when the notebook reruns on the executing machine, and the chapter's small live 
 SDPA (same run) and peak memory, and `gpu_frame` every GPU result at once; the tables, figure data,
 claim measures and glued numbers of the chapter are read from such frames. The subnormal
 section reads the sweeps with flush-to-zero on and off and the numbers reported from another CPU
-(`cliff_results`; its tables come from `companion.book.subnormals`, re-exported here). Variant
+(`cliff_results`; its tables come from `companion.book.chapters.subnormals`, re-exported here). Variant
 labels and colours come from `companion.book.labels`. `load` gathers the committed results and
 `decide` computes the chapter's verdicts and prose numbers from them, for the notebook and `companion
 claim` alike.
@@ -27,7 +27,7 @@ from companion.book.chapter import Decision, Findings, Runs
 from companion.book.claims import load_ledger
 from companion.book.labels import VARIANTS, label
 from companion.book.parameters import check_parameters
-from companion.book.subnormals import by_flush, cliff_numbers, cliff_table, flush_setting
+from companion.book.chapters.subnormals import by_flush, cliff_numbers, cliff_table, flush_setting
 from companion.cost import records
 from companion.cost.flex import KERNEL_LADDER, describe_options
 from companion.cost.records import RESULTS, committed, frame, gpu_frame, gpu_results, load_steps, step_frame
@@ -37,7 +37,7 @@ from companion.paths import repo_root
 __all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "CHUNKED_RESULT", "chunked_table", "chunked_numbers",
            "bf16_goat_table", "bf16_goat_numbers", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "SEEDS", "LIVE_LENGTHS", "load", "decide",
            "committed", "gpu_results", "frame", "wide", "settings_table", "variant_curves", "ratio_table", "flex_backward_note", "gpu_flex_status", "quadratic_reference", "growth_exponent", "growth_table",
-           "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_mask_ratios", "gpu_mask_ratio", "gpu_ratios", "gpu_gate_failures", "gpu_worst", "GPU_GOALS", "gpu_frame",
+           "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_mask_ratio", "gpu_ratios", "gpu_gate_failures", "gpu_worst", "GPU_GOALS", "gpu_frame",
            "gpu_ratio_table", "gpu_goal_table", "gpu_provenance", "gpu_prose_numbers", "load_steps", "step_frame",
            "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers",
            "PEAK_RESULT", "load_peak", "FTZ_RESULTS", "STEP_FTZ_RESULTS", "REPORTED_RESULT", "load_reported",
@@ -266,12 +266,6 @@ def gpu_ratios(gpu: dict[str, dict], variant: str) -> dict[str, float]:
 def gpu_gate_failures(gpu: dict[str, dict], variant: str) -> list[str]:
     """The precisions of the committed GPU results in which `variant` failed the float64 gate at GOAL_L."""
     return sorted(_gpu_at(gpu_frame(gpu), variant, "gate-failed").dtype)
-
-
-def gpu_mask_ratios(gpu: dict[str, dict]) -> dict[str, float]:
-    """{dtype: the learnable mask through `attend` over plain SDPA, forward + backward at GOAL_L} for
-    every committed GPU result that measured it."""
-    return gpu_ratios(gpu, "mask-attend")
 
 
 def gpu_worst(gpu: dict[str, dict], variant: str) -> float | None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from companion.book import plots
+from companion.book.chapters import plots
 from companion.book.labels import colour, label, task_title
 
 __all__ = ["digits", "paired", "curves", "maps", "band", "perplexity"]
@@ -35,11 +35,11 @@ def digits(images: Sequence[np.ndarray], classes: Sequence[int], pattern: np.nda
 
 def paired(diffs: pd.DataFrame, order: Sequence[str]):
     """Each method minus the default, seed by seed (dots) and the mean with its 95 % Student-t interval
-    (black): the interval of Chapter 5's paired table, `companion.book.stats.summarize` of the differences;
+    (black): the interval of Chapter 5's paired table, `companion.book.chapters.stats.summarize` of the differences;
     the first image set of `diffs` (`ch05_images.paired_frame`)."""
     import seaborn as sns
 
-    from companion.book.stats import summarize
+    from companion.book.chapters.stats import summarize
 
     diffs = diffs[diffs.dataset == diffs.dataset.iloc[0]]
 

@@ -1,6 +1,6 @@
 """Chapter 10's subnormal cliff, from committed results: GOAT's attention with flush-to-zero on and off.
 
-Pure functions of loaded results (`companion.book.ch10_cost` loads the files and re-exports these):
+Pure functions of loaded results (`companion.book.chapters.ch10_cost` loads the files and re-exports these):
 - two `benchmarks/attention.py` sweeps of one machine, one with flush-to-zero and one without; which is
   which is read from each file's `settings.flush_denormal` (`by_flush`), never from its name, and each
   record's `subnormals` says how many of the call's probabilities are float32 subnormals;

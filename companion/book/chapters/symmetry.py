@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from companion.boolean_fourier import cube, evaluate, min_degree_interpolator
-from companion.book.frames import records_frame
+from companion.book.chapters.frames import records_frame
 from companion.book.labels import label, task_title
 from companion.book.prose import mean_sd, num, pct, signed
 from companion.experiments.symmetry import METHODS, SEEDS, TASKS

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from companion.book import plots
+from companion.book.chapters import plots
 from companion.book.labels import task_title
 
 __all__ = ["contrast", "drift", "qk_drift"]

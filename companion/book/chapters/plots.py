@@ -105,7 +105,7 @@ def mean_interval(ax, data, *, x: str, y: str, hue: str = "method", interval: st
     "seeds" (each seed a thin line, the mean bold: seeds that split into groups stay visible) or "ci"
     (95 % bootstrap interval of the mean, fixed seed; for quantities whose seeds do not split).
 
-    `data` is long form (one row per seed and x: `companion.book.frames.long_curves`; `units` names its
+    `data` is long form (one row per seed and x: `companion.book.chapters.frames.long_curves`; `units` names its
     seed column). Method names get the book's colours and labels; `labels` overrides a hue value's
     legend text.
     """

@@ -28,12 +28,13 @@ import numpy as np
 import pandas as pd
 
 from companion.book.chapter import Decision, Findings, Runs
-from companion.book.frames import long_curves, open_mass_frame, records_frame
+from companion.book.chapters.budget import budget as run_budget
+from companion.book.chapters.frames import long_curves, open_mass_frame, records_frame
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
 from companion.book.prose import num, pct, signed
-from companion.book.stats import Paired, difference_table, minus, paired, summarize, summary_table
-from companion.book.step_cap import cap_glue, method_caps
+from companion.book.chapters.stats import Paired, difference_table, minus, paired, summarize, summary_table
+from companion.book.chapters.step_cap import cap_glue, method_caps
 from companion.experiments import get_experiment, get_grid
 from companion.experiments.images import LM_METHODS, METHODS, WINDOW
 from companion.masks import causal_local_pattern, patch_pattern
@@ -92,17 +93,16 @@ def load(profile: str, seeds: Sequence[int] | None = None, *, text_seeds: Sequen
 
 
 def budget(profile: str, datasets: Sequence[str]) -> pd.DataFrame:
-    """The model and training budget of every image set and of the language model at `profile`."""
+    """The model and training budget of every image set and of the language model at `profile`, rows
+    as `chapters.budget` names them, with the patch (image) or window (text) and the data."""
     cols = {}
-    names = [f"vit-{ds}" for ds in datasets] + ["lm-local"]
-    for name in names:
+    for name in [f"vit-{ds}" for ds in datasets] + ["lm-local"]:
         cfg = get_experiment(name).configs(profile)["default"]
-        m, t, task = cfg.model, cfg.train, cfg.task.kwargs
-        cols[name] = {"arch": m.arch, "width": m.d_model, "layers": m.n_layers, "heads": m.n_heads,
-                      "patch / window": m.patch_size if m.arch == "vit" else WINDOW[profile],
-                      "optimiser": t.optimizer, "lr": t.lr, "batch": t.batch_size,
-                      "updates": t.steps or f"{t.epochs} epochs",
-                      "data": task.get("dataset") or task.get("corpus", "pydoc")}
+        m, task = cfg.model, cfg.task.kwargs
+        cols[name] = {**run_budget(cfg, ("Architecture", "Model width", "Layers", "Heads")),
+                      "Patch / window": m.patch_size if m.arch == "vit" else WINDOW[profile],
+                      **run_budget(cfg, ("Optimiser", "Learning rate", "Batch size", "Updates")),
+                      "Data": task.get("dataset") or task.get("corpus", "pydoc")}
     return pd.DataFrame(cols)
 
 
@@ -329,14 +329,14 @@ def claim_measures(t3m: dict, fixed: dict[str, Paired], ppl: Paired) -> dict[str
 
 def image_caps(records: Mapping) -> dict[str, float]:
     """S2-28's `mask-can-move` value: Adam's step cap of the learnable mask over the image runs
-    (`companion.book.step_cap.method_caps`; the text runs are left out)."""
+    (`companion.book.chapters.step_cap.method_caps`; the text runs are left out)."""
     return method_caps({k: v for k, v in records.items() if k != "text"}, ("mask",))
 
 
 def claim_preconditions(t3m: dict, text: pd.DataFrame, caps: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:
     """The default learns the images (lowest mean test accuracy over image sets, for S2-27 and S2-28) and
     the text (its mean test bits per character, for S2-29 and S2-30); with `caps`
-    (`companion.book.step_cap.method_caps` of the image runs), S2-28's `mask-can-move`."""
+    (`companion.book.chapters.step_cap.method_caps` of the image runs), S2-28's `mask-can-move`."""
     learns = round(min(v["means"]["default"] for v in t3m.values()), 4)
     bpc = round(float(text[text.method == "default"]["test.bpc"].mean()), 4)
     can = {"mask-can-move": caps["mask"]} if caps else {}

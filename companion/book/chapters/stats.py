@@ -110,7 +110,7 @@ def summary_table(frame, by: str | Sequence[str], metrics: Sequence[str], digits
     """The shared table: one row per group of `by`, one "mean ± std [lo, hi]" column per metric, plus n.
 
     Args:
-        frame: a long pandas DataFrame, one row per run (e.g. `companion.book.frames.records_frame`).
+        frame: a long pandas DataFrame, one row per run (e.g. `companion.book.chapters.frames.records_frame`).
         by: column(s) naming the group, e.g. "method".
         metrics: columns to summarise over the rows of each group (the seeds).
         digits: decimals shown.

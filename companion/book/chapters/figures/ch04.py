@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from companion.book import plots
+from companion.book.chapters import plots
 from companion.book.labels import colour, label, task_title
 
 __all__ = ["masks", "figure2", "curves", "digits"]
