@@ -3,15 +3,21 @@
 `DriftTracker` is a training callback (`companion.train.train(..., callbacks=[tracker])`); its first
 call (step 0) snapshots the model, each later call on its schedule records per layer and head:
 mask drift (absolute), query-key drift (relative) and attention drift on a fixed probe batch.
+`curve`, `final` and `mask_scale` read a recorded drift (a run record's `drift`) back.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["DriftTracker", "qk_forms", "mask_biases", "mask_logits", "attention_maps", "keeps_maps"]
+__all__ = ["DriftTracker", "qk_forms", "mask_biases", "mask_logits", "attention_maps", "keeps_maps", "curve", "final",
+           "mask_scale"]
 
 
 def keeps_maps(model_cfg) -> bool:
@@ -135,3 +141,25 @@ class DriftTracker:
 def _mean_maps(maps: dict[int, Tensor]) -> list:
     """Per layer, the attention map averaged over probe examples and heads, (i, j) rounded to 1e-4."""
     return [[[round(v, 4) for v in row] for row in maps[l].mean(dim=(0, 1)).tolist()] for l in sorted(maps)]
+
+
+def curve(drift: Mapping, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, the `kind` drift averaged over layers and heads) of a recorded drift (`DriftTracker.result`);
+    kind is mask, qk or attention; NaN throughout when the run did not track it."""
+    steps, layers = np.asarray(drift["steps"]), drift[kind]
+    if not layers:
+        return steps, np.full(len(steps), np.nan)
+    return steps, np.mean([np.mean(layers[layer], axis=1) for layer in sorted(layers, key=int)], axis=0)
+
+
+def final(drift: Mapping, kind: str) -> float:
+    """The last recorded `kind` drift, averaged over layers and heads (NaN if not tracked)."""
+    return float(curve(drift, kind)[1][-1])
+
+
+def mask_scale(pattern, contrast: float) -> float:
+    """‖log σ(M_0)‖_F of one layer's mask at ±contrast on a bool pattern: the scale of relative mask drift."""
+    n_open = int(np.asarray(pattern, dtype=bool).sum())
+    n_closed = int(np.asarray(pattern).size) - n_open
+    log_sig = lambda m: -math.log1p(math.exp(-m))  # noqa: E731
+    return math.sqrt(n_open * log_sig(contrast) ** 2 + n_closed * log_sig(-contrast) ** 2)

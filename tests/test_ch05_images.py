@@ -87,7 +87,8 @@ def _maps(method: str) -> dict:
     start = ON_MASK if method in ("structured-svd", "mask", "fixed-mask") else UNIFORM
     end = ON_MASK if method in ("mask", "fixed-mask") else UNIFORM
     mask = {"0": [[0.0], [0.0]], "1": [[0.0], [0.0]]} if "mask" in method else {}
-    return {"maps": {"init": [start.tolist(), start.tolist()], "final": [end.tolist(), end.tolist()]}, "mask": mask}
+    return {"maps": {"init": [start.tolist(), start.tolist()], "final": [end.tolist(), end.tolist()]}, "mask": mask,
+            "steps": [0, 10]}
 
 
 def _record(experiment: str, method: str, seed: int, metrics: dict, drift=None) -> SimpleNamespace:
@@ -238,9 +239,10 @@ def test_mask_movement_is_the_relative_drift_of_the_bias():
     start = np.where(MASK, -np.log1p(np.exp(-10.0)), -np.log1p(np.exp(10.0)))
     norm = float(np.linalg.norm(start))
     assert norm == pytest.approx(10 * 156 ** 0.5, rel=1e-5)  # 156 closed entries at log σ(−10) ≈ −10
-    recs = [_record("vit-digits", "mask", s, {}, {"mask": {"0": [[0.0], [0.1 * norm]], "1": [[0.0], [0.3 * norm]]}})
+    recs = [_record("vit-digits", "mask", s, {}, {"steps": [0, 9], "mask": {"0": [[0.0], [0.1 * norm]],
+                                                                      "1": [[0.0], [0.3 * norm]]}})
             for s in range(2)]
-    other = [_record("vit-digits", "fixed-mask", 0, {}, {"mask": {"0": [[0.0], [5.0 * norm]]}})]
+    other = [_record("vit-digits", "fixed-mask", 0, {}, {"steps": [0, 9], "mask": {"0": [[0.0], [5.0 * norm]]}})]
     assert ch.mask_movement({"digits": recs + other, "text": []}, {"digits": MASK}) == pytest.approx(0.2)
 
 

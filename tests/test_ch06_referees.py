@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
+from companion import drift
 from companion.readouts import jsonable, log_mask
 
 from companion.book.chapters import ch06_referees as ch
@@ -152,23 +153,6 @@ def test_correct_mask_at_ten_is_exactly_chapter_3s_mask_run():
     assert (moved.model.prior.variant, moved.model.prior.open_value, moved.model.prior.closed_value) == ("pair:0-2", 2.0, -2.0)
 
 
-def test_drift_curve_averages_layers_and_heads():
-    rec = SimpleNamespace(drift={"steps": [0, 5, 10], "mask": {"0": [[0.0], [1.0], [2.0]], "1": [[0.0], [3.0], [4.0]]},
-                                 "attention": {"0": [[0.0, 0.0], [1.0, 3.0], [2.0, 2.0]]}, "qk": {}})
-    steps, vals = ch.drift_curve(rec, "mask")
-    assert steps.tolist() == [0, 5, 10] and vals.tolist() == [0.0, 2.0, 3.0]
-    assert ch.final_drift(rec, "attention") == pytest.approx(2.0)
-    assert np.isnan(ch.final_drift(rec, "qk"))
-
-
-def test_mask_init_norm_matches_the_mask_module():
-    pattern = torch.eye(5, dtype=torch.bool)
-    pattern[0, 1] = True
-    for c in (1.0, 10.0):
-        bias = LearnableMask.from_pattern(pattern, open_value=c, closed_value=-c)(5).double()
-        assert ch.mask_init_norm(pattern, c) == pytest.approx(float(bias.detach().norm()), rel=1e-6)
-
-
 def test_select_and_by_seed():
     frame = pd.DataFrame({"task": ["maj3"] * 4, "placement": ["correct", "correct", "no mask", "correct"],
                           "contrast": [10.0, 10.0, 0.0, 1.0], "seed": [0, 1, 0, 0], "cube.acc": [1.0, 0.9, 0.8, 0.7]})
@@ -227,7 +211,7 @@ R06 = (4 / 7 + 3 / 7) / ((2 / 3 - 3 / 7) + (3 / 4 - 4 / 7))
 
 
 def test_claim_measures_exact(frame, qk):
-    norm = ch.mask_init_norm(BooleanTask("2parity", n_bits=N_BITS).mask_pattern("pair:0-2", cls=True), 10.0)
+    norm = drift.mask_scale(BooleanTask("2parity", n_bits=N_BITS).mask_pattern("pair:0-2", cls=True), 10.0)
     assert norm == pytest.approx(math.sqrt(11 * math.log1p(math.exp(-10)) ** 2 + 38 * (10 + math.log1p(math.exp(-10))) ** 2))
     assert ch.mask_matters(frame) == ["maj3"]  # +10 points on Majority; 2Parity's correct mask = no mask
     assert ch.claim_measures(frame, qk) == {
@@ -442,7 +426,7 @@ def test_frames_of_real_tiny_runs():
     svd = [run(exp.config("ci", "structured-svd", 0, ["model.qk_norm=true", *TINY]))]
     frame = ch.placement_frame({("maj3", "falsifier", 2.0): mask})
     pattern = BooleanTask("maj3", n_bits=6).mask_pattern("group:3-4-5", cls=True)
-    assert frame["mask_norm"].iloc[0] == pytest.approx(ch.mask_init_norm(pattern, 2.0))
+    assert frame["mask_norm"].iloc[0] == pytest.approx(drift.mask_scale(pattern, 2.0))
     assert frame["mask_drift"].iloc[0] > 0 and frame["attention_drift"].iloc[0] > 0
     qk = ch.qk_frame({("maj3", "structured-svd", True): svd})
     assert 0.0 < qk["open_start"].iloc[0] <= 1.0 and 0.0 < qk["open_end"].iloc[0] <= 1.0

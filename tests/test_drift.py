@@ -1,9 +1,12 @@
 """Drift of masks, query-key forms and attention maps."""
 
+import numpy as np
 import pytest
 import torch
 from dataclasses import replace
 
+from companion import drift
+from companion.priors import LearnableMask
 from companion.config import PriorConfig, TrainConfig
 from companion.experiments import get_experiment
 from companion.drift import DriftTracker
@@ -76,3 +79,20 @@ def test_a_decoder_run_keeps_no_attention_maps_an_encoder_run_does():
     dec = run(cfg)
     assert not keeps_maps(cfg.model) and dec.drift["maps"] == {}
     assert dec.drift["attention"] and len(dec.drift["steps"]) == 3  # the drift itself is still measured
+
+
+def test_a_recorded_curve_averages_layers_and_heads():
+    rec = {"steps": [0, 5, 10], "mask": {"0": [[0.0], [1.0], [2.0]], "1": [[0.0], [3.0], [4.0]]},
+           "attention": {"0": [[0.0, 0.0], [1.0, 3.0], [2.0, 2.0]]}, "qk": {}}
+    steps, vals = drift.curve(rec, "mask")
+    assert steps.tolist() == [0, 5, 10] and vals.tolist() == [0.0, 2.0, 3.0]
+    assert drift.final(rec, "attention") == pytest.approx(2.0)
+    assert np.isnan(drift.final(rec, "qk"))
+
+
+def test_mask_scale_is_the_norm_of_the_initial_mask_bias():
+    pattern = torch.eye(5, dtype=torch.bool)
+    pattern[0, 1] = True
+    for c in (1.0, 10.0):
+        bias = LearnableMask.from_pattern(pattern, open_value=c, closed_value=-c)(5).double()
+        assert drift.mask_scale(pattern, c) == pytest.approx(float(bias.detach().norm()), rel=1e-6)

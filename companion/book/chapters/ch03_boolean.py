@@ -31,7 +31,7 @@ import torch
 from companion.boolean_fourier import cube, evaluate
 from companion.book.chapter import Decision, Findings, Runs
 from companion.book.chapters.budget import budget as run_budget
-from companion.book.chapters.frames import long_curves, open_mass_frame, readout, records_frame
+from companion.book.chapters.frames import long_curves, map_panels, open_mass_frame, readout, records_frame
 from companion.book.chapters.interpolator import N_BITS, READINGS, references
 from companion.book.chapters import step_cap
 from companion.book.labels import label, task_title
@@ -562,17 +562,9 @@ def accuracy_curves(records: Sequence) -> pd.DataFrame:
 
 
 def figure5_panels(records: Sequence, seed: int, methods: Sequence[str] = SHOWN) -> list[tuple[str, list]]:
-    """Figure 5's panels, row by row (one row per method of the run with `seed`): the first and the
-    last layer's attention map, each at the start and at the end of training, as (title, map)."""
-    runs = {r.config.method: r for r in records if r.seed == seed}
-    panels = []
-    for m in methods:
-        maps = runs[m].drift["maps"]
-        last = len(maps["init"]) - 1
-        for when, layer in (("init", 0), ("final", 0), ("init", last), ("final", last)):
-            title = f"{label(m)}: layer {layer + 1}, {'start' if when == 'init' else 'end'}"
-            panels.append((title, maps[when][layer]))
-    return panels
+    """Figure 5's panels (`frames.map_panels`), one row per method: the first and the last layer's map,
+    each at the start and at the end of training."""
+    return map_panels(records, seed, methods, (("init", 0), ("final", 0), ("init", -1), ("final", -1)))
 
 
 def map_summary(records: dict[str, Sequence], masks: dict[str, torch.Tensor], methods: Sequence[str] = SHOWN,

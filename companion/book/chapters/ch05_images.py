@@ -29,6 +29,8 @@ import pandas as pd
 
 from companion.book.chapter import Decision, Findings, Runs
 from companion.book.chapters.budget import budget as run_budget
+from companion import drift
+from companion.book.chapters import frames
 from companion.book.chapters.frames import long_curves, open_mass_frame, records_frame
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
@@ -246,16 +248,11 @@ def inconsistency(t3: pd.DataFrame, t5: pd.DataFrame, frame: pd.DataFrame) -> di
 
 def mask_movement(records: Mapping[str, Sequence], masks: Mapping[str, np.ndarray], method: str = "mask") -> float:
     """How far a mask's bias moved in training: ‖log σ(M_T) − log σ(M_0)‖_F / ‖log σ(M_0)‖_F at the
-    end, averaged over layers, seeds and image sets (M_0 = ±10 on the pattern)."""
-    values = []
-    for ds, recs in records.items():
-        if ds == "text":
-            continue
-        start = np.where(masks[ds], -np.log1p(np.exp(-10.0)), -np.log1p(np.exp(10.0)))
-        for rec in recs:
-            if rec.config.method == method:
-                values += [layer[-1][0] / np.linalg.norm(start) for layer in rec.drift["mask"].values()]
-    return float(np.mean(values))
+    end (`drift.final`, `drift.mask_scale`: M_0 = ±10 on the pattern), averaged over layers, then over
+    seeds and image sets."""
+    return float(np.mean([drift.final(rec.drift, "mask") / drift.mask_scale(masks[ds], 10.0)
+                          for ds, recs in records.items() if ds != "text" for rec in recs
+                          if rec.config.method == method]))
 
 
 def map_frame(records: Mapping[str, Sequence], patterns: Mapping[str, np.ndarray],
@@ -276,16 +273,9 @@ def open_share(maps: pd.DataFrame) -> pd.DataFrame:
 
 
 def map_panels(records: Sequence, seed: int, methods: Sequence[str] = SHOWN) -> list[tuple[str, list]]:
-    """Panels of the attention-map figure: per method, the first and last layer at the end of training
-    (and the first layer at the start), for the run with `seed`: (title, map)."""
-    runs = {r.config.method: r for r in records if r.seed == seed}
-    panels = []
-    for m in methods:
-        maps = runs[m].drift["maps"]
-        last = len(maps["init"]) - 1
-        for when, layer in (("init", 0), ("final", 0), ("final", last)):
-            panels.append((f"{label(m)}: layer {layer + 1}, {'start' if when == 'init' else 'end'}", maps[when][layer]))
-    return panels
+    """The attention-map figure's panels (`frames.map_panels`), per method: the first layer at the start
+    and at the end of training, and the last layer at the end."""
+    return frames.map_panels(records, seed, methods, (("init", 0), ("final", 0), ("final", -1)))
 
 
 def accuracy_curves(records: Sequence) -> pd.DataFrame:

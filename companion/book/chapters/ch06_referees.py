@@ -37,6 +37,7 @@ from companion.book.missing import gather
 from companion.book.parameters import check_parameters
 from companion.book.prose import mean_sd, num, pct, signed
 from companion.book.chapters.stats import difference_table, minus, paired, sign_flip_p, summarize
+from companion import drift
 from companion.config import TaskConfig
 from companion.book.chapters import step_cap
 from companion.experiments.chapters import chapter_requests
@@ -44,8 +45,7 @@ from companion.experiments.referee import CONTRASTS, PLACEMENTS, TASKS, WIDENED
 from companion.sweep import ensure_grid
 from companion.tasks import make_task
 
-__all__ = ["DRIFT_TITLES", "load", "decide", "placement_frame", "qk_frame", "drift_curve", "final_drift",
-           "mask_init_norm", "select", "by_seed", "placements_table", "accuracy_table", "accuracy_runs",
+__all__ = ["DRIFT_TITLES", "load", "decide", "placement_frame", "qk_frame", "select", "by_seed", "placements_table", "accuracy_table", "accuracy_runs",
            "baseline_accuracy", "drift_table", "placement_drift", "qk_table", "qk_drift_table", "qk_drift_curves",
            "paired_gain_table", "claim_measures", "prose_numbers", "FIT", "GAIN", "mdi", "mask_matters",
            "separating_drift", "misspecified_drift", "claim_preconditions", "claim_details", "seed_test",
@@ -148,30 +148,6 @@ def verdicts(frame: pd.DataFrame, qk: pd.DataFrame, cap: dict | None) -> dict[st
 
 # ---------------------------------------------------------------- per-run readings
 
-def drift_curve(record, kind: str) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, drift averaged over layers and heads) of one run; kind is mask, qk or attention
-    (NaN throughout when the run does not track it)."""
-    d = record.drift
-    layers = sorted(d[kind], key=int)
-    if not layers:
-        return np.asarray(d["steps"]), np.full(len(d["steps"]), np.nan)
-    values = np.mean([np.mean(d[kind][layer], axis=1) for layer in layers], axis=0)
-    return np.asarray(d["steps"]), values
-
-
-def final_drift(record, kind: str) -> float:
-    """The last recorded drift of `kind`, averaged over layers and heads (NaN if not tracked)."""
-    return float(drift_curve(record, kind)[1][-1])
-
-
-def mask_init_norm(pattern, contrast: float) -> float:
-    """‖log σ(M_0)‖_F of one layer's mask at ±contrast on a bool pattern: the scale for relative drift."""
-    n_open = int(pattern.sum())
-    n_closed = pattern.numel() - n_open
-    log_sig = lambda m: -math.log1p(math.exp(-m))  # noqa: E731
-    return math.sqrt(n_open * log_sig(contrast) ** 2 + n_closed * log_sig(-contrast) ** 2)
-
-
 @lru_cache(maxsize=None)
 def free_rows(pattern) -> np.ndarray:
     """The queries a ±10 mask of the bool `pattern` leaves free to move: the rows with two or more open
@@ -204,8 +180,8 @@ def _frame(cells: Mapping[tuple, Sequence], key: Sequence[str]) -> pd.DataFrame:
         f = records_frame(records)
         for name, value in zip(key, cell):
             f[name] = value
-        f["mask_drift"] = [final_drift(r, "mask") for r in records]
-        f["attention_drift"] = [final_drift(r, "attention") for r in records]
+        f["mask_drift"] = [drift.final(r.drift, "mask") for r in records]
+        f["attention_drift"] = [drift.final(r.drift, "attention") for r in records]
         free = [free_rows(_pattern(r.config.task, "support")) for r in records]
         f["free_drift"] = [free_drift(r, rows) for r, rows in zip(records, free)]
         f["free_rows"] = [int(rows.sum()) for rows in free]
@@ -220,7 +196,7 @@ def placement_frame(runs: Mapping[tuple[str, str, float], Sequence]) -> pd.DataF
     `attention_drift` and `mask_norm` (‖log σ(M_0)‖_F of one layer's initial mask; NaN at contrast 0)."""
     frame = _frame(runs, PLACEMENT_KEY)
     frame["mask_norm"] = [
-        mask_init_norm(_pattern(r.config.task, r.config.model.prior.variant), c) if c > 0 else math.nan
+        drift.mask_scale(_pattern(r.config.task, r.config.model.prior.variant), c) if c > 0 else math.nan
         for (_, _, c), records in runs.items() for r in records]
     return frame
 
@@ -232,7 +208,7 @@ def qk_frame(qk_runs: Mapping[tuple[str, str, bool], Sequence]) -> pd.DataFrame:
     layers, and that of uniform attention (`open_chance`: the CLS row's open keys over all keys)."""
     frame = _frame(qk_runs, QK_KEY)
     records = [r for recs in qk_runs.values() for r in recs]
-    frame["qk_drift"] = [final_drift(r, "qk") for r in records]
+    frame["qk_drift"] = [drift.final(r.drift, "qk") for r in records]
     for column, maps in (("open_start", "init"), ("open_end", "final")):
         frame[column] = [np.mean([open_mass(m, _pattern(r.config.task, "support"), 0) for m in r.drift["maps"][maps]])
                          for r in records]
@@ -341,8 +317,8 @@ def drift_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Mean final mask drift per task × placement (rows) and contrast (columns), the placed masks only,
     two decimals."""
     placed = frame[frame.placement.isin(["correct", "misspecified", "falsifier"])]
-    drift = _summary_by(placed, PLACEMENT_KEY, "mask_drift")
-    table = drift.pivot(index=["task", "placement"], columns="contrast", values="mean").round(2)
+    moved = _summary_by(placed, PLACEMENT_KEY, "mask_drift")
+    table = moved.pivot(index=["task", "placement"], columns="contrast", values="mean").round(2)
     table = table.rename(columns=_contrast)
     table.columns.name = DRIFT_AT
     return _readable(table)
@@ -395,7 +371,7 @@ def _drift_rows(records: Sequence, kind: str, **columns) -> list[dict]:
     """One row per (record, step) of its `kind` drift curve, with `columns` added."""
     rows = []
     for r in records:
-        steps, values = drift_curve(r, kind)
+        steps, values = drift.curve(r.drift, kind)
         rows += [{**columns, "seed": r.seed, "step": s, "drift": v} for s, v in zip(steps.tolist(), values.tolist())]
     return rows
 

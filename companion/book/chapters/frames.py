@@ -14,8 +14,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from companion.book.labels import label
+
 __all__ = ["records_frame", "run_summary", "curves", "long_curves", "by_method", "readout", "trained_models", "open_mass",
-           "open_mass_frame"]
+           "open_mass_frame", "map_panels"]
 
 
 def records_frame(records: Sequence) -> pd.DataFrame:
@@ -119,3 +121,17 @@ def open_mass_frame(records: Mapping[str, Sequence], patterns: Mapping, methods:
                              "init": open_mass(maps["init"][layer], patterns[group], row),
                              "final": open_mass(maps["final"][layer], patterns[group], row)})
     return pd.DataFrame(rows)
+
+
+def map_panels(records: Sequence, seed: int, methods: Sequence[str],
+               views: Sequence[tuple[str, int]]) -> list[tuple[str, list]]:
+    """The recorded attention maps (`drift["maps"]`) of the run with `seed`, per method in `methods`, at
+    each (when, layer) of `views` (when: init or final; layer −1: the last), as (title, map)."""
+    runs = {r.config.method: r for r in records if r.seed == seed}
+    panels = []
+    for m in methods:
+        maps = runs[m].drift["maps"]
+        for when, layer in views:
+            layer = layer % len(maps[when])
+            panels.append((f"{label(m)}: layer {layer + 1}, {'start' if when == 'init' else 'end'}", maps[when][layer]))
+    return panels
