@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from companion.cost import records
 from companion.book.chapters import ch10_cost as cr
 from companion.book.claims import load_ledger
 from companion.book.labels import VARIANTS
@@ -254,40 +255,53 @@ def test_the_learnable_mask_through_flex_is_judged_against_its_own_runs_sdpa():
     assert cr.gpu_goal_table(cr.gpu_frame(slow)).set_index("variant").loc["mask-flex", "met"] == "no"
 
 
-def test_flex_on_the_gpu_is_described_by_what_its_record_says():
+def test_a_triton_shared_memory_failure_is_read_as_two_numbers():
     need = ("gate at L=256: InductorError: RuntimeError: No valid triton configs. OutOfMemoryError: out of "
             "resource: triton_tem_fused_flex_attention_0 Required: 246784 Hardware limit:232448 Reducing block sizes")
+    assert records.shared_memory(need) == (246784, 232448)
+    assert records.shared_memory("gate at L=256: AssertionError: captured grad") is None
+    assert records.shared_memory("") is None
+
+
+def test_flex_on_the_gpu_is_described_by_what_its_record_says():
+    from companion.cost.flex import KERNEL_LADDER, describe_options
+
+    need = "out of resource: triton_tem_fused_flex_attention_0 Required: 246784 Hardware limit:232448"
 
     def bf16(row):
         return {"b": _gpu("bfloat16", [_rec("sdpa", 4096), row])}
 
-    assert cr.gpu_flex_status({}).startswith("was not measured")
+    unmeasured = cr.gpu_flex_status({})
+    assert not any(ch.isdigit() for ch in unmeasured.split("(")[0])  # no number where nothing was measured
+    # a failure to fit: both byte counts; without recorded attempts, the rungs the run did not try
     old = {**_rec("flex", 4096, status="error"), "reason": need, "gate": {"passed": False}}
     text = cr.gpu_flex_status(bf16(old))
-    assert "246,784 bytes needed, 232,448 available" in text and "the only ones the recorded run tried" in text
-    assert "(tiles 64×64, then tiles 32×32, 1 stage)" in text  # the ladder's own rungs
-    from companion.cost.flex import KERNEL_LADDER
-
+    assert "246,784" in text and "232,448" in text
+    assert all(describe_options(o) in text for o in KERNEL_LADDER[1:])
+    # every rung tried and failed: the count and the smallest rung, and the attempts reach the frame
     every = [{"options": o, "error": "RuntimeError: out of resource"} for o in KERNEL_LADDER]
     tried = {**old, "gate": {"passed": False, "kernel_attempts": every}}
+    assert cr.gpu_frame(bf16(tried)).set_index("variant").loc["flex", "attempts"] == tuple(every)
     text = cr.gpu_flex_status(bf16(tried))
-    assert text.endswith("with each of the 3 tile sizes tried, down to tiles 32×32, 1 stage") and "predates" not in text
+    assert f" {len(KERNEL_LADDER)} " in text and text.endswith(describe_options(KERNEL_LADDER[-1]))
+    # it ran on the second rung: that rung (not the first) and its measured ratio
     second = [every[0], {"options": KERNEL_LADDER[1], "error": None}]
-    fits = {**_rec("flex", 4096, ratio=1.314), "backend": {"kind": "flex (compiled, tiles 64×64)",
-                                                           "kernel_attempts": second}}
+    fits = {**_rec("flex", 4096, ratio=1.314), "backend": {"kind": "flex (compiled)", "kernel_attempts": second}}
     text = cr.gpu_flex_status(bf16(fits))
-    assert text.startswith("compiles on this GPU") and "with tiles 64×64" in text  # the rung that ran
-    assert "1.31 × plain SDPA" in text and "4,096" in text and "bfloat16" in text
+    assert describe_options(KERNEL_LADDER[1]) in text and describe_options(KERNEL_LADDER[0]) not in text
+    assert "1.31" in text and "4,096" in text and "246,784" not in text
     default = {**_rec("mask-flex", 4096, ratio=1.9),
                "backend": {"kind": "flex (compiled)", "kernel_attempts": [{"options": {}, "error": None}]}}
-    assert "with default tiles and costs 1.90 ×" in cr.gpu_flex_status(bf16(default), "mask-flex")
+    assert describe_options({}) in cr.gpu_flex_status(bf16(default), "mask-flex") and "1.90" in cr.gpu_flex_status(
+        bf16(default), "mask-flex")
     eager = {**_rec("flex", 4096, ratio=3.0), "backend": {"kind": "flex (eager, unfused)"}}
-    assert "compiles on this GPU as flex (eager, unfused) and costs 3.00 ×" in cr.gpu_flex_status(bf16(eager))
+    assert "flex (eager, unfused)" in cr.gpu_flex_status(bf16(eager)) and "3.00" in cr.gpu_flex_status(bf16(eager))
+    # another failure: its recorded reason, and no byte counts
     other = {**_rec("mask-flex", 4096, status="error"), "reason": "gate at L=256: AssertionError: captured grad"}
     text = cr.gpu_flex_status(bf16(other), "mask-flex")
-    assert text.startswith("does not run on this GPU") and "captured grad" in text and "bytes needed" not in text
-    fp32_only = {"f": _gpu("float32", [_rec("sdpa", 4096), fits])}
-    assert cr.gpu_flex_status(fp32_only).startswith("was not measured")  # the clause speaks of bfloat16
+    assert "captured grad" in text and "bytes" not in text
+    # the clause speaks of bfloat16: a float32-only result leaves it unmeasured
+    assert cr.gpu_flex_status({"f": _gpu("float32", [_rec("sdpa", 4096), fits])}) == unmeasured
 
 
 def test_the_committed_h200_results_decide_c02_on_bfloat16():

@@ -8,7 +8,9 @@ import pytest
 
 from companion.book.chapter import module_of
 from companion.experiments import get_grid
-from companion.experiments.chapters import CHAPTERS, chapter_requests
+from companion.experiments.chapters import CHAPTERS, chapter_requests, chapter_runs
+from companion.identity import run_id
+from companion.sweep import MissingRuns
 
 
 def _asked(module, monkeypatch) -> set:
@@ -57,3 +59,29 @@ def test_the_chapters_are_the_book_s():
 
     names = sorted(p.stem for p in (Path(repo_root()) / "notebooks").glob("*.ipynb"))
     assert sorted(name for name, _ in CHAPTERS.values()) == names
+
+
+@pytest.fixture(scope="module")
+def committed():
+    """Every chapter's records, read from the committed `ci` store without training."""
+    return {key: module_of(key).load("ci", train=False) for key, (_, blocks) in CHAPTERS.items() if blocks}
+
+
+def _records(block) -> list:
+    """The run records of a block, however `load` nests them (lists, dicts of lists, …)."""
+    if isinstance(block, dict):
+        return [r for v in block.values() for r in _records(v)]
+    if isinstance(block, (list, tuple)):
+        return [r for v in block for r in _records(v)]
+    return [block]
+
+
+@pytest.mark.parametrize("key", [k for k, (_, blocks) in CHAPTERS.items() if blocks])
+def test_each_chapter_reads_from_the_store_it_is_given_and_trains_only_when_allowed(key, tmp_path, committed):
+    """With an empty store and training off, `load` refuses, naming that store, and writes nothing; from
+    the committed store it returns the records of exactly the runs `chapter_runs` names."""
+    with pytest.raises(MissingRuns, match=str(tmp_path)):
+        module_of(key).load("ci", store=tmp_path, train=False)
+    assert not any(tmp_path.iterdir())  # nothing was trained or written
+    got = {r.run_id for block in committed[key].blocks.values() for r in _records(block)}
+    assert got == {run_id(cfg) for cfg in chapter_runs(key, "ci")}

@@ -12,6 +12,7 @@ and `step_frame` flattens a whole-step result into one row per method. Chapter 1
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ import pandas as pd
 from companion.paths import repo_root
 
 __all__ = ["RESULTS", "load", "committed", "load_peak", "load_reported", "load_steps", "gpu_results", "frame",
-           "gpu_frame", "step_frame"]
+           "gpu_frame", "step_frame", "shared_memory"]
 
 RESULTS = Path("benchmarks") / "results"
 _MiB = 2**20
@@ -81,8 +82,9 @@ def _number(value) -> float:
 def frame(result: dict) -> pd.DataFrame:
     """One row per (variant, L, mode): status, backend, median time (ms) and IQR, ratio to SDPA
     (median over median, and the median of per-repeat ratios), peak memory (MiB) and its ratio, the
-    failure reason, the SDPA kernels that ran (`sdp_choices`, a tuple) and the float64 gate's worst error
-    and tolerance (NaN where the record has no gate)."""
+    failure reason, the SDPA kernels that ran (`sdp_choices`, a tuple), the float64 gate's worst error
+    and tolerance (NaN where the record has no gate) and the compiled-kernel `attempts` of a FlexAttention
+    variant ({"options", "error"} per tile size tried, in order; `companion.cost.flex`)."""
     rows = []
     for r in result["results"]:
         t, ratio, mem = r.get("time_s") or {}, r.get("ratio_vs_sdpa") or {}, r.get("memory") or {}
@@ -96,7 +98,8 @@ def frame(result: dict) -> pd.DataFrame:
                      "peak_mib": peak / _MiB if peak is not None else np.nan, "reason": r.get("reason", ""),
                      "sdp_choices": tuple(backend.get("sdp_choice_names") or ()),
                      "gate_worst": _number(gate.get("worst")) if gate else np.nan,
-                     "gate_tol": _number(gate.get("tol")) if gate else np.nan})
+                     "gate_tol": _number(gate.get("tol")) if gate else np.nan,
+                     "attempts": tuple(gate.get("kernel_attempts") or backend.get("kernel_attempts") or ())})
     out = pd.DataFrame(rows)
     base = out[out.variant == "sdpa"].set_index(["L", "mode"])["peak_mib"]
     out["memory_ratio"] = [row.peak_mib / base.get((row.L, row.mode), np.nan) for row in out.itertuples()]
@@ -106,10 +109,20 @@ def frame(result: dict) -> pd.DataFrame:
 def gpu_frame(gpu: dict[str, dict]) -> pd.DataFrame:
     """`frame` of every result in `gpu` (`gpu_results`), in order, with its dtype and GPU name as columns."""
     if not gpu:
-        return pd.DataFrame(columns=["variant", "L", "mode", "status", "paired_ratio", "reason", "sdp_choices",
-                                     "gate_worst", "gate_tol", "dtype", "gpu"])
+        return pd.DataFrame(columns=["variant", "L", "mode", "status", "backend", "paired_ratio", "reason",
+                                     "sdp_choices", "gate_worst", "gate_tol", "attempts", "dtype", "gpu"])
     return pd.concat([frame(r).assign(dtype=r["settings"]["dtype"], gpu=r["machine"].get("gpu_name", "GPU"))
                       for r in gpu.values()], ignore_index=True)
+
+
+_SHARED_MEMORY = re.compile(r"Required: (\d+) Hardware limit:\s*(\d+)")
+
+
+def shared_memory(reason: str) -> tuple[int, int] | None:
+    """(bytes needed, bytes available) of a Triton kernel whose shared memory does not fit, read from a
+    recorded failure reason ("… Required: 246784 Hardware limit:232448 …"); None for any other reason."""
+    found = _SHARED_MEMORY.search(reason or "")
+    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def step_frame(result: dict) -> pd.DataFrame:

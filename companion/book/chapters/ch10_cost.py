@@ -30,7 +30,7 @@ from companion.book.parameters import check_parameters
 from companion.book.chapters.subnormals import by_flush, cliff_numbers, cliff_table, flush_setting
 from companion.cost import records
 from companion.cost.flex import KERNEL_LADDER, describe_options
-from companion.cost.records import RESULTS, committed, frame, gpu_frame, gpu_results, load_steps, step_frame
+from companion.cost.records import RESULTS, committed, frame, gpu_frame, gpu_results, load_steps, shared_memory, step_frame
 from companion.cost.roofline import attention_bytes, attention_flops, bound_s
 from companion.paths import repo_root
 
@@ -358,17 +358,6 @@ def _gate_error(gf: pd.DataFrame, variant: str, dtype: str) -> tuple[float, floa
 _BACKENDS = {"CUDNN": "cuDNN", "EFFICIENT": "memory-efficient", "FLASH": "flash", "MATH": "math"}
 
 
-def _gpu_row(gpu: dict[str, dict], variant: str, dtype: str, L: int = GOAL_L) -> dict | None:
-    """A variant's forward + backward record at L in one precision (the first committed file's), or None."""
-    for r in gpu.values():
-        if r["settings"]["dtype"] != dtype:
-            continue
-        for row in r["results"]:
-            if (row["variant"], row["L"], row["mode"]) == (variant, L, "fwd+bwd"):
-                return row
-    return None
-
-
 def _backend(gf: pd.DataFrame, variant: str, dtype: str, L: int = GOAL_L) -> str:
     """The SDPA kernel that ran a variant's forward + backward at L in one precision of a `gpu_frame`
     (the first file's; "—" if unknown)."""
@@ -382,36 +371,31 @@ def _reason(gf: pd.DataFrame, variant: str) -> str:
     return next((reason for reason in gf[gf.variant == variant].reason if reason), "")
 
 
-_RESOURCE = re.compile(r"Required: (\d+) Hardware limit:\s*(\d+)")
-
-
 def gpu_flex_status(gpu: dict[str, dict], variant: str = "flex") -> str:
     """What became of a FlexAttention variant on the GPU in bfloat16, forward + backward at GOAL_L, as a
     clause ("compiles … and costs 1.31 × plain SDPA …", "does not compile …: … bytes needed …", "was not
     measured …"), with the Triton tiles it ran with or tried (`companion.cost.flex.KERNEL_LADDER`)."""
-    row = _gpu_row(gpu, variant, "bfloat16")
-    if row is None:
+    gf = gpu_frame(gpu)
+    sel = gf[(gf.variant == variant) & (gf.L == GOAL_L) & (gf["mode"] == "fwd+bwd") & (gf.dtype == "bfloat16")]
+    if not len(sel):
         return "was not measured on this GPU (benchmarks/gpu.sh measures it on the next one)"
-    backend, gate = row.get("backend") or {}, row.get("gate") or {}
-    attempts = gate.get("kernel_attempts") or backend.get("kernel_attempts") or []
-    if row["status"] == "ok":
-        ran = [a["options"] for a in attempts if a["error"] is None]
-        how = f"with {describe_options(ran[-1])}" if ran else f"as {backend.get('kind', 'flex')}"
-        ratio = (row.get("ratio_vs_sdpa") or {}).get("paired_median")
-        return (f"compiles on this GPU {how} and costs {ratio:.2f} × plain SDPA at L = {GOAL_L:,} in "
+    row = next(sel.itertuples())
+    if row.status == "ok":
+        ran = [a["options"] for a in row.attempts if a["error"] is None]
+        how = f"with {describe_options(ran[-1])}" if ran else f"as {row.backend or 'flex'}"
+        return (f"compiles on this GPU {how} and costs {row.paired_ratio:.2f} × plain SDPA at L = {GOAL_L:,} in "
                 "bfloat16, forward and backward")
-    reason = str(row.get("reason", ""))
-    need = _RESOURCE.search(reason)
+    need = shared_memory(row.reason)
     if need is None:
-        return f"does not run on this GPU ({_STATUS_WORDS.get(row['status'], row['status'])}: {reason[:160]})"
+        return f"does not run on this GPU ({_STATUS_WORDS.get(row.status, row.status)}: {str(row.reason)[:160]})"
     text = (f"does not compile on this GPU: Triton finds no kernel configuration whose shared memory fits "
-            f"({int(need.group(1)):,} bytes needed, {int(need.group(2)):,} available)")
-    if not attempts:
+            f"({need[0]:,} bytes needed, {need[1]:,} available)")
+    if not row.attempts:
         smaller = ", then ".join(describe_options(o) for o in KERNEL_LADDER[1:])
         return (text + f" with the default tiles, the only ones the recorded run tried; whether smaller ones "
                 f"({smaller}) fit is for the next GPU run to say")
-    return text + (f", with each of the {len(attempts)} tile sizes tried, down to "
-                   f"{describe_options(attempts[-1]['options'])}")
+    return text + (f", with each of the {len(row.attempts)} tile sizes tried, down to "
+                   f"{describe_options(row.attempts[-1]['options'])}")
 
 
 def gpu_prose_numbers(gpu: dict[str, dict], steps: pd.DataFrame | None = None) -> dict[str, str]:
@@ -433,9 +417,9 @@ def gpu_prose_numbers(gpu: dict[str, dict], steps: pd.DataFrame | None = None) -
     for variant in ("sdpa", "mask-attend"):
         for dtype in ("float32", "bfloat16"):
             out[f"ch10_gpu_backend_{variant}_{dtype}"] = _backend(gf, variant, dtype)
-    flex = _RESOURCE.search(_reason(gf, "flex"))
-    out["ch10_gpu_flex_needs"] = f"{int(flex.group(1)):,}" if flex else "—"
-    out["ch10_gpu_flex_has"] = f"{int(flex.group(2)):,}" if flex else "—"
+    flex = shared_memory(_reason(gf, "flex"))
+    out["ch10_gpu_flex_needs"] = f"{flex[0]:,}" if flex else "—"
+    out["ch10_gpu_flex_has"] = f"{flex[1]:,}" if flex else "—"
     out["ch10_gpu_flex_status"] = gpu_flex_status(gpu, "flex")
     out["ch10_gpu_mask_flex_status"] = gpu_flex_status(gpu, "mask-flex")
     gate = _gate_error(gf, "goat-lanes", "bfloat16")
