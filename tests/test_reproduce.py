@@ -11,6 +11,7 @@ import torch
 
 from companion.book.reproduce import ReproductionReport, compare_records, margin, markdown, numbers
 from companion.config import apply_overrides
+from companion.cost import records
 from companion.experiments import get_experiment
 from companion.experiments.chapters import CHAPTERS, chapter_runs, recorded_runs
 from companion.host import describe, machine, numerics_key, same_numerics, summary
@@ -155,7 +156,7 @@ def test_the_reproductions_page_lists_every_recorded_host(tmp_path):
 def test_chapter_10_reads_the_committed_peak():
     from companion.book.chapters import ch10_cost as cr
 
-    peak = cr.load_peak()
+    peak = records.load_peak(cr.PEAK_RESULT)
     assert peak["peak_flops"] > 1e9 and peak["bandwidth_bytes_s"] > 1e9 and peak["threads"] == 2
     assert peak["source"].startswith("measured by `benchmarks/peak.py` on AMD EPYC, 2026-")
 

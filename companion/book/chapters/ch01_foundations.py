@@ -1,17 +1,8 @@
 """Chapter 1 (masks and positions): worked examples built on `attend`, the chapter's claim measures
 and the numbers its prose cites.
 
-- `causal_visibility`: the row-by-row causal rule as an Allowed/Blocked table.
-- `random_qkv`, `causal_weights`, `attend_error`: random heads under the causal rule, and the error a
-  row with nothing to read raises.
-- `single_query_weights`, `blocking_cases`, `blocking_table`: one query's weights over a few keys with
-  the first key open, scored zero or blocked; `renormalisation`: the common factor blocking applies.
-- `Projections` / `self_attention`: one head of self-attention with fixed random projections.
-- `permutation_gap`: max |f(P x) − P f(x)|, the failure of permutation equivariance.
-- `equivariance_trials`, `gap_summary`: that gap over random inputs and permutations, in three settings.
-- `claim_measures`, `prose_numbers`: the S1-… measures and the glued numbers of the text.
-- `load` (the chapter's `Inputs`: its examples, trials and seed) and `decide` (every S1-… claim and
-  prose number, for the notebook and `companion claim`).
+`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
+other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
 """
 
 from __future__ import annotations

@@ -12,14 +12,8 @@ and for content scores a_j = q·k_j / √d the query and key derivatives
 scale with the key and query norms. Everything here is float64 and checked against autograd and
 central finite differences in the tests and in Chapter 2.
 
-Chapter 2's checks: `log_sigmoid_values` (what an open and a closed entry do to a score),
-`theorem1_gaps` and `qk_gaps` (closed forms against autograd and finite differences),
-`corollary1_worst_ratio` (observed mask derivative over its bound), `norm_sweep` / `key_growth` /
-`peak_scale` / `growth_share` (derivatives as the norms grow, over the whole sweep), `saturation` (the
-mask's own gradient at contrast ±c), `content_sweep` (at contrast ±10, as the content scores spread),
-`adam_first_step` (a tiny gradient is not a tiny Adam step), then `claim_measures` (the S2-… measures)
-and `prose_numbers` (the numbers the text cites); `load` (the chapter's `Inputs`) and `decide` (every
-S2-0… claim and prose number, for the notebook and `companion claim`).
+`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
+other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
 """Chapter 3 (extrapolating Boolean functions): the GOTU runs read back as tables, claims and figures.
 
-Section by section, as the chapter reads:
-- the tasks: `tasks_table`, `references` / `reference_table` (the minimum-degree interpolator, MDI),
-  `patterns` (the masks), `recovered_monomials` and `mask_claims` (the masks equal the Fourier support);
-- the budget: `budget`, `budget_numbers`;
-- the runs: `load` (the `gotu` grid and the `symmetry` grid, `companion.book.chapter.Runs`), `frame_of`;
-- Tables 1 and 4: `table`, `table1`, `table4`, `table1_measures`, `table_claims`, `table_claim_details`,
-  `table_preconditions`, `table_numbers`; the headline pairing: `headline`, `headline_numbers`;
-- the learning curves: `accuracy_curves`;
-- Figure 5: `figure5_panels`, `map_summary`, `persistence`, `figure5_claims`, `figure5_numbers`;
-- why the mask helps Majority and not 2Parity (the book's own account, claims M-01 … M-06): `load`'s
-  "symmetry" block and the section module `companion.book.chapters.symmetry` (predictions, tables, measures),
-  re-exported here under `symmetry_*` names;
-- `decide`: every claim of the chapter and its prose numbers, for the notebook and `companion claim`;
-- at the sources' scale: `paper_headline`, `older_paper`.
+`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
+other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
 
 A `*_claims` function returns {claim id: measure}; a `*_numbers` function returns {glue name: text}:
 `decide` gathers both. Everything here reads stored runs; nothing trains.

@@ -8,13 +8,8 @@ through `companion.sweep.ensure_grid`); nothing trains. The grid's cells, keyed 
 - The budget check: `FIGURE2_METHODS` on addition at 0.4 % with `LONG_BUDGET` times the updates
   (budget "long").
 
-The module:
-- the runs: `load` (the `arithmetic` grid, `companion.book.chapter.Runs`), `runs_frame`;
-- the task and the budget: `examples`, `mask_panel`, `budget_table`;
-- tables and figures: `table8`, `paired_table8`, `figure2_data`, `figure2_seeds`, `figure2_table`, `steps_to`,
-  `budget_gap_table`, `digit_frame`, `digit_table`; the older paper runs: `older_paper`;
-- `decide`: every claim of the chapter with its verdict and every number its prose cites (verdicts and
-  Adam's step cap included), for the notebook and `companion claim`.
+`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
+other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
 
 Accuracies in the tables and in the prose are in %; claim measures are fractions, rounded to 4 decimals.
 """

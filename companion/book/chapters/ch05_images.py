@@ -4,17 +4,8 @@ The `images-and-language` grid (`companion.experiments.images`) has one cell per
 at `ci`, CIFAR-10 and CIFAR-100 at `paper`) with the six methods of `METHODS`, and the cell "text":
 the same character decoder with and without a causal local mask (`LM_METHODS`).
 
-Section by section, as the chapter reads:
-- the runs: `load` (blocks "images" and "text", `companion.book.chapter.Runs`), `image_frame`, `text_frame`;
-  `budget`;
-- the masks: `image_pattern`, `text_pattern`;
-- Table 3: `table3`, `paired_vs_default`, `table3_measures`;
-- Table 5 and the referee's inconsistency: `table5`, `fixed_vs_learnable`, `inconsistency`, `reading`;
-- attention against the mask: `map_frame`, `open_share`, `map_panels`, `accuracy_curves`;
-- Table 6: `table6`, `perplexity_pairs`, `perplexity_interval`;
-- the claims and the prose: `claim_measures`, `claim_preconditions`, `image_caps`, `mask_movement`,
-  `prose_numbers`; `decide`: every claim of the chapter with its verdict and every number its prose
-  cites, for the notebook and `companion claim`.
+`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
+other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
 
 Accuracies in tables and prose are in %; claim measures are fractions, rounded to 4 decimals. Nothing
 here trains.

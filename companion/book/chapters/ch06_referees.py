@@ -9,15 +9,8 @@ drift, the initial mask's norm) and `qk_frame` (accuracy, final drifts, the CLS 
 task's open keys at the start and at the end). Tables, claim measures, prose numbers and figure data
 are functions of those frames or of the records; nothing here trains by itself.
 
-- the runs: `load` (the `referee`, `qk-norm` and, at `ci`, `mask-moves` grids, `companion.book.chapter.Runs`),
-  `placement_frame`, `qk_frame`;
-- tables and figure data: `placements_table`, `accuracy_table`, `drift_table`, `movable_table`, `qk_table`,
-  `qk_drift_table`, `paired_gain_table`, `accuracy_runs`, `baseline_accuracy`, `placement_drift`, `qk_drift_curves`;
-- the claim readings: `mask_matters`, `seed_test`, `separating_drift`, `misspecified_drift`, `qk_retention`,
-  `matched_drift`, `free_rows`, `free_drift`;
-- the verdicts and the prose: `claim_measures`, `claim_details`, `claim_preconditions`, `step_cap_measures`,
-  `verdicts`, `prose_numbers`, `step_cap_glue`;
-- `decide`: every claim of the chapter and its prose numbers, for the notebook and `companion claim`.
+`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
+other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
 """
 
 from __future__ import annotations

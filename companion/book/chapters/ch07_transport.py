@@ -3,20 +3,8 @@ Theorem 5.4 checked on random problems, Theorem 5.1 and Figure 2c measured on th
 copy-mixture models, and Figure 2c also on the char-LM models of Chapter 9, where key 0 carries no task
 information and the sink claims are decided.
 
-- the propositions: `propositions` (random problems, the optimiser against the closed forms),
-  `propositions_table`, `proposition_checks`;
-- Definitions 5.2, 5.3 and Theorem 5.4: `sensitivity` (random problems: the context-sensitivity
-  bound and its two limits), `sensitivity_table`, `sensitivity_checks`, `sensitivity_measures`,
-  `sensitivity_details`, `sensitivity_numbers`;
-- the models: `load` (block "copymix", the copy-mixture runs, and block "control", the char-LM runs
-  where key 0 carries no task information, on which S3-04 and S3-22 are decided;
-  `companion.book.chapter.Runs`), `run_summary`;
-- Theorem 5.1: `theorem` (per model and seed), `theorem_table`, `theorem_checks`;
-- Figure 2c: `matched_curve`, `sink_curve`, `sink_curves`, `mean_curve`, `shed`, `shed_share`, `sink_heads`,
-  `pooled_shed` (the measure used before), `sink_table`;
-- the verdicts and the prose: `claim_measures`, `claim_preconditions`, `claim_details`, `prose_numbers`;
-- `decide`: every claim of the chapter (the propositions' and the sensitivity bound's, which need no runs,
-  included) and its prose numbers, for the notebook and `companion claim`.
+`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
+other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
 
 Theorem 5.1 and Figure 2c are measured at the end of each run, on the first `companion.transport.PROBE`
 test inputs of its task, and stored in its record (the readouts `BOUNDS` and `SINK_CURVE` of

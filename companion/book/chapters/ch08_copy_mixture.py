@@ -1,11 +1,7 @@
 """Chapter 8, learning a prior: the copy-mixture models (GOAT, RoPE, ALiBi) and what GOAT's prior learned.
 
-- the task and the budget: `goat_config`, `budget_table`;
-- the runs: `load` (the `copymix` runs, `companion.book.chapter.Runs`), `frame_of`, `run_summary`, `gap_curves`, `final_table`;
-- Figure 1: `figure1_panels` (one GOAT run's prior, per head);
-- what every head became: `head_structure`, `structure`, `per_seed`;
-- the verdicts and the prose: `claim_measures`, `claim_details`, `prose_numbers`;
-- `decide`: every claim of the chapter and its prose numbers, for the notebook and `companion claim`.
+`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
+other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
 
 GOAT's first-layer prior is measured at the end of each GOAT run and stored in its record (the
 `PRIOR` readout, `companion.goat.prior_readout`: u and κ per head): everything here reads records;

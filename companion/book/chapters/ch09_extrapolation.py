@@ -8,18 +8,8 @@ made on any machine carry what the chapter reads. RoPE is read twice: as trained
 interpolation ("rope-pi": positions squeezed into the training range, an evaluation-time switch that
 changes no weight, `companion.priors.interpolated`), as two readouts of the rope runs.
 
-Per section of the chapter:
-- setup: `setup`, `budget`, `passkey_example`, `setup_numbers`;
-- the runs: `load` (blocks "charlm" and "passkey", `companion.book.chapter.Runs`), `run_summary`, `readings`;
-- Figure 2a: `lm_lengths`, `length_curves`, `ppl_table`, `lm_claims`, `lm_claim_details`,
-  `lm_numbers`, `position_curves`;
-- Figure 2b: `goat_profiles`, `key_prior_lines`, `sink_structure`, `structure_table`, `sink_claims`,
-  `sink_claim_details`, `sink_numbers`;
-- Figures 3a and 3c: `passkey_lengths`, `passkey_table`, `depth_panel`, `passkey_claims`,
-  `passkey_claim_details`, `passkey_numbers`;
-- Figure 3b: `head_prior`;
-- `decide`: every claim of the chapter (S3-08 … S3-14) and its prose numbers, for the notebook and
-  `companion claim`; `verdict_numbers`.
+`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
+other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""Chapter 10: what a prior costs, read from the attention benchmark's JSON (`benchmarks/attention.py`).
+"""Chapter 10: what a prior costs, read from the committed benchmark results (`benchmarks/`).
 
-Nothing here times anything: the machine's peak rates come in from the
-committed `benchmarks/peak.py` result (`load_peak`), or from `companion.cost.roofline.measure_peak`
-when the notebook reruns on the executing machine, and the chapter's small live sweep goes through
-`companion.cost.run_benchmark` and comes back as the same JSON. Reading that JSON is
-`companion.cost.records`' (re-exported here: `committed`, `frame`, `gpu_frame`, `step_frame`, ...): `frame(result)` flattens a result into one row per (variant, L, mode) with time, ratio to plain
-SDPA (same run) and peak memory, and `gpu_frame` every GPU result at once; the tables, figure data,
-claim measures and glued numbers of the chapter are read from such frames. The subnormal
-section reads the sweeps with flush-to-zero on and off and the numbers reported from another CPU
-(`cliff_results`; its tables come from `companion.book.chapters.subnormals`, re-exported here). Variant
-labels and colours come from `companion.book.labels`. `load` gathers the committed results and
-`decide` computes the chapter's verdicts and prose numbers from them, for the notebook and `companion
-claim` alike.
+Nothing here times anything. `load` gathers the committed results: the CPU sweep, the GPU sweeps, the
+whole-step comparisons, the sweep machine's peak rates (the roofline's divisor) and, for the subnormal
+section (`companion.book.chapters.subnormals`), the sweeps with flush-to-zero on and off and the numbers
+reported from another CPU. Their JSON is read in `companion.cost.records` (`frame`, `gpu_frame`,
+`step_frame`), beside what writes it; the tables, figure data, claim measures and glued numbers here are
+read from those frames. A rerun on the executing machine goes through `companion.cost.run_benchmark` and
+comes back as the same JSON.
 """
 
 from __future__ import annotations
@@ -37,10 +32,10 @@ from companion.paths import repo_root
 __all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "CHUNKED_RESULT", "chunked_table", "chunked_numbers",
            "bf16_goat_table", "bf16_goat_numbers", "MODES", "GOAL_L", "LIVE_VARIANTS", "TIME_GOALS", "MEMORY_GOALS", "SEEDS", "LIVE_LENGTHS", "load", "decide",
            "committed", "gpu_results", "frame", "wide", "settings_table", "variant_curves", "ratio_table", "flex_backward_note", "gpu_flex_status", "quadratic_reference", "growth_exponent", "growth_table",
-           "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_mask_ratio", "gpu_ratios", "gpu_gate_failures", "gpu_worst", "GPU_GOALS", "gpu_frame",
+           "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_ratios", "gpu_gate_failures", "gpu_worst", "GPU_GOALS", "gpu_frame",
            "gpu_ratio_table", "gpu_goal_table", "gpu_provenance", "gpu_prose_numbers", "load_steps", "step_frame",
            "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers",
-           "PEAK_RESULT", "load_peak", "FTZ_RESULTS", "STEP_FTZ_RESULTS", "REPORTED_RESULT", "load_reported",
+           "PEAK_RESULT", "FTZ_RESULTS", "STEP_FTZ_RESULTS", "REPORTED_RESULT",
            "cliff_results", "cliff_table", "cliff_numbers", "by_flush", "flush_setting", "host_numbers"]
 
 CPU_RESULT = "attention-cpu-vm-2core"  # the committed CPU sweep the chapter reads
@@ -59,22 +54,12 @@ MEMORY_GOALS = {"goat-lanes": ("memory_ratio", "C-01")}
 CHUNKED_GOALS = {"goat-chunked": ("memory_ratio", "C-01")}  # beside C-01, from CHUNKED_RESULT
 
 
-def load_peak(stem: str = PEAK_RESULT) -> dict:
-    """The committed peak rates of the sweep's machine (`records.load_peak`): the roofline's divisor."""
-    return records.load_peak(stem)
-
-
-def load_reported(stem: str = REPORTED_RESULT) -> dict:
-    """The numbers reported from another host (`records.load_reported`) that the subnormal section cites."""
-    return records.load_reported(stem)
-
-
 def cliff_results() -> tuple[dict, dict, dict, dict, dict]:
     """(sweep with flush-to-zero on, sweep with it off, the reported numbers, whole steps on, off): the
     subnormal section's committed inputs, each pair sorted by its recorded setting (`by_flush`)."""
     on, off = by_flush(*(records.load(repo_root() / RESULTS / f"{stem}.json") for stem in FTZ_RESULTS))
     steps_on, steps_off = by_flush(*(load_steps(stem) for stem in STEP_FTZ_RESULTS))
-    return on, off, load_reported(), steps_on, steps_off
+    return on, off, records.load_reported(REPORTED_RESULT), steps_on, steps_off
 
 
 def host_numbers(result: dict) -> dict[str, str]:
@@ -275,11 +260,6 @@ def gpu_worst(gpu: dict[str, dict], variant: str) -> float | None:
     a correct answer, bfloat16, the one a GPU trains in, as well as float32."""
     ratios = gpu_ratios(gpu, variant)
     return round(max(ratios.values()), 3) if ratios else None
-
-
-def gpu_mask_ratio(gpu: dict[str, dict]) -> float | None:
-    """C-02's measure: `gpu_worst` of the learnable mask through `attend`."""
-    return gpu_worst(gpu, "mask-attend")
 
 
 # The GPU goals (issue "Fast runs", item 5): (variant, L, dtype, the claim whose threshold is the goal;
@@ -546,7 +526,7 @@ def claim_measures(cpu: pd.DataFrame, gpu: dict[str, dict], steps: pd.DataFrame)
         "C-03": round(growth_exponent(cpu, "mask-sdpa", "fwd+bwd"), 3),
         "S3-15": gpu_worst(gpu, "goat-lanes"),
         "C-01": round(_at(cpu, "goat-lanes", "memory_ratio"), 3),
-        "C-02": gpu_mask_ratio(gpu),
+        "C-02": gpu_worst(gpu, "mask-attend"),
         "S3-16": round(float(steps.loc["goat", "memory vs RoPE"]), 3),
     }
 
@@ -617,7 +597,7 @@ def load(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool 
     if seeds is not None:
         raise ValueError(f"Chapter 10 reads committed benchmark results and takes no seeds, got {list(seeds)!r}.")
     return Runs(profile, SEEDS, {"committed": committed(), "steps": load_steps("step-memory-cpu"),
-                                 "gpu_steps": load_steps("step-memory-h200"), "peak": load_peak(),
+                                 "gpu_steps": load_steps("step-memory-h200"), "peak": records.load_peak(PEAK_RESULT),
                                  "cliff": cliff_results()})
 
 
