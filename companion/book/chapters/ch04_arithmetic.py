@@ -104,16 +104,16 @@ def mask_panel(op: str) -> tuple[np.ndarray, list[str]]:
     return task.mask_pattern("default", cls=False).numpy(), [names[p] for p in range(task.seq_len)]
 
 
-def budget_table(profile: str, seeds: Sequence[int]) -> pd.DataFrame:
+def budget_table(profile: str, seeds: Sequence[int] | None = None) -> pd.DataFrame:
     """Model and training budget of each operation (columns Addition, Multiplication), rows as
-    `chapters.budget` names them, with the test pairs and the seeds."""
+    `chapters.budget` names them, with the test pairs and the number of seeds (None: `SEEDS`)."""
     rows = ("Model width", "Layers", "Heads", "Feed-forward width", "Optimiser", "Learning rate", "Weight decay",
             "Batch size", "Learning-rate schedule", "Updates")
     columns = {}
     for op in ("add", "mul"):
         cfg = get_experiment(f"arith-{op}").configs(profile)["default"]
         columns[task_title(op).capitalize()] = {**run_budget(cfg, rows), "Test pairs": dict(cfg.task.params)["n_test"],
-                                                "Seeds": len(seeds)}
+                                                "Seeds": len(SEEDS if seeds is None else seeds)}
     return pd.DataFrame(columns)
 
 

@@ -47,13 +47,13 @@ def goat_config(profile: str) -> RunConfig:
     return get_experiment("copymix").configs(profile)["goat"]
 
 
-def budget_table(cfg: RunConfig, seeds: Sequence[int]) -> pd.DataFrame:
+def budget_table(cfg: RunConfig, seeds: Sequence[int] | None = None) -> pd.DataFrame:
     """The model and training budget of `cfg` (one column, named after the profile), rows as
-    `chapters.budget` names them, with GOAT's frequencies and lanes and the seeds."""
+    `chapters.budget` names them, with GOAT's frequencies and lanes and the number of seeds (None: `SEEDS`)."""
     rank = cfg.model.prior.goat_rank
     budget = {**run_budget(cfg, MODEL), "GOAT frequencies R": rank, "GOAT lanes (of the head width)": 2 * rank + 1,
               **run_budget(cfg, ("Optimiser", "Learning rate", "Learning-rate schedule", "Batch size", "Updates")),
-              "Seeds": len(seeds)}
+              "Seeds": len(SEEDS if seeds is None else seeds)}
     return pd.Series(budget, name=cfg.profile).to_frame()
 
 

@@ -102,13 +102,15 @@ def setup(profile: str) -> Setup:
     return Setup(profile, lm_cfg, pk_cfg, make_task(lm_cfg["goat"].task), make_task(pk_cfg["goat"].task), FAR[profile])
 
 
-def budget(s: Setup, seeds: Sequence[int]) -> pd.DataFrame:
+def budget(s: Setup, seeds: Sequence[int] | None = None) -> pd.DataFrame:
     """The shared model and training budget, one column named after the profile, rows as
-    `chapters.budget` names them, with GOAT's frequencies, both tasks' updates and the training length."""
+    `chapters.budget` names them, with GOAT's frequencies, both tasks' updates, the training length and
+    the number of seeds (None: `SEEDS`)."""
     c = s.lm_configs["goat"]
     values = {**run_budget(c, MODEL), "GOAT frequencies R": c.model.prior.goat_rank,
               **run_budget(c, ("Optimiser", "Learning rate", "Batch size")), "Updates (char LM)": c.train.steps,
-              "Updates (passkey)": s.pk_configs["goat"].train.steps, "Training length L": s.L, "Seeds": len(seeds)}
+              "Updates (passkey)": s.pk_configs["goat"].train.steps, "Training length L": s.L,
+              "Seeds": len(SEEDS if seeds is None else seeds)}
     return pd.Series(values, name=s.profile).to_frame()
 
 
