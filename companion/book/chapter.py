@@ -2,7 +2,7 @@
 
 A chapter module (`companion/book/chapters/chNN_*.py`) has:
 
-- `SEEDS`, the seeds its notebook's parameters cell defaults to;
+- `SEEDS`, the chapter's seeds: what `load` reads when it is given none (the notebook's `seeds = None`);
 - `load(profile, seeds=None, *, jobs=None, store=None, train=True) -> Runs`: its records (a chapter
   that trains nothing returns its inputs: the profile, the seed and what it reads);
 - `decide(runs) -> Findings`: every claim's measure, detail and preconditions with its verdict, the

@@ -40,7 +40,7 @@ __all__ = ["TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_
            "perplexity_pairs", "perplexity_interval", "mask_movement", "claim_measures", "claim_preconditions", "image_caps", "prose_numbers",
            "SEEDS", "TEXT_SEEDS", "decide", "HEADERS", "for_page"]
 
-SEEDS = tuple(range(6))  # the notebook's default seeds of the image runs (its parameters cell)
+SEEDS = tuple(range(6))  # the image runs' seeds: what `load` reads when `seeds` is None
 TEXT_SEEDS = tuple(range(12))  # and of the language models
 TABLE3 = ("default", "mimetic", "structured-svd", "mask")  # the initialisations Table 3 compares
 TABLE5 = ("default", "zero-mask", "fixed-mask", "mask")  # the mask ablations of Table 5

@@ -46,7 +46,7 @@ __all__ = ["DRIFT_TITLES", "load", "decide", "placement_frame", "qk_frame", "sel
            "QK_COLUMNS", "QK_DRIFTS", "MINUS_NO_MASK", "step_cap_measures", "verdicts",
            "movable_table", "step_cap_glue", "free_rows", "free_drift"]
 
-SEEDS = (0, 1, 2, 3, 4)  # the notebook's default seeds (its parameters cell)
+SEEDS = (0, 1, 2, 3, 4)  # the chapter's seeds: what `load` reads when the notebook's `seeds` is None
 FIT = 0.99  # a run fits the seen set at this mean seen accuracy
 MATCH = 0.05  # a query–key run starts matched to the mask when its CLS open share is within this of the mask's
 GAIN = 0.02  # the correct ±10 mask matters on a task when it is this far above no mask in cube accuracy

@@ -40,7 +40,7 @@ __all__ = ["SEEDS", "CONTROL_SEEDS", "BOUNDS", "SINK_CURVE", "PROP22", "PROP31",
            "mean_curve", "shed", "shed_share", "sink_heads", "pooled_shed", "sink_table", "claim_measures",
            "claim_preconditions", "claim_details", "prose_numbers", "decide"]
 
-SEEDS = (0, 1, 2)  # the notebook's default seeds (its parameters cell)
+SEEDS = (0, 1, 2)  # the chapter's seeds: what `load` reads when the notebook's `seeds` is None
 CONTROL_SEEDS = (0, 1)  # and of the char-LM control (Chapter 9's runs)
 BOUNDS = "collapse_bounds"  # the readout of Theorem 5.1 on the first layer (`companion.transport`)
 SINK_CURVE = "sink_curve"  # the readout of Figure 2c on the last layer (`companion.transport`)

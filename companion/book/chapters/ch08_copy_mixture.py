@@ -32,7 +32,7 @@ __all__ = ["SEEDS", "PRIOR", "SINK_MARGIN", "WINDOW", "LOCAL", "goat_config", "b
            "gap_curves", "final_table", "figure1_panels", "head_structure", "structure", "per_seed", "claim_measures",
            "claim_details", "prose_numbers", "decide"]
 
-SEEDS = (0, 1, 2)  # the notebook's default seeds (its parameters cell)
+SEEDS = (0, 1, 2)  # the chapter's seeds: what `load` reads when the notebook's `seeds` is None
 PRIOR = "goat_prior"  # the readout of GOAT's first-layer prior, u and κ per head (`companion.goat`)
 
 SINK_MARGIN = 2.0  # nats by which u(0) must stand above the median u(j) for a head to count as a sink (S3-05)

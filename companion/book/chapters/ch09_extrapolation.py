@@ -39,7 +39,7 @@ __all__ = ["SEEDS", "READINGS", "GOAT_READINGS", "DEPTH_SHOWN", "BASELINES", "Se
            "passkey_lengths", "passkey_table", "depth_panel", "passkey_claims", "passkey_claim_details",
            "passkey_numbers", "head_prior", "verdict_numbers", "decide"]
 
-SEEDS = (0, 1)  # the notebook's default seeds (its parameters cell)
+SEEDS = (0, 1)  # the chapter's seeds: what `load` reads when the notebook's `seeds` is None
 
 # Every reading of the runs, in the order of the chapter's tables and legends ("rope-pi" reads the rope runs).
 READINGS = ("goat", "goat-uniform", "rope", "rope-pi", "alibi", "sinusoidal")
