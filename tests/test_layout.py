@@ -94,6 +94,24 @@ def test_the_book_machinery_imports_no_chapter_analysis():
     assert len([m for m in analyses if _is_chapter(m)]) == 10 and len(analyses) >= 30
 
 
+def test_the_book_imports_the_package_at_module_level_only():
+    """Every import of a companion module in book/ stands at the top of its file, so the graph above is
+    the whole graph; only kernel, notebook and plotting libraries load inside a function."""
+    inside = []
+    for path in (PKG / "book").rglob("*.py"):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                inside += [f"{path.relative_to(PKG)}:{n.lineno}" for n in ast.walk(fn)
+                           if isinstance(n, (ast.Import, ast.ImportFrom)) and _imports_companion(n)]
+    assert not inside
+
+
+def _imports_companion(node) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return node.level > 0 or (node.module or "").startswith("companion")
+    return any(a.name.startswith("companion") for a in node.names)
+
+
 def test_chapter_modules_import_no_other_chapter_module():
     graph = _graph()
     chapters = [m for m in graph if _is_chapter(m)]

@@ -32,6 +32,8 @@ import ast
 import copy
 import re
 
+from companion.experiments.chapters import CHAPTERS
+
 __all__ = ["MANAGED", "VERDICT_CAPTION", "RERUN_ID", "classify", "rerun_note", "alt_text", "plan"]
 
 MANAGED = ("remove-cell", "remove-input", "hide-input")
@@ -123,8 +125,6 @@ def _shows_verdicts(source: str) -> bool:
 
 def _trains(name: str) -> bool:
     """Whether the chapter reads trained runs (`companion.experiments.chapters.CHAPTERS`)."""
-    from companion.experiments.chapters import CHAPTERS
-
     return bool(CHAPTERS.get(name[:2], ("", ()))[1])
 
 

@@ -117,7 +117,7 @@ class Decision:
 def claims(module: ModuleType, profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None,
            store=None, train: bool = True) -> list[ClaimResult]:
     """Every claim a chapter decides, as its notebook decides them (no figures, no glue): `module.decide`
-    on `module.load(profile, seeds, ...)`. `seeds` None means the notebook's default seeds; `store` and
+    on `module.load(profile, seeds, ...)`. `seeds` None means the chapter's `SEEDS`; `store` and
     `train` go to `load` (train=False reads stored records only)."""
     return list(module.decide(module.load(profile, seeds, jobs=jobs, store=store, train=train)).results)
 
@@ -125,8 +125,6 @@ def claims(module: ModuleType, profile: str = "ci", seeds: Sequence[int] | None 
 def module_name(chapter: str) -> str:
     """The module of a chapter: "chapters/03_boolean_extrapolation", "book/chapters/03_…" or "03" →
     "companion.book.chapters.ch03_boolean"."""
-    import companion.book
-
     number = PurePosixPath(str(chapter)).name.split("_", 1)[0]
     if not (len(number) == 2 and number.isdigit()):
         raise LookupError(f"{chapter!r} is not a chapter (chapters/NN_name); no module computes its claims.")

@@ -22,6 +22,11 @@ import sys
 from pathlib import Path, PurePosixPath
 
 from companion.book.chapter import claims, module_of
+from companion.book.claims import NOT_REBUILT, NOT_RUN, load_ledger, verdict
+from companion.book.display import load_dashboard, number, ours_text, rule_words
+from companion.paths import repo_root
+from companion.store import StoreError
+from companion.sweep import MissingRuns, parse_seeds
 
 __all__ = ["paper_store", "describe", "add_commands"]
 
@@ -30,8 +35,6 @@ PAPER_STORE = Path("results") / "paper"  # the committed paper-profile records (
 
 def paper_store() -> Path:
     """Where `--profile paper` reads by default: results/paper in the repository."""
-    from companion.paths import repo_root
-
     return repo_root() / PAPER_STORE
 
 
@@ -50,9 +53,6 @@ def describe(claim, result=None, units: dict | None = None, scale: str = "") -> 
     """The lines `companion claim` prints for a ledger `Claim` and its `ClaimResult` (None when the
     item is reported, not rebuilt, or measured at another profile only: not run at this scale);
     `scale` says where it was computed ("ci profile, seeds 0-4")."""
-    from companion.book.claims import NOT_REBUILT, NOT_RUN, verdict
-    from companion.book.display import number, ours_text, rule_words
-
     where = f"{claim.chapter}, section {claim.section}" + (f"; {scale}" if scale else "")
     lines = [f"{claim.id}  ({where})", f"  claim:   {claim.statement}",
              f"  source:  {claim.source} {claim.location}: {claim.source_value}"]
@@ -94,11 +94,6 @@ def _missing_message(err, chapter: str, profile: str, store, explicit_no_train: 
 
 
 def _cmd_claim(args) -> int:
-    from companion.book.claims import load_ledger
-    from companion.book.display import load_dashboard
-    from companion.store import StoreError
-    from companion.sweep import MissingRuns, parse_seeds
-
     ledger = load_ledger()
     try:
         cid = _find(args.id, ledger)

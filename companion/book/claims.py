@@ -18,15 +18,18 @@ Beyond the rule, an entry may carry:
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import yaml
 
-from companion.book.display import number
+from companion.book.display import anchor, badge, load_dashboard, number, ours_text
+from companion.book.preconditions import failed_note
 from companion.paths import repo_root
 
 __all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "assess", "record", "record_all", "glue_result", "verdict_table",
@@ -301,13 +304,6 @@ def verdict_table(results: list[ClaimResult], ledger: dict[str, Claim] | None = 
     the source's value, ours in the source's units, and the verdict as a badge; an inconclusive verdict says
     which precondition failed in words, measured against needed. A pandas Styler: its
     HTML carries the links and badges; `.data` is the plain frame."""
-    import html
-
-    import pandas as pd
-
-    from companion.book.display import anchor, badge, load_dashboard, ours_text
-    from companion.book.preconditions import failed_note
-
     ledger = ledger if ledger is not None else load_ledger()
     units = load_dashboard()["units"]
     rows = []

@@ -25,6 +25,9 @@ import sys
 import time
 from pathlib import Path
 
+from companion.book.claims import load_ledger
+from companion.book.paper_status import PAPER_DIR, available, coverage, provenance
+from companion.experiments.chapters import chapter_key
 from companion.paths import repo_root
 
 __all__ = ["EDITIONS_DIR", "edition_root", "prepare", "not_run_notebook", "build_edition"]
@@ -79,10 +82,6 @@ def _outline(source: dict) -> tuple[list[str], list[tuple[str | None, str, str]]
 
 def not_run_notebook(root: Path, name: str, profile: str) -> dict:
     """The page of a chapter whose runs at `profile` are not all stored (module docstring)."""
-    from companion.book.claims import load_ledger
-    from companion.book.paper_status import PAPER_DIR, available, coverage, provenance
-    from companion.experiments.chapters import chapter_key
-
     source = json.loads((root / "notebooks" / f"{name}.ipynb").read_text())
     key = chapter_key(name)
     cov = coverage(key, root)
@@ -117,9 +116,6 @@ def not_run_notebook(root: Path, name: str, profile: str) -> dict:
 def build_edition(names: list[str], profile: str, root: Path | None = None, *, execute_into) -> int:
     """Make the edition's chapters (module docstring); returns an exit code. Trains nothing.
     `execute_into(root, name, out_dir, parameters)` executes one chapter (`companion.book.runner`'s)."""
-    from companion.book.paper_status import coverage
-    from companion.experiments.chapters import chapter_key
-
     root = root or repo_root()
     dest = prepare(root, profile)
     chapters = dest / "book" / "chapters"

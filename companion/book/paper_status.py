@@ -18,11 +18,19 @@ paper-profile results beside its own from those records:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from companion.book.chapter import claims, module_of
+from companion.book.claims import verdict_table
+from companion.experiments.chapters import CHAPTERS, chapter_key, chapter_runs
+from companion.host import machine
 from companion.paths import repo_root
+from companion.store import RunStore
+from companion.sweep import stored_record
 
 __all__ = ["PAPER_DIR", "Coverage", "paper_store", "coverage", "available", "provenance", "status_text", "status_markdown",
            "paper_claims",
@@ -49,16 +57,11 @@ class Coverage:
 
 def paper_store(root: Path | None = None):
     """The committed paper-profile records, read-only."""
-    from companion.store import RunStore
-
     return RunStore((root or repo_root()) / PAPER_DIR, read_only=True)
 
 
 def coverage(chapter: str, root: Path | None = None) -> Coverage:
     """How many of the runs `chapter` reads at `paper` are stored (made on any device)."""
-    from companion.experiments.chapters import chapter_key, chapter_runs
-    from companion.sweep import stored_record
-
     key = chapter_key(chapter)
     store = paper_store(root)
     cfgs = chapter_runs(key, "paper")
@@ -68,9 +71,6 @@ def coverage(chapter: str, root: Path | None = None) -> Coverage:
 
 def available(chapter: str, root: Path | None = None) -> list:
     """The records the paper store holds among the runs `chapter` reads at `paper`, in the chapter's order."""
-    from companion.experiments.chapters import chapter_runs
-    from companion.sweep import stored_record
-
     store = paper_store(root)
     found = (stored_record(store, c, any_device=True) for c in chapter_runs(chapter, "paper"))
     return [r for r in found if r is not None]
@@ -98,8 +98,6 @@ def status_markdown(chapter: str, root: Path | None = None):
 
 def provenance(records) -> str:
     """Where and when records were made: "made on NVIDIA H200 (torch 2.11.0), 2026-12-01 to 2026-12-03"."""
-    from companion.host import machine
-
     machines = sorted({f"{machine(r.host, r.device)} (torch {r.torch_version})" for r in records})
     days = sorted({r.finished_at[:10] for r in records if r.finished_at})
     when = "" if not days else (f", {days[0]}" if len(days) == 1 else f", {days[0]} to {days[-1]}")
@@ -117,8 +115,6 @@ def paper_claims(module, chapter: str, root: Path | None = None):
 def measures(root: Path | None = None) -> tuple[dict[str, dict], dict[str, Coverage]]:
     """({claim id: {measure, detail, preconditions}} of every chapter complete at `paper`,
     {notebook name: Coverage} of every chapter that trains)."""
-    from companion.experiments.chapters import CHAPTERS
-
     found, cover = {}, {}
     for key, (name, blocks) in CHAPTERS.items():
         if not blocks:
@@ -133,8 +129,6 @@ def measures(root: Path | None = None) -> tuple[dict[str, dict], dict[str, Cover
 
 def paper_table(module, chapter: str, root: Path | None = None):
     """The chapter's verdict table at `paper` (`claims.verdict_table`), or None while runs are missing."""
-    from companion.book.claims import verdict_table
-
     results = paper_claims(module, chapter, root)
     return None if results is None else verdict_table(results)
 
@@ -147,10 +141,6 @@ def older_runs(experiments, root: Path | None = None):
     `experiments`: one row per run (experiment, method, seed, the split metrics the chapter reads, wall
     time, what it changed from the profile), and one sentence saying where, when and by what code
     they were made and what they are not. (None, "") when there is none."""
-    import json
-
-    import pandas as pd
-
     rows, sources = [], []
     for path in sorted(((root or repo_root()) / OLDER_DIR).glob("*.json")):
         data = json.loads(path.read_text())

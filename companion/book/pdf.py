@@ -13,6 +13,7 @@ strings, read here directly.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -22,6 +23,8 @@ import time
 from pathlib import Path
 
 import yaml
+
+from companion.paths import repo_root
 
 __all__ = ["PDF_NAME", "chapter_titles", "printable", "print_pdf", "outline_titles", "page_count", "check", "main"]
 
@@ -39,8 +42,6 @@ _ESCAPES = {b"n": b"\n", b"r": b"\r", b"t": b"\t", b"b": b"\b", b"f": b"\f"}
 
 def chapter_titles(root: Path) -> list[str]:
     """The title (first `# ` heading) of every chapter the table of contents lists under book/chapters/."""
-    import json
-
     toc = yaml.safe_load((root / "_toc.yml").read_text())
     files = [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])
              if c["file"].startswith("book/chapters/")]
@@ -115,8 +116,6 @@ def check(pdf: Path, titles: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from companion.paths import repo_root
-
     parser = argparse.ArgumentParser(prog="python -m companion.book.pdf", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help=f"the PDF (default: {HTML / PDF_NAME})")
     parser.add_argument("--no-build", action="store_true", help="print the single page already in _build/singlehtml")

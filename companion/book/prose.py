@@ -10,6 +10,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
+from companion.book.labels import label
+
 __all__ = ["glue_all", "pct", "num", "signed", "mean_sd", "diff_interval", "p_text", "checks_table", "page_table"]
 
 
@@ -68,8 +73,6 @@ def signed(x: float, digits: int = 1) -> str:
 def mean_sd(values, digits: int = 1) -> str:
     """Values over seeds as a table cell: "62.4 ± 39.7" (mean ± standard deviation, ddof = 1; the mean
     alone for one value; "—" for none), no negative zero."""
-    import numpy as np
-
     x = np.asarray([v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))], dtype=float)
     if not len(x):
         return "—"
@@ -94,8 +97,6 @@ def p_text(p: float) -> str:
 def checks_table(checks: dict[str, Any], column: str = "result"):
     """A {check: outcome} dict as a one-column table for the page: booleans read "yes"/"no", floats
     keep 4 significant figures, other values as they are (a table, never a printed dict)."""
-    import pandas as pd
-
     def cell(v):
         if isinstance(v, bool) or (hasattr(v, "dtype") and str(getattr(v, "dtype", "")) == "bool"):
             return "yes" if bool(v) else "no"
@@ -112,10 +113,6 @@ def page_table(frame, digits: int = 2, *, labelled: bool = True):
     """A numeric frame as the page shows it: numbers to `digits` places as text (no "-0.00"), "—" where
     nothing was measured (NaN/None), and method or variant names in the index replaced by their
     labels (`companion.book.labels.label`)."""
-    import pandas as pd
-
-    from companion.book.labels import label
-
     def cell(v):
         if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
             return "—"

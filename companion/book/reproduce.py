@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import hashlib
 import json
 import math
 import shutil
@@ -37,7 +38,15 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from companion.book.chapter import claims, module_of
+from companion.book.claims import load_ledger
+from companion.book.display import number
+from companion.book.runner import toc_chapters
+from companion.experiments.chapters import CHAPTERS, chapter_key, recorded_runs
+from companion.host import describe, numerics_key, same_numerics, summary as host_summary
 from companion.paths import repo_root
+from companion.runs import FLUSH_DENORMAL, THREADS, git_commit
+from companion.store import RunStore, StoreError
+from companion.sweep import run_missing
 
 __all__ = ["REPORT_DIR", "RECORDS_DIR", "ReproductionReport", "compare_records", "numbers", "margin", "record_report",
            "summary_name",
@@ -69,8 +78,6 @@ def _result(record) -> dict:
 def compare_records(committed, new) -> dict:
     """How `new` (retrained) compares with `committed`: {bitwise, same_host, structure (None, or what
     differs in shape), largest_abs, largest_rel, where (the path of the largest relative difference)}."""
-    from companion.host import same_numerics
-
     a, b = dict(numbers(_result(committed))), dict(numbers(_result(new)))
     out = {"run_id": committed.run_id, "label": f"{committed.config.experiment}/{committed.config.method}/seed "
            f"{committed.seed}", "same_host": same_numerics(committed.host, new.host), "bitwise": a == b,
@@ -146,8 +153,6 @@ class ReproductionReport:
 
     def summary(self) -> dict:
         """The report without its per-run rows: what results/reproductions/ keeps."""
-        from companion.host import summary as host_summary
-
         same = [r for r in self.runs if r["same_host"]]
         return {
             "date": self.started[:10], "commit": self.commit, "host": self.host, "host_summary": host_summary(self.host),
@@ -177,13 +182,6 @@ def reproduce(chapters: Sequence[str] | None = None, *, jobs: int | None = None,
     """Retrain the `ci` runs of `chapters` (default: every chapter that trains) cold into `scratch`
     (default `_build/reproduce/runs`, emptied first unless `resume`) and compare them with the committed
     records and the executed chapters' claims (module docstring)."""
-    from companion.book.runner import toc_chapters
-    from companion.experiments.chapters import CHAPTERS, chapter_key, recorded_runs
-    from companion.host import describe
-    from companion.runs import FLUSH_DENORMAL, THREADS, git_commit
-    from companion.store import RunStore
-    from companion.sweep import run_missing
-
     root = root or repo_root()
     names = [CHAPTERS[chapter_key(c)][0] for c in chapters] if chapters else toc_chapters(root)
     names = [n for n in names if CHAPTERS[chapter_key(n)][1]]  # chapters 1, 2, 10 train nothing
@@ -203,7 +201,6 @@ def reproduce(chapters: Sequence[str] | None = None, *, jobs: int | None = None,
             report.missing_committed.append(f"{cfg.experiment}/{cfg.method}/seed {cfg.seed}")
             continue
         report.runs.append(compare_records(old, fresh))
-    from companion.book.claims import load_ledger
 
     ledger, before = load_ledger(), _committed_claims(root, names)
     for name in names:
@@ -247,8 +244,6 @@ def markdown(report: dict) -> str:
 
 
 def _fmt(v) -> str:
-    from companion.book.display import number
-
     return "—" if v is None else number(v)
 
 
@@ -271,10 +266,6 @@ def write(report: ReproductionReport, out: Path, record_dir: Path | None = None)
 def summary_name(summary: dict) -> str:
     """`<date>-<cpu vendor>-<8 hex of the host's numerics key>-<commit>.json`: one file per host, kind of
     host and commit (the same machine with another BLAS switch is another host)."""
-    import hashlib
-
-    from companion.host import numerics_key
-
     key = hashlib.sha256(json.dumps(numerics_key(summary["host"]), sort_keys=True).encode()).hexdigest()[:8]
     vendor = summary["host"].get("cpu", {}).get("vendor", "cpu").lower()
     return f"{summary['date']}-{vendor}-{key}-{(summary['commit'] or 'nocommit')[:7]}.json"
@@ -298,8 +289,6 @@ def record_report(report: Path, record_dir: Path, note: str = "") -> Path:
 
 
 def _cmd(args) -> int:
-    from companion.store import StoreError
-
     root = repo_root()
     if args.record_report:
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from companion.book.display import number
 from companion.paths import repo_root
 
 __all__ = ["PAGE", "SUMMARIES", "load_summaries", "build_page"]
@@ -47,8 +48,6 @@ def _share(c: dict) -> float:
 
 
 def _num(v) -> str:
-    from companion.book.display import number
-
     return "—" if v is None else number(v).replace("-", "−")
 
 

@@ -28,10 +28,19 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import torch
 import yaml
 
+from companion.book import scoreboard
+from companion.book.edition import build_edition
+from companion.book.paper_status import paper_store
+from companion.cli.paper import estimate_group, group_label
+from companion.executors import plan_groups
+from companion.experiments.chapters import CHAPTERS, chapter_runs, recorded_runs
+from companion.identity import code_version, run_id
 from companion.paths import repo_root
-from companion.identity import code_version
+from companion.store import RunStore
+from companion.sweep import run_missing, stored_record
 
 __all__ = ["toc_chapters", "input_hash", "strip_volatile", "run_chapters", "source_outputs", "train_runs",
            "relative_cost", "prune_records", "execute_into", "train_paper"]
@@ -208,10 +217,6 @@ def train_runs(names: list[str], profile: str, *, jobs: int | None = None, store
     """Make, in one sweep, every run the chapters `names` read at `profile` that the store lacks
     (see the module docstring); returns how many runs were trained. Raises RuntimeError naming the
     runs that failed (the others are stored)."""
-    from companion.experiments.chapters import CHAPTERS, chapter_runs
-    from companion.store import RunStore
-    from companion.sweep import run_missing
-
     keys = [k for k, (notebook, _) in CHAPTERS.items() if notebook in names]
     cfgs: list = []
     for key in keys:
@@ -233,15 +238,6 @@ def train_paper(names: list[str], profile: str = "paper", *, yes: bool = False, 
     time with a line per group. Without a GPU it first says what that would cost (the first group probed
     as `companion paper` probes it, the others scaled by their size, `relative_cost`) and what to do
     instead, and goes on only with `yes`. Returns an exit code."""
-    import torch
-
-    from companion.book.paper_status import paper_store
-    from companion.cli.paper import estimate_group, group_label
-    from companion.executors import plan_groups
-    from companion.experiments.chapters import CHAPTERS, chapter_runs
-    from companion.store import RunStore
-    from companion.sweep import run_missing, stored_record
-
     store = paper_store()
     keys = [k for k, (notebook, _) in CHAPTERS.items() if notebook in names]
     missing = [c for k in keys for c in chapter_runs(k, profile) if stored_record(store, c, any_device=True) is None]
@@ -276,9 +272,6 @@ def prune_records(root: Path, profile: str = "ci") -> list[str]:
     """Remove from the committed records of `profile` (results/<profile>) every record, and its weights,
     that no chapter needs (`recorded_runs`): what a numerics or preset change left behind. Returns the
     names removed. Only `ci`: paper-profile records are made on borrowed GPUs and never removed here."""
-    from companion.experiments.chapters import recorded_runs
-    from companion.identity import run_id
-
     if profile != "ci":
         raise ValueError("only the ci records are pruned; paper-profile records are kept whatever reads them.")
     folder = root / "results" / profile
@@ -300,14 +293,11 @@ def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: 
     At `paper` nothing trains unless `train` is given: the chapters make the paper edition from the
     committed records (`companion.book.edition`); with `train`, `train_paper` first (which, without a
     GPU, states its estimate and needs `yes`)."""
-    from companion.book import scoreboard
-
     if profile not in PROFILES:
         print(f"unknown profile {profile!r}; choose one of {PROFILES}.", file=sys.stderr)
         return 2
     root = root or repo_root()
     if profile != "ci":  # the paper edition: read from the committed records; trains only when asked
-        from companion.book.edition import build_edition
 
         order = toc_chapters(root)
         unknown = [n for n in names or () if n not in order]

@@ -26,8 +26,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from companion.book import reproductions
 from companion.book.claims import GLUE_PREFIX, MIME, VERDICTS, assess, load_ledger
 from companion.book.display import DASHBOARD, _short, anchor, load_dashboard, ours_text, rule_words
+from companion.book.paper_status import measures as paper_measures
 from companion.book.preconditions import failed_sentence
 from companion.book.scoreboard_page import HEADLINES_LABEL, NOT_REBUILT_LABEL, page  # noqa: F401  (the labels, for readers)
 from companion.paths import repo_root
@@ -123,7 +125,6 @@ def build(root: Path | None = None) -> tuple[str, str]:
         by_profile[profile] = _assess_all(ledger, measures)
     coverage = {}
     if "paper" not in by_profile:
-        from companion.book.paper_status import measures as paper_measures
 
         found, coverage = paper_measures(root)
         by_profile["paper"] = _assess_all(ledger, found)
@@ -211,8 +212,6 @@ def _cell(text: str) -> str:
 
 
 def main(args) -> int:
-    from companion.book import reproductions
-
     root = repo_root()
     page, js = build(root)
     targets = {root / PAGE: page, root / JSON: js, root / reproductions.PAGE: reproductions.build_page(root)}

@@ -179,8 +179,6 @@ def equivariance_trials(n: int, d: int, trials: int, *, generator: torch.Generat
     One head with fixed random projections; x ~ N(0, 1) of shape (n, d); P a random non-identity
     permutation; positions are the sinusoidal encoding of width d.
     """
-    from companion.priors import sinusoidal_positions
-
     proj = Projections.random(d, generator=generator)
     pe = sinusoidal_positions(n, d, dtype=torch.float64)
     gaps: dict[str, list[float]] = {s: [] for s in SETTINGS}

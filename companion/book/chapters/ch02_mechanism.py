@@ -123,8 +123,6 @@ SWEEP_COLUMNS = {"mask": "largest |∂p/∂m|", "query": "largest ‖∂p/∂q�
 
 def sweep_table(sweep: dict, digits: int = 4):
     """`norm_sweep` as the page shows it: one row per norm c, each derivative beside its bound."""
-    import pandas as pd
-
     table = pd.DataFrame(sweep).set_index("scale").round(digits)
     table.index.name = "query and key norm c"
     return table[["mask", "bound_mask", "query", "bound_query", "key", "bound_key"]].rename(columns=SWEEP_COLUMNS)

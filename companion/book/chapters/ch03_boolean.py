@@ -1,10 +1,7 @@
 """Chapter 3 (extrapolating Boolean functions): the GOTU runs read back as tables, claims and figures.
 
-`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
-other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
-
-A `*_claims` function returns {claim id: measure}; a `*_numbers` function returns {glue name: text}:
-`decide` gathers both. Everything here reads stored runs; nothing trains.
+`load` and `decide` follow `companion.book.chapter`. A `*_claims` function returns {claim id: measure}, a
+`*_numbers` function {glue name: text}; `decide` gathers both. Everything here reads stored runs; nothing trains.
 """
 
 from __future__ import annotations
@@ -97,10 +94,9 @@ def patterns() -> dict[str, torch.Tensor]:
 
 
 def walsh_expansion(values: torch.Tensor, coords: tuple[int, ...]) -> dict[tuple[int, ...], float]:
-    """The Fourier expansion of a function given by its values on `cube(len(coords))` (rows in
-    `cube` order), by the fast Walsh–Hadamard transform: c_S = mean_x f(x) Π_{i∈S} x_i for every S
-    at once in k·2^k additions (the direct sum over the 2^k subsets costs 4^k). Zero coefficients
-    (|c| ≤ 1e-12) are dropped; monomials are named by the labels `coords`."""
+    """The Fourier expansion of the function with `values` on `cube(len(coords))` (rows in `cube` order),
+    monomials named by the labels `coords`, |c| ≤ 1e-12 dropped. The fast Walsh–Hadamard transform gets
+    c_S = mean_x f(x) Π_{i∈S} x_i for every S in k·2^k additions (the direct sum costs 4^k)."""
     k = len(coords)
     t = values.to(torch.float64).reshape((2,) * k)  # axis i: coordinate i at −1 (index 0) or +1 (1)
     for axis in range(k):
@@ -115,12 +111,8 @@ def walsh_expansion(values: torch.Tensor, coords: tuple[int, ...]) -> dict[tuple
 
 
 def recovered_monomials(function: str, n: int = N_BITS) -> list[tuple[int, ...]]:
-    """The target's non-constant monomials recovered from its values by a Fourier transform.
-
-    Independent of the hand-written expansion's keys: the values on the sub-cube of the coordinates
-    the target uses are transformed back to coefficients (`walsh_expansion`), and the non-zero ones
-    are returned, by degree then label.
-    """
+    """The target's non-constant monomials, by degree then label, recovered by `walsh_expansion` from its values
+    on the sub-cube of the coordinates it uses: independent of the hand-written expansion's keys."""
     f = make_function(function, n)
     coords = tuple(sorted({i for m in f.expansion for i in m}))
     sub = cube(len(coords), dtype=torch.float64)
@@ -129,10 +121,9 @@ def recovered_monomials(function: str, n: int = N_BITS) -> list[tuple[int, ...]]
     return sorted((m for m in walsh_expansion(evaluate(f.expansion, full), coords) if m), key=lambda m: (len(m), m))
 
 
-# The open sets of the source's Table 7 as this book reads them (besides the diagonal; token 0 is CLS,
-# token i + 1 is bit x_i): CLS → the bits it reads, and the bit pairs open both ways. The sources held
-# here name Table 7 but do not print its entries: these are a reading of App. E's construction rule
-# (the project's research notes), written out by hand, not the paper's table.
+# The open sets of the source's Table 7 as this book reads them, besides the diagonal (token 0 is CLS, token i + 1
+# is bit x_i): CLS → the bits it reads, and the bit pairs open both ways. The sources held here do not print the
+# table's entries: this is a hand-written reading of App. E's construction rule (the project's research notes).
 TABLE7_READING = {
     "2parity": {"cls": (0, 1), "pairs": ((0, 1),)},
     "cyclic3": {"cls": tuple(range(N_BITS)), "pairs": tuple((i, (i + d) % N_BITS) for i in range(N_BITS) for d in (1, 2))},
@@ -142,8 +133,7 @@ TABLE7_READING = {
 
 
 def table7_patterns(n: int = N_BITS) -> dict[str, torch.Tensor]:
-    """The masks of `TABLE7_READING`, written out entry by entry (bool (n + 1, n + 1)), independently of
-    the mask builder."""
+    """`TABLE7_READING`'s masks, bool (n + 1, n + 1), written out entry by entry independently of the mask builder."""
     out = {}
     for fn, spec in TABLE7_READING.items():
         m = torch.eye(n + 1, dtype=torch.bool)
@@ -155,17 +145,15 @@ def table7_patterns(n: int = N_BITS) -> dict[str, torch.Tensor]:
 
 
 def mask_claims(masks: dict[str, torch.Tensor]) -> dict[str, bool]:
-    """S2-11: every mask equals the pattern rebuilt from the monomials recovered from the target's
-    values, and this book's hand-written reading of the source's Table 7 (`table7_patterns`; the table's
-    entries are not in the sources held here)."""
+    """S2-11: every mask equals both the pattern rebuilt from the monomials recovered from the target's values
+    and `table7_patterns` (this book's reading of the source's Table 7)."""
     rebuilt = {fn: support_pattern(recovered_monomials(fn), N_BITS, cls=True) for fn in masks}
     reading = table7_patterns()
     return {"S2-11": all(torch.equal(rebuilt[fn], masks[fn]) and torch.equal(reading[fn], masks[fn]) for fn in masks)}
 
 
 def budget(profile: str, seeds: Sequence[int]) -> pd.Series:
-    """The model, optimiser and training budget every method and task shares at `profile`
-    (`chapters.budget`'s rows, the training points and the seeds)."""
+    """The budget every method and task shares at `profile`: `chapters.budget`'s rows, training points, seeds."""
     cfg = get_experiment("gotu-2parity").configs(profile)["default"]
     rows = ("Model width", "Layers", "Heads", "Head width", "Feed-forward width", "Optimiser", "Learning rate", "Weight decay", "Batch size", "Updates")
     return pd.Series({**run_budget(cfg, rows), "Training points": dict(cfg.task.params).get("n_train") or "all of S",
@@ -188,12 +176,10 @@ def budget_numbers(b: pd.Series) -> dict:
 
 def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
          train: bool = True, symmetry_seeds: Sequence[int] | None = None) -> Runs:
-    """Every run the chapter reads (run when missing; `store` and `train` as in `ensure_grid`), in two
-    blocks: "gotu", the records of every task × method × seed ({task: [Record]}, the `gotu` grid), and
-    "symmetry", the `symmetry` grid's (the account's tasks × default, mask and exactly symmetric mask ×
-    `symmetry_seeds`, {task: [Record]}). The chapter reads the `symmetry` grid at `ci` only (its Block in
-    `companion.experiments.chapters`): at another profile that block is {}. `seeds` None means `SEEDS`,
-    `symmetry_seeds` None `SYMMETRY_SEEDS`."""
+    """Every run the chapter reads (run when missing; `store`, `train` as in `ensure_grid`), as {task: [Record]}
+    in two blocks: "gotu" (every task × method × seed) and "symmetry" (the `symmetry` grid at `symmetry_seeds`;
+    {} at any profile but `ci`, the only one its Block in `companion.experiments.chapters` names). `seeds` None
+    means `SEEDS`, `symmetry_seeds` None `SYMMETRY_SEEDS`."""
     seeds = list(SEEDS if seeds is None else seeds)
     check_parameters(profile, seeds, jobs)
     if symmetry_seeds is not None:
@@ -207,8 +193,7 @@ def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None =
 
 
 def frame_of(records: dict[str, Sequence]) -> pd.DataFrame:
-    """One row per run of {task: [Record]}, with a `task` column and each split's accuracy also in
-    percent ("cube.acc (%)")."""
+    """One row per run of {task: [Record]}: a `task` column, then `records_frame`'s, plus "<split>.acc (%)"."""
     frame = pd.concat([records_frame(recs).assign(task=fn) for fn, recs in records.items() if recs], ignore_index=True)
     frame = frame[["task", *frame.columns.drop("task")]]
     for split in ("cube", "unseen", "seen"):
@@ -217,9 +202,9 @@ def frame_of(records: dict[str, Sequence]) -> pd.DataFrame:
 
 
 def paper_headline(records: Sequence) -> pd.DataFrame | None:
-    """`headline` (mask minus default, paired by seed) from whichever paper-profile records exist (a
-    GPU window makes default and mask on 2Parity, Cyclic3 and Majority first), on the tasks that have
-    both; None when none has. The chapter shows it beside its own before the whole grid is there."""
+    """The mask's `headline` from the paper-profile records that exist (a GPU window makes default and mask on
+    2Parity, Cyclic3 and Majority first), on tasks with both (None if none): shown beside the chapter's own
+    before the whole grid is there."""
     by_task: dict[str, list] = {}
     for rec in records:
         by_task.setdefault(rec.config.experiment.removeprefix("gotu-"), []).append(rec)
@@ -246,11 +231,9 @@ MDI_ROW = "MDI (reference)"
 
 def by_task(frame: pd.DataFrame, splits: Sequence[str], methods: Sequence[str] = METHODS,
             refs: dict[str, dict[str, float]] | None = None, digits: int = 1) -> pd.DataFrame:
-    """Accuracies laid out for the page: one block of rows per split (headed "Full cube accuracy (%)"…),
-    one row per method (its label) and, where `refs` ({task: {split: accuracy}}) is given, the MDI's
-    row in the full-cube and unseen blocks; one column per task (its title, in `FUNCTIONS` order).
-    Cells are mean ± standard deviation over seeds in percent, `digits` decimals; "—" where a method
-    has no run on a task."""
+    """One block of rows per split (headed as in `ACCURACY`), one row per method label and, with `refs` ({task:
+    {split: accuracy}}), the MDI's in the cube and unseen blocks; one column per task title, `FUNCTIONS` order.
+    Cells: mean ± standard deviation over seeds in %, `digits` decimals; "—" where a method has no run."""
     tasks = [fn for fn in FUNCTIONS if fn in set(frame["task"])]
     rows = {}
     for split in splits:
@@ -266,9 +249,8 @@ def by_task(frame: pd.DataFrame, splits: Sequence[str], methods: Sequence[str] =
 
 
 def table1(frame: pd.DataFrame, refs: dict[str, dict[str, dict[str, float]]]) -> pd.DataFrame:
-    """The paper's Table 1 for the page, its headline block: every method's full-cube accuracy (%) per
-    task (`by_task`), with the minimum-degree interpolator's row ("nearest" reading). The unseen and
-    seen accuracies behind it are drawn run by run (`seed_points`, Figure `fig-ch3-table1`)."""
+    """The paper's Table 1, headline block: each method's full-cube accuracy (%) per task, plus the MDI's row
+    ("nearest" reading). Its unseen and seen accuracies are drawn run by run (`seed_points`, `fig-ch3-table1`)."""
     return by_task(frame, ("cube",), refs=refs["nearest"]).droplevel("Accuracy")
 
 
@@ -284,15 +266,13 @@ def seed_points(frame: pd.DataFrame, splits: Sequence[str] = ("unseen", "seen"))
 
 
 def table4(frame: pd.DataFrame) -> pd.DataFrame:
-    """The paper's Table 4 for the page: default, all-zero, fixed and learnable mask, full-cube and
-    unseen accuracy (%) per task (`by_task`)."""
+    """The paper's Table 4: default, all-zero, fixed and learnable mask; full-cube and unseen accuracy (%)."""
     return by_task(frame, ("cube", "unseen"), ("default", "zero-mask", "fixed-mask", "mask"))
 
 
 def mask_gain_tasks(frame: pd.DataFrame, fit: float = FIT, gain: float = GAIN) -> list[str]:
-    """The tasks on which the mask gains, chosen by rule before any claim reads them: the default fits
-    the seen set (mean seen accuracy ≥ `fit`) and the learnable mask's mean full-cube accuracy is at
-    least `gain` above the default's."""
+    """The tasks where the mask gains, chosen by rule before any claim reads them: the default fits S (mean seen
+    accuracy ≥ `fit`) and the mask's mean full-cube accuracy is at least `gain` above the default's."""
     means = frame.groupby(["task", "method"])[["cube.acc", "seen.acc"]].mean()
     return [fn for fn in dict.fromkeys(frame["task"])
             if means.loc[(fn, "default"), "seen.acc"] >= fit
@@ -300,11 +280,9 @@ def mask_gain_tasks(frame: pd.DataFrame, fit: float = FIT, gain: float = GAIN) -
 
 
 def structured_gain_fitted(frame: pd.DataFrame, tasks: Sequence[str], fit: float = FIT) -> dict:
-    """S2-09 on the runs that can answer it: on each of `tasks`, each structured query–key method's
-    runs that fit the seen set, minus the default of the same seed, in full-cube accuracy.
-
-    Returns {"gain": the largest mean paired gain over (task, method) with a fitted run (NaN if none),
-    "fitted": {(task, method): (fitted runs, runs)}}."""
+    """S2-09 on the runs that can answer it: per task of `tasks`, each structured query–key method's runs that
+    fit the seen set minus the default of the same seed, in full-cube accuracy. Returns {"gain": the largest mean
+    paired gain over (task, method) with a fitted run (NaN if none), "fitted": {(task, method): (fitted, runs)}}."""
     gains, fitted = [], {}
     for fn in tasks:
         sub = frame[frame.task == fn]
@@ -320,8 +298,7 @@ def structured_gain_fitted(frame: pd.DataFrame, tasks: Sequence[str], fit: float
 
 @lru_cache(maxsize=None)
 def _unseen_scale(task_cfg) -> float:
-    """RMS(f* − MDI) on the task's unseen set U: the distance from the MDI to the target, the unit of
-    `function_space`'s distance."""
+    """RMS(f* − MDI) on the task's unseen set U: the unit of `function_space`'s distance."""
     task = make_task(task_cfg)
     x, y = task.splits["unseen"]
     mdi = evaluate(task.fn.mdi(task.n_bits), (2.0 * x - 1).to(torch.float32))
@@ -329,21 +306,18 @@ def _unseen_scale(task_cfg) -> float:
 
 
 def settle(record) -> float:
-    """How much a run's error on U still moves at the end of training: |RMSE_U(T) − RMSE_U(T')| between
-    its last two evaluations T' < T (the last fifth of the budget at `ci`), in units of RMS(f* − MDI) on
-    U. By the triangle inequality it is at most how far the function on U moved in that interval, in the
-    unit of `function_space`'s distance: a run still on its way somewhere moves by more than it."""
+    """How much a run's error on U still moves at the end: |RMSE_U(T) − RMSE_U(T')| over its last two evaluations
+    T' < T (the last fifth of the budget at `ci`), in `function_space`'s unit. By the triangle inequality it is at
+    most how far the function on U moved then: a run still on its way somewhere moves by more than it."""
     mse = record.curves["eval"]["unseen"]["mse"]
     return abs(float(np.sqrt(mse[-1])) - float(np.sqrt(mse[-2]))) / _unseen_scale(record.config.task)
 
 
 def function_space(records: dict[str, Sequence], method: str = "default", fit: float = FIT) -> pd.DataFrame:
-    """Every run of `method` on the tasks where its runs fit the seen set on average (mean seen
-    accuracy ≥ `fit`; elsewhere there is no interpolator to compare with), against the MDI on the
-    task's unseen set U, as measured at the end of each run (the record's `mdi_distance` readout,
-    `companion.tasks.boolean.mdi_readout`): columns task, seed, seen (its seen accuracy), distance,
-    agree, mean_pred / mean_mdi (the mean prediction and the MDI's mean value on U) and settle (`settle`:
-    how much its error on U still moved over the last evaluation interval, in the distance's unit)."""
+    """Every run of `method` against the MDI on U at its end (`mdi_distance` readout,
+    `companion.tasks.boolean.mdi_readout`), on the tasks where its runs fit the seen set on average (mean seen
+    accuracy ≥ `fit`; elsewhere there is no interpolator to compare with): columns task, seed, seen (accuracy),
+    distance, agree, mean_pred / mean_mdi (mean prediction / the MDI's mean value on U) and settle (`settle`)."""
     rows = []
     for fn, recs in records.items():
         runs = [r for r in recs if r.config.method == method]
@@ -356,9 +330,9 @@ def function_space(records: dict[str, Sequence], method: str = "default", fit: f
 
 
 def space_numbers(space: pd.DataFrame) -> dict[str, str]:
-    """ch3_space_<task> (the default's mean distance from the MDI on U, 0 = MDI, 1 = target),
-    ch3_settle_<task> (its mean `settle` over the last evaluation interval, same unit) and
-    ch3_agree_<task> (mean share of U where it rounds like the MDI), per task."""
+    """Per task: ch3_space_<task> (the default's mean distance from the MDI on U, 0 = MDI, 1 = target),
+    ch3_settle_<task> (mean `settle`, same unit), ch3_agree_<task> (mean share of U where it rounds like the MDI),
+    ch3_pred_<task> and ch3_mdi_value_<task> (mean prediction and the MDI's mean value on U)."""
     means = space.groupby("task")[["distance", "agree", "mean_pred", "mean_mdi", "settle"]].mean()
     return ({f"ch3_space_{fn}": num(means.loc[fn, "distance"]) for fn in means.index}
             | {f"ch3_settle_{fn}": num(means.loc[fn, "settle"], 3) for fn in means.index}
@@ -368,28 +342,22 @@ def space_numbers(space: pd.DataFrame) -> dict[str, str]:
 
 
 def mask_caps(records: Mapping[str, Sequence]) -> dict[str, float]:
-    """{method: Adam's step cap of its learnable mask} for the all-zero and the learnable mask
-    (`companion.book.chapters.step_cap.cap_precondition`: the sum of the mask's learning rates over the updates,
-    the smallest over the runs): the `mask-can-move` precondition of S2-10 and S2-23."""
+    """{method: Adam's step cap of its mask} for the all-zero and the learnable mask (`step_cap.cap_precondition`:
+    the sum of the mask's learning rates over the updates, smallest over runs): `mask-can-move` of S2-10, S2-23."""
     return step_cap.method_caps(records, ("zero-mask", "mask"))
 
 
 def table1_measures(frame: pd.DataFrame, refs: dict[str, dict[str, float]], fit: float = FIT,
                     space: pd.DataFrame | None = None, caps: Mapping[str, float] | None = None) -> dict:
-    """The quantities behind the Table 1 and Table 4 claims, from the per-run frame.
-
-    `refs` is one reading's {task: MDI accuracies}. Returns a dict with: `means` (task × method mean
-    accuracies), `fits` (task → default fits S), `mdi_gap` (largest |default − MDI| cube accuracy over
-    NAMED tasks where the default fits S), `unfit` (tasks where it does not), `structured_gain` and
-    `zero_gain` (largest mean gain over default of a structured QK init / of the all-zero mask, over
-    all tasks), `svd_fit` ((runs of Structured (SVD) that fit S, all its runs)), `mask_fit` ({NAMED
-    task: (runs of the learnable mask that fit S, all its runs, their mean cube accuracy; over all
-    runs when none fits)}: S2-06–S2-08's measures and preconditions); `gain_tasks`
-    (`mask_gain_tasks`) and `fitted` (`structured_gain_fitted` on them: S2-09's measure and its runs);
-    with `space` (`function_space` of the default), `mdi_distance` (largest mean distance from the MDI
-    on U over the NAMED tasks where the default fits S: S2-05's measure) and `settle` (the largest mean
-    `settle` over the same tasks: S2-05's convergence precondition); with `caps` (`mask_caps`), `caps`.
-    """
+    """The quantities behind the Table 1 and 4 claims; `refs` is one reading's {task: MDI accuracies}. Keys:
+    `means` (task × method mean accuracies), `fits` (task → default fits S), `unfit` (tasks where it does not),
+    `mdi_gap` (largest |default − MDI| cube accuracy over NAMED tasks where the default fits S), `structured_gain`
+    / `zero_gain` (largest mean gain over default of a structured QK init / the all-zero mask, all tasks),
+    `svd_fit` (Structured (SVD) runs that fit S, all its runs), `mask_fit` ({NAMED task: (mask runs that fit S,
+    all its runs, their mean cube accuracy, over all runs when none fits)}: S2-06–S2-08), `gain_tasks`
+    (`mask_gain_tasks`), `fitted` (`structured_gain_fitted` on them: S2-09), `caps` (`mask_caps`, or {}); with
+    `space` (the default's `function_space`; else NaN) `mdi_distance` and `settle`, the largest mean distance from
+    the MDI on U / `settle` over the NAMED tasks where the default fits S (S2-05's measure / convergence check)."""
     means = frame.groupby(["task", "method"])[["cube.acc", "unseen.acc", "seen.acc"]].mean()
     tasks = list(dict.fromkeys(frame["task"]))
     fits = {fn: bool(means.loc[(fn, "default"), "seen.acc"] >= fit) for fn in tasks}
@@ -424,9 +392,9 @@ def table1_measures(frame: pd.DataFrame, refs: dict[str, dict[str, float]], fit:
 
 
 def table_claims(tm: dict) -> dict[str, float]:
-    """S2-05 (the default's distance from the MDI in function space), S2-06–S2-08 (the mask's cube
-    accuracy on the named tasks, over its runs that fit the seen set), S2-09 (structured gain over default on the tasks where the mask
-    gains, fitted runs only) and S2-10 (all-zero mask gain), from `table1_measures`, 4 decimals."""
+    """From `table1_measures`, 4 decimals: S2-05 (the default's distance from the MDI in function space),
+    S2-06–S2-08 (the mask's cube accuracy on the named tasks, over its runs that fit S), S2-09 (structured gain
+    over default on the tasks where the mask gains, fitted runs only) and S2-10 (all-zero mask gain)."""
     means = tm["means"]
     return {"S2-05": round(tm["mdi_distance"], 4),
             **{cid: round(tm["mask_fit"][fn][2], 4) for fn, cid in MASK_CLAIMS.items()},
@@ -434,9 +402,8 @@ def table_claims(tm: dict) -> dict[str, float]:
 
 
 def table_claim_details(tm: dict) -> dict[str, str]:
-    """S2-05's detail (the accuracy gap to the MDI, the tasks left out because the default did not
-    fit the seen set), S2-06–S2-08's (how many mask runs fit the seen set) and S2-09's (the tasks where
-    the mask gains, the structured runs that fit)."""
+    """S2-05 (accuracy gap to the MDI, tasks where the default did not fit S), S2-06–S2-08 (mask runs that fit
+    S), S2-09 (tasks where the mask gains, structured runs that fit)."""
     fitted = ", ".join(f"{label(m)} {k} of {n}" for (_, m), (k, n) in tm["fitted"]["fitted"].items())
     fits = {cid: "{} of {} mask runs fit the seen set".format(*tm["mask_fit"][fn][:2]) for fn, cid in MASK_CLAIMS.items()}
     return fits | {"S2-05": f"accuracy gap to the MDI {100 * tm['mdi_gap']:.1f} points; not fitted: {tm['unfit'] or 'none'}",
@@ -445,10 +412,10 @@ def table_claim_details(tm: dict) -> dict[str, str]:
 
 
 def table_preconditions(tm: dict) -> dict[str, dict[str, float]]:
-    """The preconditions of the Table 1 claims (book/claims.yml): for S2-05 the highest mean seen
-    accuracy of the default over the named tasks (`default-fits-seen`) and, when the function-space
-    frame was given, the largest mean `settle` over the tasks its measure reads (`default-settled`); for S2-06–S2-08 (`mask-fits-seen`)
-    the share of the learnable mask's runs that fit the task's seen set; 4 decimals."""
+    """Table 1 claims' preconditions (book/claims.yml), 4 decimals: S2-05's `default-fits-seen` (highest mean
+    seen accuracy of the default over the named tasks) and `default-settled` (`tm`'s `settle`, NaN without the
+    function-space frame); S2-06–S2-08's `mask-fits-seen` (share of mask runs that fit S); S2-09's `mask-gains`
+    and `structured-fits`; S2-10's `mask-can-move` where `tm` holds the all-zero mask's cap."""
     seen = {fn: round(float(tm["means"].loc[(fn, "default"), "seen.acc"]), 4)
             for fn in NAMED if (fn, "default") in tm["means"].index}
     out = {"S2-05": {"default-fits-seen": max(seen.values(), default=0.0),
@@ -506,12 +473,10 @@ def headline_numbers(hl: pd.DataFrame) -> dict[str, str]:
 
 
 def learning_gain(frame: pd.DataFrame, gain: float = GAIN) -> dict:
-    """What learning the mask adds over the same mask fixed (Table 5's question on these tasks).
-
-    On the tasks where the learnable mask's mean cube accuracy is at least `gain` above the default's
-    (whether or not anything fits the seen set: the question is learnable against fixed, not against
-    the default), the mean paired difference learnable − fixed mask in full-cube accuracy per task.
-    Returns {"tasks": those tasks, "by_task": {task: difference}, "gain": the largest (NaN if none)}."""
+    """What learning the mask adds over the same mask fixed (Table 5's question): per task where the mask's mean
+    cube accuracy is ≥ `gain` above the default's (fit or not: the question is learnable against fixed), the
+    mean paired learnable − fixed difference in cube accuracy. Returns {"tasks", "by_task": {task: difference},
+    "gain": the largest (NaN if none)}."""
     means = frame.groupby(["task", "method"])["cube.acc"].mean()
     tasks = [fn for fn in dict.fromkeys(frame["task"]) if means.loc[(fn, "mask")] - means.loc[(fn, "default")] >= gain]
     by_task = {}
@@ -550,8 +515,7 @@ def accuracy_curves(records: Sequence) -> pd.DataFrame:
 
 
 def figure5_panels(records: Sequence, seed: int, methods: Sequence[str] = SHOWN) -> list[tuple[str, list]]:
-    """Figure 5's panels (`frames.map_panels`), one row per method: the first and the last layer's map,
-    each at the start and at the end of training."""
+    """Figure 5's panels (`frames.map_panels`), a row per method: first and last layer's map, at start and end."""
     return map_panels(records, seed, methods, (("init", 0), ("final", 0), ("init", -1), ("final", -1)))
 
 
@@ -591,14 +555,11 @@ def _chance(masks: dict[str, torch.Tensor], row: int = 0) -> dict[str, float]:
 
 def retention(maps: pd.DataFrame, frame: pd.DataFrame, masks: dict[str, torch.Tensor], tasks: Sequence[str],
               fit: float = FIT) -> dict:
-    """How much of its pattern each method keeps from initialisation to the end (S2-12).
-
-    On `tasks` (those where the mask gains), leaving out a task whose CLS row is all open (uniform
-    attention already scores 1.0 there, so every method does, trivially), and on the runs that fit the
-    seen set: retention = mean(final − chance) / mean(init − chance) over runs and layers, with chance
-    the open share of uniform attention. 1 keeps the initial pattern, 0 washes back to uniform.
-    Returns {"mask", "structured-svd": retention (NaN without runs), "runs": {method: runs used},
-    "tasks": the tasks used}."""
+    """How much of its initial pattern each method keeps (S2-12): mean(final − chance) / mean(init − chance)
+    over runs and layers, chance being uniform attention's open share; 1 keeps the pattern, 0 washes back to
+    uniform. On `tasks` (where the mask gains) less those whose CLS row is all open (uniform attention already
+    scores 1.0 there), runs that fit the seen set only. Returns {"mask", "structured-svd": retention (NaN
+    without runs), "runs": {method: runs used}, "tasks": the tasks used}."""
     chance = _chance(masks)
     used = [fn for fn in tasks if chance[fn] < 1.0]
     seen = frame.set_index(["task", "method", "seed"])["seen.acc"]
@@ -625,9 +586,8 @@ def figure5_preconditions(ret: dict) -> dict[str, dict[str, int]]:
 
 
 def figure5_numbers(maps: pd.DataFrame, seed: int, ret: dict | None = None, results: Sequence = ()) -> dict:
-    """The Figure 5 prose: the seed shown, Structured (SVD)'s open share at the start and the end,
-    the mask's at the end, and their difference at the end; with `ret` (`retention`) each method's
-    retention, the tasks and runs it uses, and S2-12's verdict from `results`."""
+    """Figure 5 prose: the seed shown, Structured (SVD)'s open share at start and end, the mask's at the end and
+    their difference; with `ret` (`retention`) each retention and its tasks and runs; S2-12's verdict."""
     out = {}
     if ret is not None:
         out = {"ch3_ret_mask": num(ret["mask"]), "ch3_ret_svd": num(ret["structured-svd"]),
@@ -641,13 +601,9 @@ def figure5_numbers(maps: pd.DataFrame, seed: int, ret: dict | None = None, resu
 
 
 def decide(runs: Runs) -> Findings:
-    """Every claim of the chapter, in its verdict table's order (the masks S2-11; Tables 1 and 4,
-    S2-05 … S2-10; learning the mask, S2-23; Figure 5, S2-12; the symmetry account, M-01 … M-06), and
-    the numbers its prose cites. Parts: `refs` (`references`), `patterns` (the masks), `budget`,
-    `frame` (every `gotu` run), `space` (`function_space`), `caps` (`mask_caps`), `tm`
-    (`table1_measures`), `headline`, `lg` (`learning_gain`), `maps` (`map_summary`), `ret`
-    (`retention`), `preds` (`symmetry_predictions`), `sym_frame` (every `symmetry` run) and `sym`
-    (`symmetry_measures`)."""
+    """Every claim of the chapter in its verdict table's order (masks S2-11; Tables 1 and 4, S2-05 … S2-10;
+    learning the mask, S2-23; Figure 5, S2-12; symmetry, M-01 … M-06) and the numbers its prose cites; parts
+    as built below (`frame`: every `gotu` run, `sym_frame`: every `symmetry` run)."""
     records = runs["gotu"]
     d = Decision()
     masks = patterns()

@@ -1,17 +1,13 @@
 """Chapter 4's analysis of the arithmetic runs: Table 8, Figure 2, learning curves, digit accuracies.
 
-Everything here reads stored run records (the `arithmetic` grid of `companion.experiments.arithmetic`,
-through `companion.sweep.ensure_grid`); nothing trains. The grid's cells, keyed (op, fraction, budget):
-- Table 8, addition: every method of `METHODS` at 0.4 % (budget "base").
-- Table 8, multiplication: `MUL_METHODS` at 3 %.
-- Figure 2: `FIGURE2_METHODS` at each fraction of `FRACTIONS` (addition; 0.4 % shared with Table 8).
-- The budget check: `FIGURE2_METHODS` on addition at 0.4 % with `LONG_BUDGET` times the updates
-  (budget "long").
+Reads stored records of the `arithmetic` grid (`companion.experiments.arithmetic`, via `ensure_grid`); nothing
+trains. The grid's cells, keyed (op, fraction, budget):
+- Table 8: addition, every method of `METHODS` at 0.4 % (budget "base"); multiplication, `MUL_METHODS` at 3 %.
+- Figure 2: `FIGURE2_METHODS` on addition at each fraction of `FRACTIONS` (0.4 % shared with Table 8).
+- The budget check: `FIGURE2_METHODS` on addition at 0.4 % with `LONG_BUDGET` times the updates (budget "long").
 
-`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
-other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
-
-Accuracies in the tables and in the prose are in %; claim measures are fractions, rounded to 4 decimals.
+`load` and `decide` follow `companion.book.chapter`. Accuracies in tables and prose are in %; claim measures are
+fractions, rounded to 4 decimals.
 """
 
 from __future__ import annotations
@@ -24,11 +20,12 @@ import pandas as pd
 from companion.book.chapter import Decision, Findings, Runs
 from companion.book.chapters.budget import budget as run_budget
 from companion.book.chapters.frames import curves, records_frame
+from companion.book.chapters.stats import Paired, Summary, difference_table, minus, paired, summarize
+from companion.book.chapters.step_cap import cap_glue, method_caps
+from companion.book.claims import load_ledger
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
 from companion.book.prose import diff_interval, mean_sd, num, pct, signed
-from companion.book.chapters.stats import Paired, Summary, difference_table, minus, paired, summarize
-from companion.book.chapters.step_cap import cap_glue, method_caps
 from companion.experiments import get_experiment
 from companion.experiments.arithmetic import (FIGURE2_METHODS, FRACTIONS, LONG_BUDGET, METHODS, MUL_METHODS,
                                               TABLE8_FRACTION)
@@ -183,23 +180,20 @@ def paired_gain(frame: pd.DataFrame, op: str, fraction: float, method: str, base
 
 
 def _best_other(frame: pd.DataFrame, budget: str = "base") -> tuple[str, float]:
-    """The best of the other initialisations on addition at 0.4 % at `budget`: (method, mean test
-    accuracy in %)."""
+    """(method, mean test accuracy in %) of the best other initialisation on addition at 0.4 % at `budget`."""
     others = {m: summary(frame, "add", TABLE8_FRACTION["add"], m, budget=budget).mean for m in _OTHERS}
     best = max(others, key=others.get)
     return best, others[best]
 
 
 def _margins(frame: pd.DataFrame, profile: str, budget: str = "base") -> dict[float, float]:
-    """{fraction: mean test accuracy of the mask minus the default's (points)} over Figure 2's fractions,
-    at `budget`."""
+    """{fraction: mask − default mean test accuracy (points)} over Figure 2's fractions at `budget`."""
     return {f: summary(frame, "add", f, "mask", budget=budget).mean - summary(frame, "add", f, "default", budget=budget).mean
             for f in FRACTIONS[profile]}
 
 
 def _held_margin(frame: pd.DataFrame, profile: str) -> float:
-    """S2-18: per fraction `held_at_both` of its margin at the stated and the longer budget (fractions),
-    the smallest over Figure 2's fractions."""
+    """S2-18: the smallest over Figure 2's fractions of `held_at_both` of the margin (as a fraction)."""
     base, long = _margins(frame, profile), _margins(frame, profile, "long")
     partly = _partly("S2-18")
     return min(held_at_both(base[f] / 100, long[f] / 100, partly) for f in base)
@@ -210,19 +204,15 @@ def _interval(g: Paired) -> str:
 
 
 def held_at_both(base: float, long: float, partly: float, *, larger: bool = True) -> float:
-    """A quantity decided at the stated budget and at `LONG_BUDGET` times the updates, for an
-    at_least rule (`larger`, e.g. a gain) or an at_most rule (e.g. the default's accuracy):
-    min(base, max(long, partly)), resp. max(base, min(long, partly)).
-
-    It passes the rule's threshold only when both budgets do; when the stated budget passes and the
-    longer one does not (the gap closes with more training: speed, not learnability), it lands on the
-    rule's `partly` level, never below it; when the stated budget fails, it is the stated budget's value."""
+    """A quantity decided at the stated budget and at `LONG_BUDGET` times the updates: min(base, max(long,
+    partly)) for an at_least rule (`larger`, e.g. a gain), max(base, min(long, partly)) for an at_most rule (e.g.
+    the default's accuracy). It passes the threshold only when both budgets do; when only the stated one passes
+    (the gap closes with more training: speed, not learnability), it lands on the rule's `partly` level, never
+    below it; when the stated budget fails, it is the stated budget's value."""
     return min(base, max(long, partly)) if larger else max(base, min(long, partly))
 
 
 def _partly(claim_id: str) -> float:
-    from companion.book.claims import load_ledger
-
     return float(load_ledger()[claim_id].rule["partly_threshold"])
 
 
@@ -235,16 +225,11 @@ def _long_gain(frame: pd.DataFrame) -> float:
 
 
 def claim_measures(frame: pd.DataFrame, profile: str) -> dict[str, float]:
-    """The chapter's claim measures, as fractions rounded to 4 decimals: S2-13 (default on addition),
-    S2-14 and S2-16 (paired gain of the mask on addition and on multiplication), S2-15 (best other
-    initialisation on addition), S2-17 (best structured initialisation on multiplication; only where
-    the profile runs one), S2-18 (smallest mask − default margin over Figure 2's fractions) and S2-24
-    (paired gain of the learnable mask over the fixed one on addition at 0.4 %).
-
-    S2-13, S2-14, S2-15 and S2-18 are decided at the stated budget and at the longer one
-    (`held_at_both`, with the claim's partly level from the ledger): S2-13 the default on addition at
-    0.4 %, S2-14 the paired mask − default gain there, S2-15 the best other initialisation there, S2-18
-    each fraction's mean margin (the smallest over the fractions)."""
+    """Claim measures: S2-13 (default on addition at 0.4 %), S2-14 / S2-16 (paired mask gain on addition /
+    multiplication), S2-15 (best other initialisation on addition), S2-17 (best structured initialisation on
+    multiplication, where the profile runs one), S2-18 (smallest mean mask − default margin over Figure 2's
+    fractions), S2-24 (paired learnable − fixed mask gain on addition at 0.4 %). S2-13, S2-14, S2-15 and S2-18
+    are decided at both budgets (`held_at_both`, with the claim's partly level from the ledger)."""
     add, mul = TABLE8_FRACTION["add"], TABLE8_FRACTION["mul"]
     default, gain, long_default, long_gain = (summary(frame, "add", add, "default").mean / 100,
                                               paired_gain(frame, "add", add, "mask").mean_diff / 100,
@@ -263,10 +248,9 @@ def claim_measures(frame: pd.DataFrame, profile: str) -> dict[str, float]:
 
 
 def claim_preconditions(frame: pd.DataFrame, profile: str, caps: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:
-    """S2-16's precondition (book/claims.yml, `a-method-learns`): the highest mean test sequence accuracy
-    of any method run on multiplication at Table 8's fraction; S2-24's (`mask-gains`): the learnable
-    mask's paired gain over the default on addition at 0.4 %; fractions rounded to 4 decimals; and with
-    `caps` (`companion.book.chapters.step_cap.method_caps` of the runs), S2-24's `mask-can-move`."""
+    """Preconditions (book/claims.yml): S2-16's `a-method-learns` (highest mean test sequence accuracy of any
+    method on multiplication at Table 8's fraction); S2-24's `mask-gains` (paired mask − default gain on addition
+    at 0.4 %) and, with `caps` (`step_cap.method_caps` of the runs), `mask-can-move`; fractions to 4 decimals."""
     mul = TABLE8_FRACTION["mul"]
     best = max(summary(frame, "mul", mul, m).mean for m in MUL_METHODS[profile])
     gain = paired_gain(frame, "add", TABLE8_FRACTION["add"], "mask").mean_diff / 100
@@ -325,9 +309,8 @@ def verdict_numbers(results: Sequence) -> dict[str, str]:
 
 
 def figure2_data(frame: pd.DataFrame, profile: str) -> pd.DataFrame:
-    """Figure 2's points: per method of `FIGURE2_METHODS` and fraction, its x position (fraction index,
-    methods side by side), the mean test sequence accuracy (%) and how far its 95 % interval reaches
-    below and above the mean (the error bar)."""
+    """Figure 2's points per method of `FIGURE2_METHODS` and fraction: x (fraction index, methods side by side),
+    mean test sequence accuracy (%), and how far the 95 % interval reaches below and above it (the error bar)."""
     rows = []
     for k, m in enumerate(FIGURE2_METHODS):
         for i, f in enumerate(FRACTIONS[profile]):
@@ -508,9 +491,8 @@ def prose_numbers(records: Mapping[tuple[str, float, str], Sequence], frame: pd.
 
 
 def decide(runs: Runs) -> Findings:
-    """Every claim of the chapter (Table 8, Figure 2, the budget check) with its verdict, and every number
-    its prose cites (verdicts and Adam's step cap included), from the `arithmetic` grid; parts: `frame`
-    (`runs_frame` of every run) and `caps` (`table8_caps`)."""
+    """Every claim (Table 8, Figure 2, the budget check) with its verdict and every number the prose cites
+    (verdicts and Adam's step cap included); parts: `frame` (`runs_frame` of every run), `caps` (`table8_caps`)."""
     profile, records = runs.profile, runs["arithmetic"]
     frame = runs_frame(records)
     caps = table8_caps(records)  # how far Adam lets the mask move (Chapter 6)
@@ -522,9 +504,8 @@ def decide(runs: Runs) -> Findings:
 
 
 def older_paper(frame: pd.DataFrame | None) -> tuple[pd.DataFrame | None, dict]:
-    """The older single-seed paper-profile runs of arithmetic (`companion.book.paper_status.older_runs`) as the
-    page shows them, and the numbers its prose cites: the updates the run made against the paper
-    profile's budget, and its test sequence accuracy."""
+    """The older single-seed paper-profile runs (`companion.book.paper_status.older_runs`) as the page shows them,
+    and the prose's numbers: the run's updates against the paper profile's budget, its test sequence accuracy."""
     if frame is None:
         return None, {}
     table = pd.DataFrame({"experiment": frame["experiment"], "method": frame["method"].map(label), "seed": frame["seed"],

@@ -1,14 +1,11 @@
 """Chapter 5 (the mask on images and on language): Tables 3, 5 and 6 read back from stored runs.
 
-The `images-and-language` grid (`companion.experiments.images`) has one cell per image set (the digits
-at `ci`, CIFAR-10 and CIFAR-100 at `paper`) with the six methods of `METHODS`, and the cell "text":
-the same character decoder with and without a causal local mask (`LM_METHODS`).
+The `images-and-language` grid (`companion.experiments.images`) has one cell per image set (the digits at `ci`,
+CIFAR-10 and CIFAR-100 at `paper`) with the six methods of `METHODS`, and the cell "text": the same character
+decoder with and without a causal local mask (`LM_METHODS`). `load` and `decide` have the shape every chapter
+module shares (`companion.book.chapter`); the rest of `__all__` builds tables, figures and claim readings.
 
-`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
-other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
-
-Accuracies in tables and prose are in %; claim measures are fractions, rounded to 4 decimals. Nothing
-here trains.
+Accuracies in tables and prose are in %; claim measures are fractions, rounded to 4 decimals. Nothing here trains.
 """
 
 from __future__ import annotations
@@ -18,21 +15,22 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from companion.book.chapter import Decision, Findings, Runs
-from companion.book.chapters.budget import budget as run_budget
 from companion import drift
+from companion.book.chapter import Decision, Findings, Runs
 from companion.book.chapters import frames
+from companion.book.chapters.budget import budget as run_budget
 from companion.book.chapters.frames import long_curves, open_mass_frame, records_frame
-from companion.book.labels import label, task_title
-from companion.book.parameters import check_parameters
-from companion.book.prose import num, pct, signed
 from companion.book.chapters.stats import Paired, difference_table, minus, paired, summarize, summary_table
 from companion.book.chapters.step_cap import cap_glue, method_caps
+from companion.book.labels import label, task_title
+from companion.book.missing import gather
+from companion.book.parameters import check_parameters
+from companion.book.prose import num, pct, signed
 from companion.experiments import get_experiment, get_grid
 from companion.experiments.images import LM_METHODS, METHODS, WINDOW
 from companion.masks import causal_local_pattern, patch_pattern
-from companion.book.missing import gather
 from companion.sweep import ensure_many
+from companion.tasks.images import load_digits_images
 
 __all__ = ["TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
            "patterns", "digit_examples", "paired_frame", "text_pattern", "text_mask", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
@@ -66,13 +64,10 @@ def text_frame(records: Sequence) -> pd.DataFrame:
 
 def load(profile: str, seeds: Sequence[int] | None = None, *, text_seeds: Sequence[int] | None = None,
          jobs: int | None = None, store=None, train: bool = True) -> Runs:
-    """The chapter's runs (trained when missing; `store` and `train` as in `ensure_many`): block "images",
-    {image set: [Record]} of the image cells of the `images-and-language` grid, run with `seeds`, and
-    block "text", [Record] of its "text" cell, run with `text_seeds`: a paired interval of a small
-    perplexity change needs more seeds.
-
-    `seeds` None means `SEEDS`; `text_seeds` None means `TEXT_SEEDS`, or `seeds` when they are given.
-    With train=False, one `MissingRuns` counts the runs of both (`gather`)."""
+    """Block "images", {image set: [Record]} of the grid's image cells at `seeds`, and block "text", [Record] of its
+    "text" cell at `text_seeds` (a paired interval of a small perplexity change needs more seeds). Trained when
+    missing (`store`, `train` as in `ensure_many`); with train=False one `MissingRuns` counts both (`gather`).
+    `seeds` None means `SEEDS`; `text_seeds` None means `TEXT_SEEDS`, or `seeds` when they are given."""
     text_seeds = list(text_seeds if text_seeds is not None else TEXT_SEEDS if seeds is None else seeds)
     seeds = list(SEEDS if seeds is None else seeds)
     check_parameters(profile, seeds, jobs)
@@ -86,8 +81,7 @@ def load(profile: str, seeds: Sequence[int] | None = None, *, text_seeds: Sequen
 
 
 def budget(profile: str, datasets: Sequence[str]) -> pd.DataFrame:
-    """The model and training budget of every image set and of the language model at `profile`, rows
-    as `chapters.budget` names them, with the patch (image) or window (text) and the data."""
+    """Budget of every image set's model and the language model (rows as in `chapters.budget`, + patch/window, data)."""
     cols = {}
     for name in [f"vit-{ds}" for ds in datasets] + ["lm-local"]:
         cfg = get_experiment(name).configs(profile)["default"]
@@ -116,8 +110,6 @@ def patterns(records: Mapping[str, Sequence]) -> dict[str, np.ndarray]:
 
 def digit_examples(n: int = 10) -> tuple[np.ndarray, list[int]]:
     """The first test image of each class 0 … n − 1 of the digits (0–255) and their labels."""
-    from companion.tasks.images import load_digits_images
-
     x, y = load_digits_images()["test"]
     idx = [int((y == k).nonzero()[0]) for k in range(n)]
     return x[idx, 0].numpy(), [int(y[i]) for i in idx]
@@ -145,8 +137,7 @@ def _table(frame: pd.DataFrame, methods: Sequence[str], metrics: Sequence[str], 
 
 
 def table3(frame: pd.DataFrame) -> pd.DataFrame:
-    """Table 3: test top-1 accuracy (%) of default, mimetic, structured and mask initialisation, mean ±
-    std [95 % interval] over seeds, per image set."""
+    """Table 3 per image set: test (and training) top-1 accuracy (%) of `TABLE3`, seed mean ± std [95 % interval]."""
     return _table(frame, TABLE3, ["test.acc (%)", "train.acc (%)"], 1)
 
 
@@ -194,9 +185,8 @@ def _by_seed(frame: pd.DataFrame, dataset: str, method: str, column: str = "test
 
 
 def table3_measures(frame: pd.DataFrame) -> dict[str, dict]:
-    """Per image set: the mean test accuracy of every method (`means`), the best of `OTHERS` by mean
-    (`best_other`), the mask minus it paired by seed (`lead`, a `Paired` in fractions) and the all-zero
-    mask minus the default (`zero`)."""
+    """Per image set: mean test accuracy per method (`means`), the best of `OTHERS` (`best_other`), and paired by seed
+    (`Paired`, fractions) the mask minus it (`lead`) and the all-zero mask minus the default (`zero`)."""
     out = {}
     for ds in dict.fromkeys(frame["dataset"]):
         means = {m: float(np.mean(list(_by_seed(frame, ds, m).values()))) for m in METHODS}
@@ -227,9 +217,8 @@ def reading(p: Paired, margin: float = MARGIN, *, higher_is_better: bool = True)
 
 
 def inconsistency(t3: pd.DataFrame, t5: pd.DataFrame, frame: pd.DataFrame) -> dict[str, float]:
-    """The referee's Table 3 vs Table 5 check on our own tables: the largest gap between the learnable
-    mask's row as Table 3 and as Table 5 print it (points), and the seed spread (std, points) of the
-    mask's accuracy, the size a rerun with another seed would move it."""
+    """The referee's Table 3 vs Table 5 check: "gap", the largest gap (points) between the mask's rows in the two;
+    "spread" and "spread_max", the smallest and largest seed std (points) of its accuracy over image sets."""
     mask = label("mask")
     gaps = [abs(float(t3.loc[(ds, mask), "test.acc (%)"].split()[0]) - float(t5.loc[(ds, mask), "test.acc (%)"].split()[0]))
             for ds in t3.index.get_level_values(0).unique()]
@@ -238,9 +227,8 @@ def inconsistency(t3: pd.DataFrame, t5: pd.DataFrame, frame: pd.DataFrame) -> di
 
 
 def mask_movement(records: Mapping[str, Sequence], masks: Mapping[str, np.ndarray], method: str = "mask") -> float:
-    """How far a mask's bias moved in training: ‖log σ(M_T) − log σ(M_0)‖_F / ‖log σ(M_0)‖_F at the
-    end (`drift.final`, `drift.mask_scale`: M_0 = ±10 on the pattern), averaged over layers, then over
-    seeds and image sets."""
+    """How far a mask's bias moved: ‖log σ(M_T) − log σ(M_0)‖_F / ‖log σ(M_0)‖_F at the end (`drift.final`,
+    `drift.mask_scale`: M_0 = ±10 on the pattern), averaged over layers, then over seeds and image sets."""
     return float(np.mean([drift.final(rec.drift, "mask") / drift.mask_scale(masks[ds], 10.0)
                           for ds, recs in records.items() if ds != "text" for rec in recs
                           if rec.config.method == method]))
@@ -248,15 +236,14 @@ def mask_movement(records: Mapping[str, Sequence], masks: Mapping[str, np.ndarra
 
 def map_frame(records: Mapping[str, Sequence], patterns: Mapping[str, np.ndarray],
               methods: Sequence[str] = METHODS) -> pd.DataFrame:
-    """Share of attention on the mask's open keys (every query averaged), at the start and the end of
-    training, one row per image set × method × seed × layer."""
+    """Share of attention on the mask's open keys (mean over queries) at the start and end of training, one row per
+    image set × method × seed × layer."""
     images = {ds: recs for ds, recs in records.items() if ds != "text"}
     return open_mass_frame(images, patterns, methods, key="dataset")
 
 
 def open_share(maps: pd.DataFrame) -> pd.DataFrame:
-    """Image set × method rows; columns start and end: the open share averaged over seeds and layers,
-    with the share a uniform map would give (the mask's open fraction) as a reference row."""
+    """Image set × method rows; columns "start" and "end": the open share averaged over seeds and layers, 3 decimals."""
     table = maps.groupby(["dataset", "method"], sort=False)[["init", "final"]].mean()
     table = table.rename(columns={"init": "start", "final": "end"})
     table.index = table.index.map(lambda k: (task_title(k[0]), label(k[1])))
@@ -264,8 +251,7 @@ def open_share(maps: pd.DataFrame) -> pd.DataFrame:
 
 
 def map_panels(records: Sequence, seed: int, methods: Sequence[str] = SHOWN) -> list[tuple[str, list]]:
-    """The attention-map figure's panels (`frames.map_panels`), per method: the first layer at the start
-    and at the end of training, and the last layer at the end."""
+    """The attention-map figure's panels per method: first layer at start and end, last layer at end."""
     return frames.map_panels(records, seed, methods, (("init", 0), ("final", 0), ("final", -1)))
 
 
@@ -282,8 +268,7 @@ def table6(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def perplexity_pairs(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per seed: the default's and the masked model's test perplexity and their relative difference
-    (mask / default − 1), for the paired figure."""
+    """Per seed: "default" and "mask" test perplexity and "relative change" (mask / default − 1)."""
     a = dict(zip(frame[frame.method == "mask"]["seed"], frame[frame.method == "mask"]["test.ppl"]))
     b = dict(zip(frame[frame.method == "default"]["seed"], frame[frame.method == "default"]["test.ppl"]))
     seeds = sorted(set(a) & set(b))
@@ -298,26 +283,23 @@ def perplexity_interval(pairs: pd.DataFrame) -> Paired:
 
 
 def claim_measures(t3m: dict, fixed: dict[str, Paired], ppl: Paired) -> dict[str, float]:
-    """S2-27: the smallest lead of the mask over the best other initialisation (mean, fraction) over image
-    sets; S2-28: the largest |end| of the fixed-minus-learnable interval; S2-29 and S2-30: the upper end
-    of the perplexity interval. (R-08, Tables 3 and 5 printing one run alike, is reported, not rebuilt:
-    both tables here read the same records, so that comparison could not fail; `inconsistency` still
-    gives the gap and the seed spread the prose cites.)"""
+    """S2-27: the smallest lead (mean, fraction) of the mask over the best other initialisation over image sets;
+    S2-28: the largest |end| of the fixed-minus-learnable interval; S2-29, S2-30: the perplexity interval's upper end.
+    R-08 (Tables 3 and 5 printing one run alike) is reported, not rebuilt: here both tables read the same records,
+    so it could not fail; `inconsistency` still gives the gap and spread the prose cites."""
     return {"S2-27": round(min(v["lead"].mean_diff for v in t3m.values()), 4),
             "S2-28": round(max(max(abs(p.lo), abs(p.hi)) for p in fixed.values()), 4),
             "S2-29": round(ppl.hi, 4), "S2-30": round(ppl.hi, 4)}
 
 
 def image_caps(records: Mapping) -> dict[str, float]:
-    """S2-28's `mask-can-move` value: Adam's step cap of the learnable mask over the image runs
-    (`companion.book.chapters.step_cap.method_caps`; the text runs are left out)."""
+    """S2-28's `mask-can-move` value: Adam's step cap of the learnable mask over the image runs (`method_caps`)."""
     return method_caps({k: v for k, v in records.items() if k != "text"}, ("mask",))
 
 
 def claim_preconditions(t3m: dict, text: pd.DataFrame, caps: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:
-    """The default learns the images (lowest mean test accuracy over image sets, for S2-27 and S2-28) and
-    the text (its mean test bits per character, for S2-29 and S2-30); with `caps`
-    (`companion.book.chapters.step_cap.method_caps` of the image runs), S2-28's `mask-can-move`."""
+    """The default learns the images (lowest mean test accuracy over image sets; S2-27, S2-28) and the text (mean
+    test bits per character; S2-29, S2-30); with `caps` (`image_caps`), S2-28's `mask-can-move`."""
     learns = round(min(v["means"]["default"] for v in t3m.values()), 4)
     bpc = round(float(text[text.method == "default"]["test.bpc"].mean()), 4)
     can = {"mask-can-move": caps["mask"]} if caps else {}
@@ -328,8 +310,8 @@ def claim_preconditions(t3m: dict, text: pd.DataFrame, caps: Mapping[str, float]
 def prose_numbers(t3m: dict, fixed: dict[str, Paired], inc: dict, ppl: Paired, shares: pd.DataFrame,
                   masks: Mapping[str, np.ndarray], moved: float, results: Sequence,
                   dataset: str = "digits") -> dict[str, str]:
-    """The numbers the prose cites (for `dataset`, the first image set): accuracies, leads, readings,
-    the inconsistency check, the open shares and the perplexity interval, and the verdicts."""
+    """The "ch5_*" numbers the prose cites for `dataset`: accuracies, leads, readings, the inconsistency check, the
+    open shares, the perplexity interval and the verdicts."""
     m = t3m[dataset]
     lead, fx = m["lead"], fixed[dataset]
     verdicts = {r.id: r.verdict for r in results}
@@ -356,12 +338,10 @@ def prose_numbers(t3m: dict, fixed: dict[str, Paired], inc: dict, ppl: Paired, s
 
 
 def decide(runs: Runs) -> Findings:
-    """Every claim of the chapter (Tables 3, 5 and 6) with its verdict, and every number its prose cites
-    (for the first image set: its accuracies, the readings, the open shares, the verdicts, Adam's step
-    cap), from the image and text runs. Parts: `frame` and `text` (`image_frame`, `text_frame`), `dataset`
-    (the first image set), `masks` (`patterns`), `t3`, `t5` (`table3`, `table5`), `t3m`, `fixed`
-    (`table3_measures`, `fixed_vs_learnable`), `shares` (`open_share`), `pairs`, `ppl` (`perplexity_pairs`,
-    `perplexity_interval`), `inc` (`inconsistency`), `caps` (`image_caps`) and `moved` (`mask_movement`)."""
+    """Every claim of Tables 3, 5 and 6 with its verdict, and the numbers the prose cites (for the first image set,
+    with Adam's step cap). Parts: `frame`, `text`, `dataset` (the first image set), `masks` (`patterns`), `t3`,
+    `t5`, `t3m` (`table3_measures`), `fixed` (`fixed_vs_learnable`), `shares` (`open_share`), `pairs`, `ppl`
+    (`perplexity_interval`), `inc` (`inconsistency`), `caps` (`image_caps`), `moved` (`mask_movement`)."""
     images, text = runs["images"], text_frame(runs["text"])
     frame, masks = image_frame(images), patterns(images)
     first = next(iter(images))

@@ -1,16 +1,9 @@
 """Chapter 6, what the referees asked: mask placement × contrast, drift, QK normalisation, seeds.
 
-The runs are the cells of three grids (`companion.experiments.referee`): `referee`, keyed by
-(task, placement, contrast), `qk-norm`, keyed by (task, method, qk_norm), and at `ci` `mask-moves`,
-keyed by (task, placement, whose learning rate the mask takes). Every one is a GOTU run
-under overrides, so the runs Chapter 3 made are shared through the run store. Two frames hold what
-the chapter reads of them, one row per run: `placement_frame` (accuracy, final mask and attention
-drift, the initial mask's norm) and `qk_frame` (accuracy, final drifts, the CLS attention on the
-task's open keys at the start and at the end). Tables, claim measures, prose numbers and figure data
-are functions of those frames or of the records; nothing here trains by itself.
-
-`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
-other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
+The runs are GOTU runs under overrides, so those Chapter 3 made are shared through the run store; they are the
+cells of three grids (`companion.experiments.referee`, keys in `load`). Tables, claim measures, prose numbers and
+figure data are read from `placement_frame`, `qk_frame` or the records; nothing here trains. `load` and `decide`
+have the shape every chapter module shares (`companion.book.chapter`).
 """
 
 from __future__ import annotations
@@ -21,18 +14,20 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+import torch
+import torch.nn.functional as F
 
+from companion import drift
 from companion.book.chapter import Decision, Findings, Runs
-from companion.book.chapters.interpolator import mdi
+from companion.book.chapters import step_cap
 from companion.book.chapters.frames import open_mass, readout, records_frame
+from companion.book.chapters.interpolator import mdi
+from companion.book.chapters.stats import difference_table, minus, paired, sign_flip_p, summarize
 from companion.book.labels import label, task_title
 from companion.book.missing import gather
 from companion.book.parameters import check_parameters
 from companion.book.prose import mean_sd, num, pct, signed
-from companion.book.chapters.stats import difference_table, minus, paired, sign_flip_p, summarize
-from companion import drift
 from companion.config import TaskConfig
-from companion.book.chapters import step_cap
 from companion.experiments.chapters import chapter_requests
 from companion.experiments.referee import CONTRASTS, PLACEMENTS, TASKS, WIDENED
 from companion.sweep import ensure_grid
@@ -70,11 +65,9 @@ def _reads_movable(profile: str) -> bool:
 
 def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
          train: bool = True) -> Runs:
-    """The chapter's three blocks of runs: "referee" ({(task, placement, contrast): [Record per seed]};
-    "all-zero" and "no mask" sit at contrast 0), "qk-norm" ({(task, method, qk_norm): [Record per
-    seed]}) and "mask-moves" ({(task, placement, "own lr" | "model lr"): [Record per seed]}; {} at a
-    profile the chapter does not read it at: it reads it at `ci`). `seeds` None means `SEEDS`; `store`
-    and `train` as in `ensure_grid`; missing runs are counted over all three grids (`gather`)."""
+    """Three blocks of {key: [Record per seed]}: "referee" by (task, placement, contrast; "all-zero" and "no mask"
+    at 0), "qk-norm" by (task, method, qk_norm), "mask-moves" by (task, placement, "own lr" | "model lr"; {} except
+    at `ci`). Missing runs are counted over all three grids (`gather`)."""
     seeds = list(SEEDS if seeds is None else seeds)
     check_parameters(profile, seeds, jobs)
 
@@ -87,9 +80,8 @@ def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None =
 
 
 def step_cap_measures(runs: Mapping, movable: Mapping) -> dict:
-    """`companion.book.chapters.step_cap.measures` from the `referee` runs and the `mask-moves` runs: the step
-    ratio of every learnable-mask run of both, the misspecified mask's accuracy and separating drift at
-    the model's learning rate (`runs`) and at its own (`movable`), and the model's cap."""
+    """`step_cap.measures`: the step ratio of every learnable-mask run of both grids, the misspecified mask's accuracy
+    and separating drift at the model's learning rate (`runs`) and at its own (`movable`), and the model's cap."""
     seen, ratios = set(), []
     for r in step_cap.learnable([r for rs in (*runs.values(), *movable.values()) for r in rs]):
         if r.run_id not in seen:
@@ -106,17 +98,15 @@ def step_cap_measures(runs: Mapping, movable: Mapping) -> dict:
 
 
 def movable_table(movable: Mapping) -> pd.DataFrame:
-    """The `mask-moves` runs per task and mask: learning rate, cap, largest move, cube accuracy
-    (`companion.book.chapters.step_cap.movable_table`); one line saying so at a profile without them."""
+    """`step_cap.movable_table` of the `mask-moves` runs; one line saying so at a profile without them."""
     if not movable:
         return pd.DataFrame({"": ["The masks with a learning rate of their own are run at the ci profile only."]})
     return step_cap.movable_table(step_cap.movable_frame(movable))
 
 
 def step_cap_glue(cap: dict | None) -> dict[str, str]:
-    """The step-cap section's glued numbers (`companion.book.chapters.step_cap.step_cap_numbers` and the
-    sources' caps); at a profile without the `mask-moves` runs (`cap` None) the same names, and the
-    verdicts of R-01 and M-07 … M-09 that `prose_numbers` then lacks, read "—"."""
+    """The step-cap section's glued numbers (`step_cap.step_cap_numbers`, the sources' caps); with `cap` None (no
+    `mask-moves` runs) the same names, and the verdicts of R-01 and M-07 … M-09 that `prose_numbers` lacks, read "—"."""
     out = step_cap.paper_cap_numbers(step_cap.paper_caps())
     if cap is not None:
         return out | step_cap.step_cap_numbers(cap)
@@ -125,10 +115,8 @@ def step_cap_glue(cap: dict | None) -> dict[str, str]:
 
 
 def verdicts(frame: pd.DataFrame, qk: pd.DataFrame, cap: dict | None) -> dict[str, dict]:
-    """Every claim the chapter decides, as `record_all(**verdicts(...))` takes them: {"measures",
-    "details", "preconditions"}, in the order of the verdict table: R-01 … R-07 and the book's
-    M-07 … M-09 from `cap` (`step_cap_measures`; None at a profile without the `mask-moves` runs,
-    where R-01 and M-07 … M-09 are not decided)."""
+    """`record_all`'s {"measures", "details", "preconditions"} of every claim, in verdict-table order: R-01 … R-07,
+    then M-07 … M-09 from `cap` (`step_cap_measures`; None without `mask-moves` runs: R-01, M-07 … M-09 undecided)."""
     parts = {"measures": claim_measures(frame, qk), "details": claim_details(frame, qk),
              "preconditions": claim_preconditions(frame, qk)}
     if cap is None:
@@ -150,9 +138,8 @@ def free_rows(pattern) -> np.ndarray:
 
 
 def free_drift(record, rows: np.ndarray) -> float:
-    """How far the attention of the free `rows` moves: ‖(A_final − A_init)[rows]‖_F of the record's mean
-    attention maps (probe batch and heads averaged, `drift["maps"]`), mean over layers; NaN when the
-    record keeps no maps."""
+    """‖(A_final − A_init)[rows]‖_F of the record's mean attention maps (probe batch and heads averaged,
+    `drift["maps"]`), mean over layers; NaN when the record keeps no maps."""
     maps = record.drift.get("maps") or {}
     if not maps.get("init"):
         return math.nan
@@ -195,10 +182,9 @@ def placement_frame(runs: Mapping[tuple[str, str, float], Sequence]) -> pd.DataF
 
 
 def qk_frame(qk_runs: Mapping[tuple[str, str, bool], Sequence]) -> pd.DataFrame:
-    """One row per run of the `qk-norm` grid: task, method, qk_norm, the final metrics, the final
-    drifts (`mask_drift`, `attention_drift`, `qk_drift`), and the share of CLS attention on the task's
-    open keys (its support pattern) at the start and at the end (`open_start`, `open_end`), mean over
-    layers, and that of uniform attention (`open_chance`: the CLS row's open keys over all keys)."""
+    """One row per run of the `qk-norm` grid: task, method, qk_norm, the final metrics and drifts (`mask_drift`,
+    `attention_drift`, `qk_drift`), the CLS attention share on the task's support keys at the start and end
+    (`open_start`, `open_end`, mean over layers) and under uniform attention (`open_chance`)."""
     frame = _frame(qk_runs, QK_KEY)
     records = [r for recs in qk_runs.values() for r in recs]
     frame["qk_drift"] = [drift.final(r.drift, "qk") for r in records]
@@ -307,8 +293,7 @@ def accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def drift_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean final mask drift per task × placement (rows) and contrast (columns), the placed masks only,
-    two decimals."""
+    """Mean final mask drift (two decimals) per task × placement (rows) and contrast (columns), placed masks only."""
     placed = frame[frame.placement.isin(["correct", "misspecified", "falsifier"])]
     moved = _summary_by(placed, PLACEMENT_KEY, "mask_drift")
     table = moved.pivot(index=["task", "placement"], columns="contrast", values="mean").round(2)
@@ -318,9 +303,8 @@ def drift_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def qk_table(qk: pd.DataFrame) -> pd.DataFrame:
-    """Mean over seeds per task × method × QK norm (on/off): full-cube accuracy (%, one decimal), the
-    share of the CLS token's attention on the open keys at the start and at the end, and the final
-    relative query–key drift (two decimals); columns `QK_COLUMNS`."""
+    """Means over seeds per task × method × QK norm (on/off), columns `QK_COLUMNS`: accuracy in % to one decimal,
+    the rest to two."""
     table = qk.assign(acc=100 * qk["cube.acc"]).groupby(list(QK_KEY))[list(QK_COLUMNS)].mean()
     table = table.round({"acc": 1, "open_start": 2, "open_end": 2, "qk_drift": 2}).rename(columns=QK_COLUMNS)
     return _readable(table)
@@ -349,8 +333,7 @@ def paired_gain_table(frame: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- figure data
 
 def accuracy_runs(frame: pd.DataFrame, task: str) -> pd.DataFrame:
-    """The placed masks' runs of one task, long form for `plots.mean_interval`: placement, contrast,
-    seed and `acc`, full-cube accuracy in %."""
+    """The placed masks' runs of one task for `plots.mean_interval`: placement, contrast, seed, `acc` (cube, %)."""
     rows = frame[(frame.task == task) & (frame.contrast > 0) & frame.placement.isin(list(PLACEMENTS[task]))]
     return rows[["placement", "contrast", "seed"]].assign(acc=100 * rows["cube.acc"].to_numpy())
 
@@ -404,18 +387,12 @@ def mask_matters(frame: pd.DataFrame, fit: float = FIT, gain: float = GAIN) -> l
 
 
 def separating_drift(logits_init, log_mask_final, wrong, right) -> float:
-    """How far a mask moved from the wrong pattern towards the right one, on the entries that separate
-    them (open in one, closed in the other), as a fraction of the distance between the two patterns.
+    """How far a mask moved from the `wrong` pattern towards the `right` one, as a fraction: 0 frozen, 1 all the way.
 
-    `logits_init` is the initial M (equal across heads), `log_mask_final` the trained log σ(M) (a head
-    mean, as the `log_mask` readout stores it, or any (…, n, n) stack). Per separating entry,
-    Δ log σ(M) signed towards the right pattern (up where the right mask opens, down where it closes),
-    over |log σ(c) − log σ(−c)| at the initial contrast c; averaged over the entries (and heads). 0:
-    frozen at the wrong pattern; 1: moved all the way to the right one. The closed entries' mass cannot
-    hide a few nats of movement here, as it can in ‖Δ log σ(M)‖_F / ‖log σ(M_0)‖_F."""
-    import torch
-    import torch.nn.functional as F
-
+    `logits_init` is the initial M (equal across heads), `log_mask_final` the trained log σ(M) (a head mean, as the
+    `log_mask` readout stores it, or any (…, n, n) stack). Per entry open in one pattern and closed in the other,
+    Δ log σ(M) signed towards `right`, over |log σ(c) − log σ(−c)| at the initial contrast c; mean over entries
+    (and heads). Unlike ‖Δ log σ(M)‖_F / ‖log σ(M_0)‖_F, the closed entries' mass cannot hide a few nats of movement."""
     m0 = torch.as_tensor(logits_init, dtype=torch.float64)
     lt = torch.as_tensor(log_mask_final, dtype=torch.float64)
     wrong, right = torch.as_tensor(wrong, dtype=torch.bool), torch.as_tensor(right, dtype=torch.bool)
@@ -427,8 +404,8 @@ def separating_drift(logits_init, log_mask_final, wrong, right) -> float:
 
 
 def misspecified_drift(runs: Mapping[tuple[str, str, float], Sequence], task: str, contrast: float = 10.0) -> float:
-    """`separating_drift` of the misspecified mask at ±`contrast` on `task`, mean over layers and seeds;
-    the final masks are the records' `log_mask` readouts (measured at the end of each run)."""
+    """`separating_drift` of the misspecified ±`contrast` mask on `task`, mean over layers and seeds, from the
+    records' `log_mask` readouts."""
     records = runs[(task, "misspecified", contrast)]
     wrong = _pattern(records[0].config.task, records[0].config.model.prior.variant)
     right = _pattern(records[0].config.task, "support")
@@ -452,27 +429,23 @@ def seed_test(frame: pd.DataFrame, task: str) -> dict:
 
 
 def qk_retention(qk: pd.DataFrame, norm: bool, method: str = "structured-svd", fit: float = FIT) -> float:
-    """How much of its starting pattern `method` keeps, with or without QK normalisation: mean(open_end −
-    chance) / mean(open_start − chance) over the runs of both tasks that fit the seen set (chance:
-    `open_chance`, uniform attention's open share). 1 keeps it, 0 washes back to uniform, above 1 sharpens it."""
+    """How much of its starting pattern `method` keeps with QK norm `norm`: mean(open_end − open_chance) /
+    mean(open_start − open_chance) over the runs of both tasks that fit the seen set. 1 keeps it, 0 washes back to
+    uniform, above 1 sharpens it."""
     rows = qk[(qk.method == method) & (qk.qk_norm == norm) & (qk["seen.acc"] >= fit)]
     start = float((rows.open_start - rows.open_chance).mean())
     return float((rows.open_end - rows.open_chance).mean()) / start if len(rows) and start > 0 else float("nan")
 
 
 def matched_drift(frame: pd.DataFrame, qk: pd.DataFrame, tol: float = MATCH) -> dict:
-    """Attention-pattern drift of a query–key prior against a mask prior started from the same pattern,
-    on the query rows the mask leaves free to move.
+    """`free_drift` of a query–key prior against a mask prior started from the same pattern (`free_rows`: counting
+    the rows the mask pins would make it look still by construction).
 
-    Pairs each Structured (SVD) run without QK normalisation with the correct ±10 mask run of the same
-    task and seed; a pair counts when the SVD model's CLS attention on the open keys at the start is
-    within `tol` of the mask model's (a ±10 mask puts all but a few 10^−4 of the CLS attention on its
-    open keys at the start: 1.000 in Chapter 3's maps). The drift compared is `free_drift` on the rows
-    with two or more open keys of the task's support pattern (`free_rows`): the rows the mask pins to
-    one key cannot move under it, and counting them would make the mask look still by construction.
-    Returns {"ratio": mean free-row drift of the SVD runs over that of their mask runs (NaN without a
-    pair), "pairs": how many, "svd", "mask": the two means, "svd_all", "mask_all": the two means of the
-    probe-batch drift over every row (the record's attention drift), "rows": {task: free rows of n}}."""
+    Pairs each Structured (SVD) run without QK norm with the correct ±10 mask run of the same task and seed; a pair
+    counts when the SVD run's CLS open share at the start is within `tol` of the mask's, ≈ 1 (a ±10 mask leaves a few
+    10^−4 off its open keys: 1.000 in Chapter 3's maps). Drifts are free-row drifts unless marked "_all".
+    Returns {"ratio": SVD mean over mask mean (NaN without a pair), "pairs": how many, "svd", "mask": the two means,
+    "svd_all", "mask_all": the means over every row (the record's attention drift), "rows": {task: free rows of n}}."""
     mask = frame[(frame.placement == "correct") & (frame.contrast == 10.0)]
     svd = qk[(qk.method == "structured-svd") & ~qk.qk_norm.astype(bool)]
     pairs = svd.merge(mask, on=["task", "seed"], suffixes=("_svd", "_mask"))
@@ -505,16 +478,13 @@ def _relative_misspecified_drift(frame: pd.DataFrame) -> float:
 
 
 def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, float]:
-    """R-01 … R-06 from the placement and QK frames (thresholds live in book/claims.yml).
+    """R-02 … R-07 (thresholds in book/claims.yml; R-01 is decided in `step_cap`, see `verdicts`).
 
-    R-01 is decided where the mask can move (`companion.book.chapters.step_cap`, `verdicts`). R-02: |mean
-    full-cube accuracy of the widened falsifier at ±10 on Majority − the MDI's| (4 digits). R-03: mean full-cube
-    accuracy of the correct mask at ±1 on Majority (4 digits). R-04: mean final mask drift of the correct
-    Majority mask at ±1 over that at ±10 (1 digit). R-05: the largest exact one-sided sign-flip p of
-    correct ±10 − no mask over the tasks where the correct mask matters (4 digits; 1.0 without one).
-    R-06: `qk_retention` of Structured (SVD) with QK normalisation minus that of the control without
-    it (4 digits). R-07: `matched_drift`'s
-    ratio, Structured (SVD) over the correct ±10 mask (2 digits).
+    R-02: |mean cube accuracy of the widened falsifier ±10 on Majority − the MDI's| (4 digits). R-03: mean cube
+    accuracy of the correct ±1 mask on Majority (4 digits). R-04: mean final mask drift of the correct Majority mask
+    at ±1 over ±10 (1 digit). R-05: the largest exact one-sided sign-flip p of correct ±10 − no mask over the tasks
+    where the mask matters (4 digits; 1.0 without one). R-06: `qk_retention` of Structured (SVD) with QK norm minus
+    without (4 digits). R-07: `matched_drift`'s ratio (2 digits).
     """
     drift_ratio = (_mask_drift(frame, "maj3", "correct", 1.0)
                    / max(_mask_drift(frame, "maj3", "correct", 10.0), 1e-12))
@@ -554,9 +524,8 @@ def claim_details(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, str]:
 
 def prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence,
                   drifts: Mapping[str, float] | None = None, soft: Mapping[str, float] | None = None) -> dict[str, str]:
-    """Every number the chapter's text cites, formatted as it reads, by glue name; `results` are the
-    recorded claims (their verdicts are glued as ch6_R01 …); `drifts` and `soft` are the misspecified
-    masks' `misspecified_drift` per task at ±10 and at ±1 (glued as ch6_sep10_<task>, ch6_sep1_<task>)."""
+    """Every number the text cites, formatted, by glue name: `results`' verdicts as ch6_R01 …; `drifts` and `soft`
+    (`misspecified_drift` per task at ±10 and ±1) as ch6_sep10_<task>, ch6_sep1_<task>."""
     out = _prose_numbers(frame, qk, results)
     out |= {f"ch6_sep10_{t}": pct(v, 2) for t, v in (drifts or {}).items()}
     out |= {f"ch6_sep1_{t}": pct(v, 2) for t, v in (soft or {}).items()}
@@ -610,10 +579,8 @@ def _prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence) -> 
 
 
 def decide(runs: Runs) -> Findings:
-    """Every claim of the chapter (R-01 … R-07 and M-07 … M-09, in the order of its verdict table; R-01
-    and M-07 … M-09 only where the `mask-moves` runs are read) and the numbers its prose cites, from
-    `load`'s three blocks; parts: `frame` (`placement_frame`), `qk` (`qk_frame`) and `cap`
-    (`step_cap_measures`, None without the `mask-moves` runs)."""
+    """The chapter's claims (`verdicts`) and cited numbers; parts: `frame` (`placement_frame`), `qk` (`qk_frame`),
+    `cap` (`step_cap_measures`, None without the `mask-moves` runs)."""
     referee, movable = runs["referee"], runs["mask-moves"]
     frame, qk = placement_frame(referee), qk_frame(runs["qk-norm"])
     cap = step_cap_measures(referee, movable) if movable else None

@@ -1,14 +1,11 @@
-"""Chapter 7, attention as transport with a prior: Propositions 2.2 and 3.1 solved by an optimiser,
-Theorem 5.4 checked on random problems, Theorem 5.1 and Figure 2c measured on the trained
-copy-mixture models, and Figure 2c also on the char-LM models of Chapter 9, where key 0 carries no task
-information and the sink claims are decided.
+"""Chapter 7, attention as transport with a prior: Propositions 2.2 and 3.1 solved by an optimiser, Theorem 5.4
+checked on random problems, Theorem 5.1 and Figure 2c measured on the trained copy-mixture models, and Figure 2c
+also on Chapter 9's char-LM models, where key 0 carries no task information and the sink claims are decided.
+`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the rest of `__all__`
+builds tables, figures and claim readings.
 
-`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
-other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
-
-Theorem 5.1 and Figure 2c are measured at the end of each run, on the first `companion.transport.PROBE`
-test inputs of its task, and stored in its record (the readouts `BOUNDS` and `SINK_CURVE` of
-`companion.transport`): everything here reads records; nothing trains and no model is rebuilt.
+Theorem 5.1 and Figure 2c are measured at the end of each run on the first `companion.transport.PROBE` test inputs
+and stored in its record (readouts `BOUNDS` and `SINK_CURVE`): nothing here trains and no model is rebuilt.
 """
 
 from __future__ import annotations
@@ -61,20 +58,18 @@ def _tol(x: float) -> str:
 
 
 def _simplex_points(count: int, rows: int, length: int, generator: torch.Generator) -> torch.Tensor:
-    """`count` × `rows` uniform points of the simplex of `length` keys (Dirichlet(1): normalised
-    exponential draws), shape (count, rows, length), float64."""
+    """Uniform points of the simplex (Dirichlet(1): normalised exponential draws), (count, rows, length), float64."""
     e = -torch.rand(count, rows, length, generator=generator, dtype=torch.float64).log()
     return e / e.sum(-1, keepdim=True)
 
 
 def propositions(lengths: Sequence[int] = (4, 64, 1024), taus: Sequence[float] = (0.25, 1.0, 4.0), *,
                  rows: int = 32, points: int = 64, seed: int = 0) -> pd.DataFrame:
-    """Per length L and temperature τ, `rows` random problems (scores s = 3·N(0, 1), log-prior
-    2·N(0, 1), drawn in this order from one generator seeded `seed`): the largest gaps between the
-    mirror-descent minimisers and the closed forms of Propositions 2.2 (`PROP22`) and 3.1 (`PROP31`),
-    the largest gap of the identity −H(p) = KL(p‖U) − log L (`EQ3`), and the number of `points`
-    random simplex points per problem with a lower objective than the minimiser (`BETTER`; drawn
-    from a second generator seeded `seed` + 1). Index (L, τ)."""
+    """Per length L and temperature τ, `rows` random problems (scores s = 3·N(0, 1), log-prior 2·N(0, 1), drawn in
+    this order from one generator seeded `seed`): the largest gaps between the mirror-descent minimisers and the
+    closed forms of Propositions 2.2 (`PROP22`) and 3.1 (`PROP31`) and of −H(p) = KL(p‖U) − log L (`EQ3`), and how
+    many of `points` random simplex points per problem (generator seeded `seed` + 1) have a lower objective than
+    the minimiser (`BETTER`). Index (L, τ)."""
     g, draws = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + 1)
     out = []
     for length in lengths:
@@ -95,8 +90,8 @@ def propositions(lengths: Sequence[int] = (4, 64, 1024), taus: Sequence[float] =
 
 
 def propositions_table(eot: pd.DataFrame) -> pd.DataFrame:
-    """`propositions` as shown: the gaps in scientific notation, one digit, and under float64's rounding
-    floor as a bound (`prose.below`: the same on every processor)."""
+    """`propositions` as shown: gaps to one digit, under float64's rounding floor as a bound (`prose.below`: the
+    same on every processor)."""
     return eot.map(lambda v: below(v) if isinstance(v, float) else v)
 
 
@@ -134,15 +129,13 @@ def sensitivity(lengths: Sequence[int] = (4, 64, 1024), *, rows: int = 64, width
                 seed: int = 0) -> pd.DataFrame:
     """Definitions 5.2–5.3 and Theorem 5.4 on random problems, float64, one generator seeded `seed`.
 
-    Per length L, `rows` problems: content scores s = 3·N(0, 1), a log-prior K = 2·N(0, 1) whose key j*
-    (uniform) is raised to a margin δ ~ U(0, 2 ln L) above every other key, values V = N(0, 1) of
-    `width`, and value perturbations Δv_k of random direction and norm ε·U(0, 1) on every key but j*.
-    Columns: `SENS` (the bound ‖Δo‖ ≤ εΨ(C), violated when > 0), `SENS_TIGHT` (all Δv_k = ε·e_1, where
-    the bound is attained), `UNIFORM` (Ψ of the uniform prior at ω = 0 against (L−1)/L), `SINK` (Ψ of
-    the peaked prior at ω = 0, i.e. of π itself, against (L−1)/(e^δ + L−1)), `SINK_TIGHT` (the prior
-    that is δ on j* and 0 elsewhere, which attains that bound), `MARGIN` (with content, Ψ against
-    (L−1)/(e^m + L−1) for Definition 5.2's margin m on z = s + K), `PSI_UNIFORM` and `PSI_LOG_L` (the
-    bound at δ = ln L). Index L."""
+    Per length L, `rows` problems: scores s = 3·N(0, 1), a log-prior K = 2·N(0, 1) whose key j* (uniform) is raised
+    a margin δ ~ U(0, 2 ln L) above every other key, values V = N(0, 1) of `width`, and perturbations Δv_k of random
+    direction and norm ε·U(0, 1) on every key but j*. Columns: `SENS` (‖Δo‖ ≤ εΨ(C), violated when > 0),
+    `SENS_TIGHT` (all Δv_k = ε·e_1, attaining it), `UNIFORM` (Ψ of the uniform prior at ω = 0 against (L−1)/L),
+    `SINK` (Ψ of π itself at ω = 0 against (L−1)/(e^δ + L−1)), `SINK_TIGHT` (the prior δ on j*, 0 elsewhere, which
+    attains that bound), `MARGIN` (with content, Ψ against (L−1)/(e^m + L−1), m Definition 5.2's margin on
+    z = s + K), `PSI_UNIFORM` and `PSI_LOG_L` (the bound at δ = ln L). Index L."""
     g = torch.Generator().manual_seed(seed)
     out = []
     for length in lengths:
@@ -177,15 +170,13 @@ def sensitivity(lengths: Sequence[int] = (4, 64, 1024), *, rows: int = 64, width
 
 
 def sensitivity_table(sens: pd.DataFrame) -> pd.DataFrame:
-    """`sensitivity` as shown: gaps in scientific notation (one digit; under float64's rounding floor as a
-    bound, `prose.below`), Ψ and the bound to three decimals."""
+    """`sensitivity` as shown: gaps to one digit (`prose.below`), Ψ and the bound to three decimals."""
     gaps = [SENS, SENS_TIGHT, UNIFORM, SINK, SINK_TIGHT, MARGIN]
     return sens.assign(**{c: sens[c].map(lambda v: below(v, fmt=".0e")) for c in gaps}).round(3)
 
 
 def sensitivity_checks(sens: pd.DataFrame) -> dict[str, object]:
-    """Whether each bound holds to S3-20's and S3-23's thresholds (book/claims.yml) and is attained
-    where it should be."""
+    """Whether each bound holds to S3-20's and S3-23's thresholds (book/claims.yml) and is attained where it should."""
     ledger = load_ledger()
     t20, t23 = float(ledger["S3-20"].rule["threshold"]), float(ledger["S3-23"].rule["threshold"])
     return {rf"\(\lVert\Delta o\rVert \le \varepsilon\Psi(C)\) everywhere (to {_tol(t20)})": bool(sens[SENS].max() <= t20),
@@ -197,9 +188,8 @@ def sensitivity_checks(sens: pd.DataFrame) -> dict[str, object]:
 
 
 def sensitivity_measures(sens: pd.DataFrame) -> dict[str, float]:
-    """S3-20: the largest violation of ‖Δo‖ ≤ εΨ(C), in units of ε; S3-23: the largest violation of
-    Theorem 5.4's two limits (the uniform prior's Ψ = (L−1)/L, the peaked prior's Ψ ≤ (L−1)/(e^δ + L−1))
-    and of the margin form (L−1)/(e^m + L−1)."""
+    """S3-20: the largest violation of ‖Δo‖ ≤ εΨ(C), in units of ε; S3-23: the largest violation of Theorem 5.4's
+    limits (Ψ = (L−1)/L uniform, Ψ ≤ (L−1)/(e^δ + L−1) peaked) and of the margin form (L−1)/(e^m + L−1)."""
     return {"S3-20": float(sens[SENS].max()),
             "S3-23": float(max(sens[UNIFORM].max(), sens[SINK].max(), sens[MARGIN].max()))}
 
@@ -224,13 +214,11 @@ def sensitivity_numbers(sens: pd.DataFrame) -> dict[str, str]:
 
 def load(profile: str, seeds: Sequence[int] | None = None, *, control_seeds: Sequence[int] | None = None,
          jobs: int | None = None, store=None, train: bool = True) -> Runs:
-    """The chapter's two blocks of runs, each {method: [Record in seed order]} with methods in
-    `companion.experiments.copy_mixture.METHODS` order: "copymix", the `copymix` runs at `seeds`
-    (None: `SEEDS`), and "control", the key-0 control at `control_seeds` (None: `CONTROL_SEEDS`):
-    Chapter 9's `charlm` runs of GOAT (the authors' start), RoPE and ALiBi (each holds its `SINK_CURVE`
-    readout). A window of running text starts anywhere, so its first character carries no more about
-    the next one than any other character does: a sink there is structural, as on C4. `store` and
-    `train` as in `ensure_runs`; missing runs are counted over both blocks (`gather`)."""
+    """Two blocks, each {method: [Record in seed order]} in `METHODS` order: "copymix" at `seeds` (None: `SEEDS`),
+    and "control" at `control_seeds` (None: `CONTROL_SEEDS`), Chapter 9's `charlm` runs of GOAT (the authors'
+    start), RoPE and ALiBi. A window of running text starts anywhere, so its first character says no more about the
+    next than any other does: a sink there is structural, as on C4. `store`, `train` as in `ensure_runs`; missing
+    runs are counted over both blocks (`gather`)."""
     seeds = list(SEEDS if seeds is None else seeds)
     control_seeds = list(CONTROL_SEEDS if control_seeds is None else control_seeds)
     check_parameters(profile, seeds, jobs)
@@ -245,9 +233,8 @@ def load(profile: str, seeds: Sequence[int] | None = None, *, control_seeds: Seq
 # ---------------------------------------------------------------- Theorem 5.1
 
 def theorem(runs: Mapping[str, Sequence]) -> pd.DataFrame:
-    """Theorem 5.1 on the first layer of every run's trained model over its probe batch (the `BOUNDS`
-    readout): the largest gap between the recomputed and the forward-pass attention ("recomputed vs
-    forward"), `companion.transport.collapse_bounds`' "max violation", "tightness" and "checked".
+    """Theorem 5.1 on every run's first layer (`BOUNDS` readout): "recomputed vs forward" (largest gap between the
+    recomputed and forward-pass attention), and `collapse_bounds`' "max violation", "tightness", "checked".
     Index (model label, seed)."""
     out = []
     for m, records in runs.items():
@@ -278,18 +265,16 @@ def theorem_checks(thm: pd.DataFrame) -> dict[str, object]:
 # ---------------------------------------------------------------- Figure 2c
 
 def matched_curve(omega: np.ndarray, p0: np.ndarray, bins: int = 8) -> pd.DataFrame:
-    """Position-matched bins of ω (`companion.transport.matched_bins`, what the `SINK_CURVE` readout
-    stores) as a frame: `omega`, `p0` are (sequences, positions); at every position the sequences are
-    cut into `bins` equal-count bins by the rank of ω there, and each bin's mean ω and mean p0 are
-    averaged over positions. Index "bin"."""
+    """`companion.transport.matched_bins` (as the `SINK_CURVE` readout stores it) as a frame, index "bin": `omega`,
+    `p0` are (sequences, positions); at each position the sequences are cut into `bins` equal-count bins by rank of
+    ω, and each bin's mean ω and mean p0 are averaged over positions."""
     om, p = matched_bins(omega, p0, bins)
     return pd.DataFrame({"bin": range(bins), "omega": om, "p0": p}).set_index("bin")
 
 
 def sink_curve(records: Sequence) -> pd.DataFrame:
-    """Figure 2c per run, from its `SINK_CURVE` readout (last layer, probe batch): each query's
-    head-mean ω against its head-mean attention on key 0 (the sink mass of the layer), in
-    position-matched bins. Index (run, bin), run 0, 1, … in the order of `records`."""
+    """Figure 2c per run (`SINK_CURVE` readout, last layer): head-mean ω against head-mean attention on key 0 (the
+    sink mass), in position-matched bins. Index (run, bin), run 0, 1, … in the order of `records`."""
     frames = []
     for r, record in enumerate(records):
         s = readout(record, SINK_CURVE)
@@ -314,15 +299,13 @@ def shed(curve: pd.DataFrame) -> pd.Series:
 
 
 def shed_share(curve: pd.DataFrame) -> pd.Series:
-    """Per run of a `sink_curve`: the share of its lowest-ω bin's sink mass that is gone in the highest
-    bin, `shed` / p0(lowest bin): 1 when ≈ 1 → ≈ 0 as in the source, whatever share of heads sinks."""
+    """Per run: `shed` / p0(lowest bin), 1 when ≈ 1 → ≈ 0 as in the source, whatever share of heads sinks."""
     return shed(curve) / curve["p0"].unstack("bin").iloc[:, 0]
 
 
 def sink_heads(runs: Mapping[str, Sequence]) -> pd.DataFrame:
-    """Per method and run, the head that parks the most attention on key 0 (its mean p0 over queries
-    ≥ 1, "mean p0"), and that head's p0 in its own lowest and highest position-matched ω bin (the
-    `SINK_CURVE` readout's per-head curves). Index (model label, run)."""
+    """Per method and run, the head with the most attention on key 0 ("head"; "mean p0" over queries ≥ 1) and its p0
+    in its own lowest and highest position-matched ω bin. Index (model label, run)."""
     out = []
     for m, records in runs.items():
         for r, record in enumerate(records):
@@ -336,15 +319,13 @@ def sink_heads(runs: Mapping[str, Sequence]) -> pd.DataFrame:
 
 
 def pooled_shed(records: Sequence) -> float:
-    """The measure this chapter used before: every (head, query) of a run pooled and cut at the
-    quantiles of ω, with no matching of positions; attention on key 0 in the lowest bin minus the
-    highest (the readout's "pooled_drop"), averaged over the runs."""
+    """The chapter's former measure, the readout's "pooled_drop" (every (head, query) pooled, cut at ω quantiles
+    without matching positions; key-0 attention in the lowest bin minus the highest), averaged over runs."""
     return float(np.mean([readout(r, SINK_CURVE)["pooled_drop"] for r in records]))
 
 
 def sink_table(curves: Mapping[str, pd.DataFrame], control: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per task and method (rows): sink mass in the lowest and highest ω bin, the drop and the share
-    shed (means over runs, three decimals)."""
+    """Per task and method: sink mass in the lowest and highest ω bin, drop and share shed (run means, 3 decimals)."""
     rows = {}
     for task, cs in (("copy-mixture", curves), ("char-LM control", control)):
         for m, c in cs.items():
@@ -367,21 +348,17 @@ def _edge(drops: Mapping[str, float]) -> float:
 
 
 def claim_measures(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame]) -> dict[str, float]:
-    """S3-01 and S3-02: the largest gap to Proposition 2.2's and 3.1's closed forms; S3-03: the
-    largest violation of Theorem 5.1; S3-04: the share of GOAT's sink mass in the lowest
-    position-matched ω bin that is shed by the highest (`shed_share`, head means, mean over runs);
-    S3-22: GOAT's share shed minus the larger of RoPE's and ALiBi's (3 decimals). `curves` are the
-    `sink_curves` the two sink claims are decided on: the char-LM control's, where key 0 carries no
-    task information (a sink there is structural, as on C4)."""
+    """S3-01, S3-02: the largest gap to Proposition 2.2's and 3.1's closed forms; S3-03: the largest violation of
+    Theorem 5.1; S3-04: GOAT's `shed_share` (mean over runs); S3-22: GOAT's share shed minus the larger of RoPE's
+    and ALiBi's (3 decimals). `curves` are the char-LM control's `sink_curves` (key 0 carries no task information)."""
     drops = _drops(curves)
     return {"S3-01": float(eot[PROP22].max()), "S3-02": float(eot[PROP31].max()),
             "S3-03": float(thm["max violation"].max()), "S3-04": round(drops["goat"], 3), "S3-22": round(_edge(drops), 3)}
 
 
 def claim_preconditions(heads: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """S3-04 and S3-22 need a sink to shed: the smallest, over GOAT's runs, of its sink head's mean
-    attention on key 0 (`sink_heads` of the models the claims are decided on, the char-LM control's;
-    3 decimals)."""
+    """S3-04 and S3-22 need a sink to shed: the smallest over GOAT's runs of its sink head's "mean p0"
+    (`sink_heads` of the char-LM control; 3 decimals)."""
     sink = round(float(heads.loc[label("goat"), "mean p0"].min()), 3)
     return {"S3-04": {"goat-has-sink": sink}, "S3-22": {"goat-has-sink": sink}}
 
@@ -403,9 +380,8 @@ def claim_details(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.
 def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame],
                   control: Mapping[str, pd.DataFrame], heads: pd.DataFrame, pooled: float,
                   control_heads: pd.DataFrame | None = None) -> dict[str, str]:
-    """Every number the chapter's text cites, by glue name (`heads` is `sink_heads` of the
-    copy-mixture models, `pooled` GOAT's `pooled_shed`, `control_heads` `sink_heads` of the char-LM
-    control)."""
+    """Every number the text cites, by glue name; `heads`, `control_heads`: `sink_heads` of copy-mixture and of the
+    char-LM control; `pooled`: GOAT's `pooled_shed`."""
     out = {"ch7_prop22": below(eot[PROP22].max()), "ch7_prop31": below(eot[PROP31].max()),
            "ch7_thm_worst": f"{thm['max violation'].max():.1e}", "ch7_thm_checked": f"{int(thm['checked'].sum()):,}",
            "ch7_thm_recompute": f"{thm['recomputed vs forward'].max():.0e}",
@@ -427,11 +403,10 @@ def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.
 
 
 def decide(runs: Runs) -> Findings:
-    """Every claim of the chapter, in the order of its verdict table (S3-01 … S3-04 and S3-22, then the
-    sensitivity bound's S3-20 and S3-23), and the numbers its prose cites, from `load`'s two blocks (the
-    propositions and the sensitivity bound need no runs: random problems, fixed seeds). Parts: `eot`
-    (`propositions`), `thm` (`theorem`), `curves` and `control` (`sink_curves` of the copy-mixture runs
-    and of the char-LM control), `heads` and `control_heads` (their `sink_heads`), `sens` (`sensitivity`)."""
+    """Every claim in verdict-table order (S3-01 … S3-04, S3-22, then S3-20, S3-23) and the numbers the prose cites
+    (the propositions and sensitivity bound need no runs: random problems, fixed seeds). Parts: `eot`, `thm`,
+    `curves`, `control` (`sink_curves` of copy-mixture and the char-LM control), `heads`, `control_heads` (their
+    `sink_heads`), `sens`."""
     copymix, control_runs = runs["copymix"], runs["control"]
     eot = propositions()
     thm = theorem(copymix)

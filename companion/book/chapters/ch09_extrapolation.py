@@ -1,15 +1,14 @@
 """Chapter 9: models trained at one length, read at longer ones (character LM and passkey retrieval).
 
-The runs are the two cells of the `extrapolation` grid ("charlm", "passkey"), read from their records
-only: every model reading of the chapter (losses and retrieval at lengths the models never trained
-on, the per-position loss, GOAT's key prior, one layer's prior at 8L) is a readout measured at the end
-of each run (`companion.experiments.extrapolation.readout_specs`, `companion.readouts`), so records
-made on any machine carry what the chapter reads. RoPE is read twice: as trained, and with position
-interpolation ("rope-pi": positions squeezed into the training range, an evaluation-time switch that
-changes no weight, `companion.priors.interpolated`), as two readouts of the rope runs.
+The runs are the two cells of the `extrapolation` grid ("charlm", "passkey"), read from their records only: every
+model reading (losses and retrieval at lengths never trained on, the per-position loss, GOAT's key prior, one
+layer's prior at 8L) is a readout measured at the end of each run (`companion.experiments.extrapolation.readout_specs`,
+`companion.readouts`), so records made on any machine carry what the chapter reads. RoPE is read twice: as trained,
+and with position interpolation ("rope-pi": positions squeezed into the training range, an evaluation-time switch
+that changes no weight, `companion.priors.interpolated`).
 
-`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the
-other names in `__all__` build the chapter's tables, figures and claim readings from their parts.
+`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the rest of `__all__`
+builds tables, figures and claim readings.
 """
 
 from __future__ import annotations
@@ -96,16 +95,14 @@ class Setup:
 
 
 def setup(profile: str) -> Setup:
-    """The configs and tasks of both experiments at `profile`, read up to `FAR[profile]` × their training
-    length (what their runs measure at the end, `companion.experiments.extrapolation.readout_specs`)."""
+    """The configs and tasks of both experiments at `profile`, read up to `FAR[profile]` × their training length."""
     lm_cfg, pk_cfg = get_experiment("charlm").configs(profile), get_experiment("passkey").configs(profile)
     return Setup(profile, lm_cfg, pk_cfg, make_task(lm_cfg["goat"].task), make_task(pk_cfg["goat"].task), FAR[profile])
 
 
 def budget(s: Setup, seeds: Sequence[int] | None = None) -> pd.DataFrame:
-    """The shared model and training budget, one column named after the profile, rows as
-    `chapters.budget` names them, with GOAT's frequencies, both tasks' updates, the training length and
-    the number of seeds (None: `SEEDS`)."""
+    """The shared budget, one column named after the profile, rows as in `chapters.budget` plus GOAT's frequencies,
+    both tasks' updates, the training length and the number of seeds (None: `SEEDS`)."""
     c = s.lm_configs["goat"]
     values = {**run_budget(c, MODEL), "GOAT frequencies R": c.model.prior.goat_rank,
               **run_budget(c, ("Optimiser", "Learning rate", "Batch size")), "Updates (char LM)": c.train.steps,
@@ -134,9 +131,8 @@ def setup_numbers(s: Setup) -> dict[str, str]:
 
 def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
          train: bool = True) -> Runs:
-    """The records of the `extrapolation` grid: blocks "charlm" and "passkey", each {method: [Record in
-    seed order]} (records only); `seeds` None means `SEEDS`; `train=False` reads stored records and
-    raises `companion.sweep.MissingRuns` when some are absent."""
+    """Blocks "charlm" and "passkey", each {method: [Record in seed order]}; `seeds` None means `SEEDS`;
+    `train=False` reads stored records and raises `companion.sweep.MissingRuns` when some are absent."""
     seeds = list(SEEDS if seeds is None else seeds)
     check_parameters(profile, seeds, jobs)
     cells = ensure_grid("extrapolation", profile, seeds, store=store, jobs=jobs, train=train)
@@ -155,17 +151,15 @@ def readings(runs: Mapping[str, Sequence], specs: Mapping[str, str],
 
 
 def length_curves(table: pd.DataFrame, value: str) -> pd.DataFrame:
-    """`value` of every reading, seed and length, long form with the reading as "method" (the hue of
-    `plots.mean_interval`, so every reading gets its colour and label from `labels`)."""
+    """`value` per reading, seed and length, long form, the reading as "method" (the hue of `plots.mean_interval`)."""
     return table.rename(columns={"reading": "method"})[["method", "seed", "length", value]]
 
 
 # ---------------------------------------------------------------- Figure 2a: perplexity by length
 
 def lm_lengths(runs: Mapping[str, Sequence], specs: Mapping[str, str]) -> pd.DataFrame:
-    """Test cross-entropy of every character LM at every length, as its run measured it (readouts
-    "lengths" and "lengths-pi" of `specs`, `companion.tasks.text.lm_lengths`: every length reads the
-    same first test characters): columns reading, seed, length, ce, ppl, bpc."""
+    """Test loss of every character LM at every length (readouts "lengths", "lengths-pi", `lm_lengths`: every length
+    reads the same first test characters): columns reading, seed, length, ce, ppl, bpc."""
     rows = [{"reading": reading, "seed": rec.seed, "length": int(n), "ce": r["ce"], "ppl": r["ppl"], "bpc": r["bpc"]}
             for reading, rec, value in readings(runs, specs, "lengths") for n, r in value.items()]
     return pd.DataFrame(rows, columns=["reading", "seed", "length", "ce", "ppl", "bpc"])
@@ -182,8 +176,7 @@ def _labelled(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def ratio_summary(table: pd.DataFrame, value: str, train_len: int, far: int) -> pd.DataFrame:
-    """Per reading: mean and spread over seeds of `value` at the training length and at `far`, and
-    of the per-seed ratio far / train."""
+    """Per reading: mean and std over seeds of `value` at L and at `far`, and of the per-seed ratio far / L."""
     wide = _wide(table, value)
     ratio = wide[far] / wide[train_len]
     out = pd.DataFrame({f"{value} at L": wide[train_len], f"{value} at {far // train_len}L": wide[far],
@@ -238,9 +231,8 @@ def lm_numbers(lm: pd.DataFrame, train_len: int, far: int) -> dict[str, str]:
 
 
 def position_curves(runs: Mapping[str, Sequence], specs: Mapping[str, str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """{reading: (characters read, smoothed CE)} of the first seed's run of every reading at the farthest
-    length (readouts "positions" and "positions-pi" of `specs`, `companion.tasks.text.lm_positions`: the
-    loss at each position, a moving mean over a window, x offset by half the window)."""
+    """{reading: (characters read, smoothed CE)} of each reading's first-seed run at the farthest length (readouts
+    "positions", "positions-pi", `lm_positions`: a moving mean of the loss, x offset by half the window)."""
     out = {}
     for reading in READINGS:
         method = "rope" if reading == "rope-pi" else reading
@@ -252,17 +244,15 @@ def position_curves(runs: Mapping[str, Sequence], specs: Mapping[str, str]) -> d
 # ---------------------------------------------------------------- Figure 2b: the key prior u(j)
 
 def goat_profiles(runs: Mapping[str, Sequence], spec: str) -> dict[str, dict[int, dict]]:
-    """{GOAT reading: {seed: its run's key prior u of every layer and head}} (readout `spec`,
-    `companion.goat.sink_profile`: keys "j", "u" (layers, heads, keys) and the exact "spike" and
-    "rise" (layers, heads), as arrays)."""
+    """{GOAT reading: {seed: key prior}} (readout `spec`, `companion.goat.sink_profile`), arrays "j", "u" (layers,
+    heads, keys) and the exact "spike" and "rise" (layers, heads)."""
     return {m: {rec.seed: {k: np.asarray(v, dtype=float) for k, v in readout(rec, spec).items()} for rec in runs[m]}
             for m in GOAT_READINGS}
 
 
 def key_prior_lines(profiles: Mapping[str, Mapping[int, Mapping]]) -> pd.DataFrame:
-    """Figure 2b's lines, long form, for the first seed of every GOAT reading: reading (its label),
-    layer, head ("head h"), j, u and line: "trained", and for the seeded GOAT the "seeded start"
-    (ALiBi's slope of the head times j), at the keys the readout drew."""
+    """Figure 2b's lines for each GOAT reading's first seed, long form: reading (label), layer, head ("head h"), j, u,
+    line: "trained", and for the seeded GOAT "seeded start" (ALiBi's slope of the head times j)."""
     frames = []
     for method, by_seed in profiles.items():
         p = by_seed[min(by_seed)]
@@ -280,9 +270,8 @@ def key_prior_lines(profiles: Mapping[str, Mapping[int, Mapping]]) -> pd.DataFra
 
 
 def sink_structure(profiles: Mapping[str, Mapping[int, Mapping]]) -> pd.DataFrame:
-    """Per GOAT reading and seed: "spike", the largest first-token spike max(u(0) − u(1), 0) over layers
-    and heads, and "rise", the largest rise of u over the last L/8 keys of the window (the readout's
-    exact "spike" and "rise"; L/8 is the experiment's `SINK_TAIL`)."""
+    """Per GOAT reading and seed, over layers and heads: "spike", the largest max(u(0) − u(1), 0), and "rise", the
+    largest rise of u over the window's last L/8 keys (L/8 is the experiment's `SINK_TAIL`)."""
     rows = [{"reading": m, "seed": seed, "spike": float(max(p["spike"].max(), 0)), "rise": float(p["rise"].max())}
             for m, by_seed in profiles.items() for seed, p in by_seed.items()]
     return pd.DataFrame(rows).set_index(["reading", "seed"])
@@ -329,14 +318,10 @@ def sink_numbers(structure: pd.DataFrame) -> dict[str, str]:
 
 def passkey_lengths(runs: Mapping[str, Sequence], specs: Mapping[str, str],
                     digits: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Retrieval of every passkey model at every length, as its run measured it (readouts "lengths" and
-    "lengths-pi" of `specs`, `companion.tasks.passkey.passkey_lengths`; `digits`: the key's length).
-
-    Returns (table, grid): table has columns reading, seed, length, span_acc, strict_acc, ce; grid is
-    the span-token accuracy by key depth (the readout's equal bins of [0, max_depth]) and length,
-    pooled over seeds (correct digits over digits of the keys in the bin; NaN for an empty bin), with
-    index (reading, length) and one column per bin (Figure 3c at small scale).
-    """
+    """Retrieval of every passkey model at every length (readouts "lengths", "lengths-pi", `passkey_lengths`;
+    `digits`: the key's length). Returns (table, grid): table has columns reading, seed, length, span_acc,
+    strict_acc, ce; grid (Figure 3c) is span-token accuracy pooled over seeds (correct digits over digits of the
+    keys in the bin; NaN when empty), index (reading, length), one column per equal depth bin of [0, max_depth]."""
     rows, cells, edges = [], [], None
     for reading, rec, value in readings(runs, specs, "lengths"):
         edges = value["depth_edges"]
@@ -370,8 +355,7 @@ def depth_panel(grid: pd.DataFrame, reading: str) -> pd.DataFrame:
 
 
 def _margin(pk: pd.DataFrame, train_len: int) -> pd.Series:
-    """Per seed: GOAT's span-token accuracy minus the best of RoPE, RoPE + PI and sinusoidal, each
-    averaged over the lengths beyond `train_len`."""
+    """Per seed: GOAT's span-token accuracy minus the best of `BASELINES`, each averaged over lengths beyond L."""
     beyond = [n for n in sorted(pk.length.unique()) if n > train_len]
     per_seed = pk[pk.length.isin(beyond)].groupby(["reading", "seed"])["span_acc"].mean().unstack("seed")
     return per_seed.loc["goat"] - per_seed.loc[list(BASELINES)].max()
@@ -426,26 +410,22 @@ def passkey_numbers(pk: pd.DataFrame, grid: pd.DataFrame, train_len: int, digits
 # ---------------------------------------------------------------- Figure 3b: one head's prior at 8L
 
 def head_prior(record, spec: str) -> dict[str, np.ndarray]:
-    """The last layer's GOAT prior of `record`'s run at the farthest length, per head, as the run
-    measured it (readout `spec`, `companion.goat.head_prior`): "i" the positions drawn (rows and
-    columns; the whole n × n matrices would make the record megabytes), "centred" the row-centred
-    log-prior at them ((h, P, P), NaN above the diagonal), "limit" its largest magnitude over the whole
-    matrix ((h,)) and "log_causal" log10 of the causal prior + 1e-12 ((h, P, P))."""
+    """The last layer's GOAT prior per head at the farthest length (readout `spec`, `companion.goat.head_prior`):
+    "i" the positions drawn (the whole n × n matrices would make the record megabytes), "centred" the row-centred
+    log-prior at them ((h, P, P), NaN above the diagonal), "limit" its largest magnitude over the whole matrix
+    ((h,)) and "log_causal" log10 of the causal prior + 1e-12 ((h, P, P))."""
     return {k: np.asarray(v, dtype=float) for k, v in readout(record, spec).items()}
 
 
 def verdict_numbers(results: Sequence, seeds: Sequence[int]) -> dict[str, str]:
-    """{"ch9_verdict_<claim id>": verdict} of the recorded claims (`companion.book.claims.ClaimResult`),
-    and ch9_n_seeds, the number of seeds every model is run with."""
+    """{"ch9_verdict_<claim id>": verdict} of the recorded claims, and "ch9_n_seeds", the seeds per model."""
     return {f"ch9_verdict_{r.id}": r.verdict for r in results} | {"ch9_n_seeds": str(len(seeds))}
 
 
 def decide(runs: Runs) -> Findings:
-    """Every claim of the chapter (S3-08 … S3-14, in the notebook's order) and every number its prose
-    cites (the setup's, Figures 2a, 2b, 3a and 3c's, each claim's verdict and the seed count), from the
-    blocks "charlm" and "passkey" of `load`. Parts: `setup` (`Setup` at the runs' profile), `lm`
-    (`lm_lengths`), `profiles` (`goat_profiles`), `structure` (`sink_structure`), `pk` and `grid`
-    (`passkey_lengths`)."""
+    """Every claim (S3-08 … S3-14, in the notebook's order) and every number the prose cites (setup, Figures 2a, 2b,
+    3a and 3c, verdicts, seed count). Parts: `setup`, `lm` (`lm_lengths`), `profiles` (`goat_profiles`),
+    `structure` (`sink_structure`), `pk` and `grid` (`passkey_lengths`)."""
     s = setup(runs.profile)
     lm_runs, pk_runs = runs["charlm"], runs["passkey"]
     d = Decision()

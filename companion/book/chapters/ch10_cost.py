@@ -1,12 +1,8 @@
 """Chapter 10: what a prior costs, read from the committed benchmark results (`benchmarks/`).
 
-Nothing here times anything. `load` gathers the committed results: the CPU sweep, the GPU sweeps, the
-whole-step comparisons, the sweep machine's peak rates (the roofline's divisor) and, for the subnormal
-section (`companion.book.chapters.subnormals`), the sweeps with flush-to-zero on and off and the numbers
-reported from another CPU. Their JSON is read in `companion.cost.records` (`frame`, `gpu_frame`,
-`step_frame`), beside what writes it; the tables, figure data, claim measures and glued numbers here are
-read from those frames. A rerun on the executing machine goes through `companion.cost.run_benchmark` and
-comes back as the same JSON.
+Nothing here times anything. The JSON `load` gathers (see its docstring) is read into frames by
+`companion.cost.records` (`frame`, `gpu_frame`, `step_frame`), beside what writes it; everything here is read from
+those frames. A rerun on the executing machine (`companion.cost.run_benchmark`) comes back as the same JSON.
 """
 
 from __future__ import annotations
@@ -77,8 +73,7 @@ def wide(df: pd.DataFrame, value: str, mode: str) -> pd.DataFrame:
 
 
 def settings_table(result: dict, gpu: dict[str, dict]) -> pd.DataFrame:
-    """What a committed sweep measured and where: machine, torch, threads, shapes, lengths, repeats,
-    memory method, GOAT's rank and lanes, and how many GPU results are committed beside it."""
+    """What a committed sweep measured and where, and how many GPU results are committed beside it."""
     s, m = result["settings"], result["machine"]
     facts = {"machine": f"{m['cpu_model']}, {m['cpu_affinity']} cores", "torch": result["versions"]["torch"],
              "threads": s["threads"], "dtype": s["dtype"],
@@ -101,8 +96,7 @@ def ratio_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def flex_backward_note(df: pd.DataFrame) -> str:
-    """What became of FlexAttention's forward + backward, in words: measured, or why it has no time
-    here (the reason the harness recorded, without its exception class)."""
+    """FlexAttention's forward + backward in words: measured, or the harness's reason (no exception class)."""
     flex = df[(df.variant == "flex") & (df["mode"] == "fwd+bwd")]
     name = label("flex")
     if not len(flex) or flex.status.iloc[0] == "ok":
@@ -129,8 +123,7 @@ def growth_exponent(df: pd.DataFrame, variant: str, mode: str, value: str = "pea
 
 
 def growth_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per variant, forward + backward: the peak-memory and time exponents over L ≥ 1024, and the peak
-    MiB at every L."""
+    """Per variant, forward + backward: peak-memory and time exponents over L ≥ 1024, and peak MiB at every L."""
     mem = wide(df, "peak_mib", "fwd+bwd")
     exponents = pd.DataFrame({"peak-memory exponent": {v: growth_exponent(df, v, "fwd+bwd") for v in mem.index},
                               "time exponent": {v: growth_exponent(df, v, "fwd+bwd", "time_ms") for v in mem.index}})
@@ -145,8 +138,8 @@ def _bias_heads(variant: str, heads: int) -> int:
 
 
 def roofline(df: pd.DataFrame, settings: dict, peak: dict) -> pd.DataFrame:
-    """Per measured forward + backward call: the roofline floor (ms) on a machine of `peak`
-    (`measure_peak`), the measured time, the achieved GFLOP/s, and the floor's share of the time."""
+    """Per measured forward + backward call: roofline floor (ms) at `peak` (`measure_peak`), measured time,
+    achieved GFLOP/s and the floor's share of the time."""
     shape = {"B": settings["batch"], "H": settings["heads"], "D": settings["head_dim"], "mode": "fwd+bwd"}
     rows = []
     for r in df[(df["mode"] == "fwd+bwd") & (df.status == "ok")].itertuples():
@@ -188,9 +181,8 @@ def _limits(goals: dict[str, tuple[str, str]]) -> dict[str, tuple[str, float]]:
 
 
 def goals_table(df: pd.DataFrame, chunked: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The time goals, then the memory goals, at GOAL_L on the CPU, each against its claim's threshold;
-    with `chunked` (`frame` of the head-chunked result) also the memory of GOAT's lanes a few heads at a
-    time against C-01's threshold (a row of its own: the claim is decided on the one-call path)."""
+    """Time, then memory goals at GOAL_L on the CPU against their claims' thresholds; with `chunked` (`frame` of the
+    head-chunked result) a row of its own against C-01's (the claim is decided on the one-call path)."""
     goals = goal_table(df, GOAL_L, _limits(TIME_GOALS)).assign(device="CPU")
     parts = [goals, goal_table(df, GOAL_L, _limits(MEMORY_GOALS)).assign(device="CPU")]
     if chunked is not None:
@@ -202,8 +194,7 @@ _MEASURES = {"paired_ratio": "time vs plain SDPA", "memory_ratio": "peak memory 
 
 
 def goals_display(goals: pd.DataFrame) -> pd.DataFrame:
-    """`goals_table` as the page shows it: labelled variants and measures, L as an integer, ratios
-    with their unit, the goal as a bound and "yes"/"no" (all on the CPU, forward + backward)."""
+    """`goals_table` as the page shows it (labels, units, the goal as a bound, "yes"/"no"; CPU, forward + backward)."""
     rows = [{"variant": label(v), "measure": _MEASURES.get(r["measure"], r["measure"]), "L": f"{int(r['at L']):,}",
              "ours": "—" if r["ours"] != r["ours"] else f"{r['ours']:.2f} ×", "goal": f"≤ {r['goal ≤']:g} ×",
              "met": {True: "yes", False: "no"}.get(r["met"], "—")} for v, r in goals.iterrows()]
@@ -241,9 +232,8 @@ def _gpu_at(gf: pd.DataFrame, variant: str, status: str, L: int = GOAL_L) -> pd.
 
 
 def gpu_ratios(gpu: dict[str, dict], variant: str) -> dict[str, float]:
-    """{dtype: `variant` over plain SDPA, forward + backward at GOAL_L} for every committed GPU result
-    in which it ran and passed the float64 gate (a call that failed the gate was not timed); where two
-    results of one precision measured it, the later file's."""
+    """{dtype: `variant` over plain SDPA, forward + backward at GOAL_L} from the committed GPU results where it
+    passed the float64 gate (a failed call is not timed); of two results in one precision, the later file's."""
     sel = _gpu_at(gpu_frame(gpu), variant, "ok")
     return {dtype: float(ratio) for dtype, ratio in zip(sel.dtype, sel.paired_ratio)}
 
@@ -254,10 +244,9 @@ def gpu_gate_failures(gpu: dict[str, dict], variant: str) -> list[str]:
 
 
 def gpu_worst(gpu: dict[str, dict], variant: str) -> float | None:
-    """The worst (largest) of `gpu_ratios` over the precisions measured, rounded to 3 places; None
-    without a GPU result that timed `variant`. C-02 (the learnable mask) and S3-15 (GOAT's lanes) are
-    decided on it: a claim about fused GPU kernels must hold in each precision in which the call gives
-    a correct answer, bfloat16, the one a GPU trains in, as well as float32."""
+    """The largest of `gpu_ratios`, 3 places; None if no GPU result timed `variant`. C-02 and S3-15 are decided on
+    it: a claim about fused GPU kernels must hold in every precision that gives a correct answer, bfloat16 (the one
+    a GPU trains in) as well as float32."""
     ratios = gpu_ratios(gpu, variant)
     return round(max(ratios.values()), 3) if ratios else None
 
@@ -292,8 +281,7 @@ def gpu_ratio_table(gf: pd.DataFrame) -> pd.DataFrame:
 
 
 def gpu_goal_table(gf: pd.DataFrame, ledger: dict | None = None) -> pd.DataFrame:
-    """Each GPU goal: the measured forward + backward ratio (or what became of the call), the goal (the
-    threshold of its claim in the ledger) and whether it is met."""
+    """Each of `GPU_GOALS`: measured ratio (or what became of the call), the goal (its claim's threshold), met."""
     ledger = ledger or load_ledger()
     limits = {cid: float(ledger[cid].rule["threshold"]) for cid in ("S3-15", "C-02")}
     rows = []
@@ -312,8 +300,7 @@ def gpu_goal_table(gf: pd.DataFrame, ledger: dict | None = None) -> pd.DataFrame
 
 
 def gpu_provenance(gpu: dict[str, dict], provenance: dict | None = None) -> pd.DataFrame:
-    """Where each committed GPU result comes from: GPU, torch, CUDA, cuDNN, date and the commit the
-    benchmark ran at (benchmarks/results/provenance.json)."""
+    """Where each committed GPU result comes from, with its commit from benchmarks/results/provenance.json."""
     if provenance is None:
         path = repo_root() / RESULTS / "provenance.json"
         provenance = json.loads(path.read_text()) if path.exists() else {}
@@ -339,8 +326,7 @@ _BACKENDS = {"CUDNN": "cuDNN", "EFFICIENT": "memory-efficient", "FLASH": "flash"
 
 
 def _backend(gf: pd.DataFrame, variant: str, dtype: str, L: int = GOAL_L) -> str:
-    """The SDPA kernel that ran a variant's forward + backward at L in one precision of a `gpu_frame`
-    (the first file's; "—" if unknown)."""
+    """The SDPA kernel of a variant's forward + backward at L in one precision (first file's; "—" if unknown)."""
     sel = gf[(gf.variant == variant) & (gf.L == L) & (gf["mode"] == "fwd+bwd") & (gf.dtype == dtype)]
     names = sel.sdp_choices.iloc[0] if len(sel) else ()
     return ", ".join(_BACKENDS.get(n, n) for n in names) or "—"
@@ -423,8 +409,8 @@ CHUNK_VARIANTS = ("goat-lanes", "goat-chunked")
 
 
 def chunked_table(result: dict) -> pd.DataFrame:
-    """GOAT's lanes in one SDPA call and a few heads at a time (`companion.goat_chunked`), forward +
-    backward on the CPU, by length: each one's peak memory and time over plain SDPA, all from one run."""
+    """GOAT's lanes in one SDPA call and a few heads at a time (`companion.goat_chunked`), by L, forward + backward
+    on the CPU: peak memory and time over plain SDPA, all from one run."""
     df = frame(result)
     df = df[(df["mode"] == "fwd+bwd") & df.variant.isin(CHUNK_VARIANTS)]
     rows = {}
@@ -439,9 +425,8 @@ def chunked_table(result: dict) -> pd.DataFrame:
 
 
 def chunked_numbers(result: dict, L: int = GOAL_L, short: int = 1024) -> dict[str, str]:
-    """Glued numbers of the head-chunked GOAT section, at L, forward + backward, from its one run: the
-    heads per chunk, each path's peak memory over plain SDPA (and in MiB) and time over plain SDPA,
-    and both times at the shorter length `short` (`..._<short>`)."""
+    """The head-chunked GOAT section's glued numbers at L, forward + backward: heads per chunk, each path's peak
+    memory (ratio to plain SDPA and MiB) and time ratio, and the time ratios at `short` (`..._<short>`)."""
     df = frame(result)
     out = {"ch10_chunk_heads": "—"}
     for r in result["results"]:
@@ -458,9 +443,9 @@ def chunked_numbers(result: dict, L: int = GOAL_L, short: int = 1024) -> dict[st
 
 
 def bf16_goat_table(result: dict) -> pd.DataFrame:
-    """GOAT in bfloat16, forward + backward, by length: the float64 gate of the lanes built in
-    bfloat16 (`goat-lanes`) and of the package's path (`goat-sdpa`, lanes and call in float32), each
-    as its worst error relative to the reference's scale beside the tolerance, and the package path's time over bfloat16 SDPA (same run)."""
+    """GOAT in bfloat16 by L, forward + backward: the float64 gate (worst error relative to the reference's scale,
+    and tolerance) of bfloat16 lanes (`goat-lanes`) and of the package's path (`goat-sdpa`, lanes and call in
+    float32), and the package path's time over bfloat16 SDPA (same run)."""
     rows = {}
     for r in result["results"]:
         if r["mode"] != "fwd+bwd" or r["variant"] not in ("goat-lanes", "goat-sdpa"):
@@ -476,11 +461,9 @@ def bf16_goat_table(result: dict) -> pd.DataFrame:
 
 
 def bf16_goat_numbers(result: dict, gpu: dict[str, dict], L: int = GOAL_L) -> dict[str, str]:
-    """Glued numbers of the bfloat16 GOAT section: the shortest length at which bfloat16 lanes fail the
-    gate and their error at the longest length, the longest length the package path passes it at and
-    its worst error, its time over bfloat16 SDPA on this CPU at L, and, from the committed GPU runs
-    (`gpu_frame`), float32 GOAT lanes over bfloat16 SDPA at L (two runs: a ratio across runs, not within
-    one; "—" without them)."""
+    """The bfloat16 GOAT section's glued numbers: where bfloat16 lanes start failing the gate and their error at
+    the longest L; the longest L the package path passes, its worst error and its time over bfloat16 SDPA at L on
+    this CPU; and, from the GPU runs, float32 lanes over bfloat16 SDPA at L (a ratio across two runs; "—" without)."""
     rows = [r for r in result["results"] if r["mode"] == "fwd+bwd" and r.get("gate")]
     lanes = sorted((r for r in rows if r["variant"] == "goat-lanes"), key=lambda r: r["L"])
     package = [r for r in rows if r["variant"] == "goat-sdpa"]
@@ -537,9 +520,8 @@ def _worst_words(ratios: Mapping[str, float], failed: Sequence[str] = ()) -> str
 
 
 def claim_details(gpu: dict[str, dict], cpu: pd.DataFrame | None = None) -> dict[str, str]:
-    """What the GPU verdict rows add: the ratio in each precision (or that no GPU result is committed),
-    the precisions that failed the gate, and for S3-15 this CPU's ratio beside it (`cpu`, the
-    committed sweep's frame)."""
+    """The GPU verdict rows' details: ratio per precision (or no GPU result), precisions that failed the gate, and
+    for S3-15 this CPU's ratio (`cpu`, the committed sweep's frame)."""
     out = {}
     for cid, variant in (("C-02", "mask-attend"), ("S3-15", "goat-lanes")):
         ratios = gpu_ratios(gpu, variant)
@@ -550,8 +532,8 @@ def claim_details(gpu: dict[str, dict], cpu: pd.DataFrame | None = None) -> dict
 
 
 def prose_numbers(result: dict, peak: dict, steps: pd.DataFrame, live_lengths: list[int]) -> dict[str, str]:
-    """Every number the chapter's text cites, by glue name, formatted as the text reads it: the committed
-    CPU sweep (`result`), the machine's peak rates (`peak`), the whole-step result and the live lengths."""
+    """The text's numbers from the CPU sweep (`result`), `peak`, the whole-step result and the live lengths, formatted,
+    by glue name."""
     s, cpu = result["settings"], frame(result)
     t, t_fwd = wide(cpu, "paired_ratio", "fwd+bwd"), wide(cpu, "paired_ratio", "fwd")
     mem = wide(cpu, "peak_mib", "fwd+bwd")
@@ -572,8 +554,7 @@ def prose_numbers(result: dict, peak: dict, steps: pd.DataFrame, live_lengths: l
     out["ch10_bandwidth"] = f"{peak['bandwidth_bytes_s'] / 1e9:.1f}"
     out["ch10_peak_source"] = peak.get("source", "measured on the machine that executed this page, as it did")
     share = shares.loc["sdpa", 4096]
-    # the floor and the times were measured at different times on a shared machine: a share above 1
-    # means the peak was measured at a busier moment than the sweep ran, not a call faster than the floor
+    # peak and sweep ran at different moments on a shared machine: a share above 1 is not a call beating the floor
     out["ch10_sdpa_share"] = (f"{share:.0%}" if share <= 1 else
                               f"{share:.0%} (above 1 only because the peak was measured at a busier moment "
                               "than the sweep ran)")
@@ -589,10 +570,9 @@ LIVE_LENGTHS = (256, 512, 1024)  # the notebook's `live_lengths`: its optional l
 
 
 def load(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> Runs:
-    """The committed results the chapter reads (blocks: "committed", every attention result by stem;
-    "steps" and "gpu_steps", the whole-step results on this CPU and on the H200; "peak", the sweep
-    machine's peak rates; "cliff", the subnormal section's inputs). Nothing trains: `seeds` must be
-    None; `jobs`, `store` and `train` are accepted for the common interface and unused."""
+    """Blocks: "committed" (every attention result by stem), "steps" and "gpu_steps" (whole steps on this CPU and
+    the H200), "peak" (the sweep machine's peak rates), "cliff" (`cliff_results`). `seeds` must be None; `jobs`,
+    `store` and `train` are unused (common interface)."""
     check_parameters(profile)
     if seeds is not None:
         raise ValueError(f"Chapter 10 reads committed benchmark results and takes no seeds, got {list(seeds)!r}.")
@@ -602,11 +582,8 @@ def load(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool 
 
 
 def decide(runs: Runs, *, peak: dict | None = None, live_lengths: Sequence[int] = LIVE_LENGTHS) -> Findings:
-    """Every claim of the chapter, from the committed results (a live rerun decides no claim), and every
-    number its text cites. `peak`: rates measured on the executing machine (default: the committed
-    ones); `live_lengths`: the lengths of the live sweep the text names. Parts: `cpu_result`, `cpu` (its
-    frame), `lengths`, `gpu_results`, `gf` (their frame), `steps`, `gpu_steps`, `chunked_result`,
-    `bf16_result`, `cliff`, `peak`."""
+    """Every claim, from the committed results (a live rerun decides none), and every cited number. `peak`: rates
+    measured on the executing machine (default: committed); `live_lengths`: the live sweep's lengths, for the text."""
     results = runs["committed"]
     cpu_result, gpu = results[CPU_RESULT], gpu_results(results)
     cpu, steps, gpu_steps = frame(cpu_result), step_frame(runs["steps"]), step_frame(runs["gpu_steps"])

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from companion.book.labels import label
+from companion.store import RunStore
 
 __all__ = ["records_frame", "run_summary", "curves", "long_curves", "by_method", "readout", "trained_models", "open_mass",
            "open_mass_frame", "map_panels"]
@@ -89,8 +90,6 @@ def readout(record, spec: str):
 
 def trained_models(records: Sequence, store=None) -> list:
     """The trained models of `records`, in order (float32, eval mode, CPU), from the run store."""
-    from companion.store import RunStore
-
     store = store or RunStore(profile=records[0].config.profile if records else "ci")
     return [store.load_model(r) for r in records]
 

@@ -1,13 +1,12 @@
 """Figure helpers shared by the chapters: one style, small functions that draw onto given axes.
 
-Colours and labels come from `companion.book.labels` (a method has one colour in every chapter);
-`mean_interval` is the one way a chapter draws a quantity's mean over seeds with its interval.
+Colours and labels come from `companion.book.labels` (a method has one colour in every chapter); `mean_interval`
+is the one way a chapter draws a quantity's mean over seeds with its interval.
 
-Layout for the page: a figure is drawn at the width of the book's text column (`COLUMN_IN`), so that
-its text keeps its point size when the page shows it (a wider figure is shrunk to the column, and
-its text with it); `panels` makes such a figure. Legends sit outside the data (`legend_below`,
-`legend_right`), heat maps carry a colour bar (`shared_colorbar` for panels on one scale), and a
-log axis labels its ticks (`log_ticks`). `layout_problems` lists what a figure breaks of these rules.
+A figure is drawn at the width of the text column (`COLUMN_IN`, via `panels`) so that its text keeps its point
+size on the page (a wider figure is shrunk, its text with it). Legends sit outside the data (`legend_below`,
+`legend_right`), heat maps carry a colour bar (`shared_colorbar` for panels on one scale), and a log axis labels
+its ticks (`log_ticks`). `layout_problems` lists what a figure breaks of these rules.
 """
 
 from __future__ import annotations
@@ -17,15 +16,15 @@ from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 
 from companion.book.labels import colour, label
 
 __all__ = ["use_style", "heatmap", "map_grid", "grouped_bars", "mean_interval", "binary_map", "swatches", "PALETTE", "INK", "COLUMN_IN", "MIN_PT", "panels",
            "mosaic", "picture", "legend_below", "legend_right", "shared_colorbar", "log_ticks", "layout_problems"]
 
-# The cycle for things that are not methods (placements, heads, symbols…): ultramarine, umber, dark
-# green, lavender, wine, dark teal (neighbours differ in lightness as well as hue), each at least
-# `colours.MIN_APART` from every method's colour.
+# The cycle for things that are not methods (placements, heads, symbols…): neighbours differ in lightness as well
+# as hue, and each is at least `colours.MIN_APART` from every method's colour.
 PALETTE = ("#1010c8", "#a87860", "#004808", "#a888f8", "#780840", "#006860")
 INK = "#8c8c8c"  # strokes that carry no meaning of their own: lines joining a seed's pair, grids
 SEED_LW, SEED_ALPHA, MEAN_LW = 0.6, 0.35, 2.0  # one seed's line, and the mean over seeds drawn over them
@@ -40,8 +39,6 @@ _FONTS = {"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.la
 
 def use_style() -> None:
     """The book's figure and table style (call once per chapter): tables show whole cells."""
-    import pandas as pd
-
     pd.set_option("display.max_colwidth", None)
     _retina()
     plt.rcParams.update({
@@ -52,8 +49,7 @@ def use_style() -> None:
 
 
 def _retina() -> None:
-    """In a notebook, figures are shown as PNGs of twice the pixels at their size on the page, sharp on
-    high-density screens and in the printed book (nothing changes outside IPython)."""
+    """In IPython, show figures as retina PNGs (twice the pixels), sharp on dense screens and in print."""
     try:
         from IPython import get_ipython
         from matplotlib_inline.backend_inline import set_matplotlib_formats
@@ -65,8 +61,7 @@ def _retina() -> None:
 
 def heatmap(ax, values, *, xlabels=None, ylabels=None, cmap="Blues", vmin=None, vmax=None,
             annotate: str | None = None, title: str = "", xlabel: str = "", ylabel: str = "", colorbar=True):
-    """Matrix as an image, rows top to bottom; `annotate` is a format like "{:.2f}" for cell text ("—" in
-    a cell with no value)."""
+    """Matrix as an image, rows top to bottom; `annotate` formats cell text, e.g. "{:.2f}" ("—" where no value)."""
     values = np.asarray(values, dtype=float)
     im = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     if xlabels is not None:
@@ -101,14 +96,10 @@ def grouped_bars(ax, groups: dict[str, list[float]], labels: list[str], *, ylabe
 
 def mean_interval(ax, data, *, x: str, y: str, hue: str = "method", interval: str = "ci",
                   hue_order: Sequence[str] | None = None, labels: dict | None = None, units: str = "seed", **kwargs):
-    """Mean of `y` over seeds against `x`, one line per `hue` value, with what spreads it: `interval`
-    "seeds" (each seed a thin line, the mean bold: seeds that split into groups stay visible) or "ci"
-    (95 % bootstrap interval of the mean, fixed seed; for quantities whose seeds do not split).
-
-    `data` is long form (one row per seed and x: `companion.book.chapters.frames.long_curves`; `units` names its
-    seed column). Method names get the book's colours and labels; `labels` overrides a hue value's
-    legend text.
-    """
+    """Mean of `y` over seeds against `x`, one line per `hue` value, with its spread: `interval` "seeds" (each seed
+    a thin line, the mean bold: seeds that split into groups stay visible) or "ci" (95 % bootstrap interval of the
+    mean, fixed seed; for quantities whose seeds do not split). `data` is long form (`frames.long_curves`; `units`
+    names its seed column); methods get the book's colours and labels, `labels` overrides a hue's legend text."""
     import seaborn as sns
 
     if interval not in ("seeds", "ci"):
@@ -144,8 +135,7 @@ def fixed_jitter(seed: int = 0):
 
 
 def panels(nrows: int = 1, ncols: int = 1, *, height: float, width: float = COLUMN_IN, **kwargs):
-    """`plt.subplots` at the column's width with constrained layout (room made for legends and colour
-    bars outside the axes); `kwargs` go to `plt.subplots` (sharex, sharey, squeeze, gridspec_kw…)."""
+    """`plt.subplots` at the column's width with constrained layout (room for legends and colour bars outside)."""
     return plt.subplots(nrows, ncols, figsize=(width, height), layout="constrained", **kwargs)
 
 
@@ -182,8 +172,7 @@ def _entries(axes) -> tuple[list, list]:
 
 
 def legend_below(fig, axes=None, *, ncols: int | None = None, title: str | None = None, labels: dict | None = None):
-    """One legend for the figure, below its panels (constrained layout makes room): the entries of
-    `axes` (all of the figure's by default), each once; `labels` renames entries."""
+    """One legend below the panels: each entry of `axes` (default all) once; `labels` renames entries."""
     handles, texts = _entries(fig.axes if axes is None else axes)
     if not handles:
         return None
@@ -202,8 +191,7 @@ def legend_right(ax, *, title: str | None = None, labels: dict | None = None):
 
 
 def shared_colorbar(fig, image, axes, *, label: str = "", ticks=None, ticklabels=None, **kwargs):
-    """One colour bar for heat-map panels drawn on one scale (same cmap, vmin and vmax): `image` is any
-    panel's `heatmap` return value, `axes` all the panels it stands for."""
+    """One colour bar for heat maps on one scale (same cmap, vmin, vmax): `image` any panel's `heatmap`, `axes` all."""
     bar = fig.colorbar(image, ax=list(np.atleast_1d(axes).flat), label=label, shrink=kwargs.pop("shrink", 0.9), **kwargs)
     if ticks is not None:
         bar.set_ticks(ticks, labels=ticklabels)
@@ -211,8 +199,8 @@ def shared_colorbar(fig, image, axes, *, label: str = "", ticks=None, ticklabels
 
 
 def binary_map(ax, values, *, labels: tuple[str, str] = ("closed", "open"), title: str = ""):
-    """A 0/1 pattern (a mask's closed and open entries) as two colours, white for 0 and near-black
-    for 1, rows top to bottom; it takes a two-swatch legend (`swatches`), not a colour bar."""
+    """A 0/1 pattern (a mask's closed and open entries), white for 0 and near-black for 1, rows top to bottom; it
+    takes a two-swatch legend (`swatches`), not a colour bar."""
     from matplotlib.colors import ListedColormap
 
     two = ListedColormap(["#ffffff", "#252525"], name="binary-" + "-".join(labels))
@@ -286,10 +274,9 @@ def _is_colorbar(ax) -> bool:
 
 
 def layout_problems(fig, *, column: float = COLUMN_IN, min_pt: float = MIN_PT) -> list[str]:
-    """What `fig` breaks of the book's figure rules, in words (empty when none): text under `min_pt`
-    once the figure is shrunk to `column` inches; a legend over an axes' data area; a heat map
-    (an image drawn with imshow) with no colour bar on its colour scale; a log axis with fewer
-    than two labelled ticks. Draws the figure (Agg) to measure it."""
+    """What `fig` breaks of the book's figure rules, in words (empty when none): text under `min_pt` once shrunk to
+    `column` inches; a legend over an axes' data; a heat map (imshow) with no colour bar on its scale; a log axis
+    with fewer than two labelled ticks. Draws the figure (Agg) to measure it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.text import Text
 

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
+import pandas as pd
+
+from companion.book.prose import diff_interval, p_text
 
 __all__ = ["Summary", "Paired", "summarize", "paired", "sign_flip_p", "format_summary", "summary_table",
            "P_COLUMN", "SEEDS_COLUMN", "minus", "difference_table"]
@@ -115,8 +118,6 @@ def summary_table(frame, by: str | Sequence[str], metrics: Sequence[str], digits
         metrics: columns to summarise over the rows of each group (the seeds).
         digits: decimals shown.
     """
-    import pandas as pd
-
     rows = {}
     for key, group in frame.groupby(by, sort=False):
         row = {m: format_summary(summarize(group[m].dropna(), level), digits) for m in metrics}
@@ -140,10 +141,6 @@ def difference_table(pairs: Mapping, header: str, names: Sequence[str], digits: 
     seed)}, values in points), a − b paired by seed as "+d [lo, hi]" under `header` (`minus`), the paired
     t-test's p (`P_COLUMN`) and the seeds paired (`SEEDS_COLUMN`). Tuple keys make a MultiIndex named
     `names`; plain keys an index named `names[0]`."""
-    import pandas as pd
-
-    from companion.book.prose import diff_interval, p_text
-
     rows = {}
     for key, (a, b) in pairs.items():
         d = paired(a, b, level)

@@ -6,10 +6,9 @@ moves by about one learning rate per update, whatever its gradient: after t upda
 |M_t − M_0| ≲ Σ_{s≤t} lr_s, the cap (`companion.train.prior_lr_sum`), and never more than
 (1 − β₁)/√(1 − β₂) times it (`companion.train.adam_step_bound`, Kingma & Ba 2015 §2.1). Every
 record of a model with a mask holds the largest move of one entry at each evaluation
-(`drift["mask_step"]`, `companion.drift.DriftTracker`). `step_ratio` reads it against the cap;
-`cap` and `largest_move` give a claim's precondition and detail. The `mask-moves` grid
-(`companion.experiments.referee`) gives the mask a learning rate of its own, at which its cap passes
-the 20 between a closed and an open ±10 entry. Nothing here trains.
+(`drift["mask_step"]`, `companion.drift.DriftTracker`). The `mask-moves` grid (`companion.experiments.referee`)
+gives the mask a learning rate of its own, at which its cap passes the 20 between a closed and an open ±10 entry.
+Nothing here trains.
 """
 
 from __future__ import annotations
@@ -20,12 +19,15 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from companion.book.chapters.frames import flat_records
+from companion.book.chapters.stats import Paired, paired
 from companion.book.labels import task_title
 from companion.book.prose import num, pct, signed
-from companion.book.chapters.stats import paired
 from companion.config import TrainConfig
+from companion.experiments.gotu import FUNCTIONS, gotu_configs
 from companion.experiments.referee import MOVABLE, MOVABLE_LR, TASKS
-from companion.train import adam_step_bound, lr_curve
+from companion.tasks import make_task
+from companion.train import adam_step_bound, lr_curve, prior_lr_sum, total_steps
 
 __all__ = ["CROSSING", "cumulative_lr", "cap", "largest_move", "step_ratio", "learnable", "cap_precondition",
            "method_caps", "cap_glue", "movable_frame", "movable_table", "measures", "step_cap_claims", "step_cap_preconditions",
@@ -39,8 +41,8 @@ GAIN = 0.02  # the correct mask matters on a task when it is this far above no m
 
 @lru_cache(maxsize=64)
 def cumulative_lr(train: TrainConfig, total: int) -> tuple[float, ...]:
-    """Σ_{s≤t} of the prior's learning rate after t = 1 … `total` updates (`prior_lr`, or `lr`, under
-    the schedule), exactly as the run stepped it."""
+    """Σ_{s≤t} of the prior's learning rate (`prior_lr`, or `lr`, under the schedule) for t = 1 … `total`, exactly
+    as the run stepped it."""
     scale = (train.prior_lr or train.lr) / train.lr
     return tuple(float(v) * scale for v in np.cumsum(np.asarray(lr_curve(train, total), dtype=np.float64)))
 
@@ -88,18 +90,14 @@ def cap_precondition(records: Sequence) -> float:
 
 
 def method_caps(records, methods: Sequence[str] = ("mask", "zero-mask")) -> dict[str, float]:
-    """{method: `cap_precondition` of its runs} for each of `methods` with a learnable mask among
-    `records` (a mapping or sequence of records, nested to any depth): the `mask-can-move` values."""
-    from companion.book.chapters.frames import flat_records
-
+    """{method: `cap_precondition`} for each of `methods` with a learnable mask in `records` (nested to any depth)."""
     runs = flat_records(records)
     return {m: cap_precondition(rs) for m in methods
             if (rs := learnable([r for r in runs if r.config.method == m]))}
 
 
 def cap_glue(chapter: str, caps: Mapping[str, float]) -> dict[str, str]:
-    """{"ch<chapter>_cap": the learnable mask's step cap, 2 decimals}: the number a chapter's prose
-    cites beside its `mask-can-move` precondition."""
+    """{"ch<chapter>_cap": the learnable mask's cap, 2 decimals}, cited beside the `mask-can-move` precondition."""
     return {f"ch{chapter}_cap": num(caps["mask"], 2)}
 
 
@@ -118,8 +116,8 @@ def movable_frame(runs: Mapping[tuple[str, str, str], Sequence]) -> pd.DataFrame
 
 
 def movable_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per task and placement: the mask's learning rate, its cap, the largest move of one entry (mean and
-    largest over seeds) and the cube accuracy (mean, %), in the grid's order."""
+    """Per task and placement, in the grid's order: the mask's learning rate, cap, largest move of one entry (mean
+    and max over seeds) and mean cube accuracy (%)."""
     rows = []
     for (task, placement, rate), g in frame.groupby(["task", "placement", "rate"], sort=False):
         trained = g["cap"].iloc[0] > 0
@@ -143,13 +141,10 @@ def _by_seed(frame: pd.DataFrame, task: str, placement: str) -> dict[int, float]
 def measures(frame: pd.DataFrame, ratios: Sequence[float], misspecified_model_lr: Mapping[str, float],
              drifts: Mapping[str, float], model_lr_drifts: Mapping[str, float], model_run,
              fitted: Mapping[str, tuple[int, int]] | None = None) -> dict:
-    """Everything the claims read.
-
-    `ratios`: `step_ratio` of every learnable-mask run the chapter reads; `misspecified_model_lr`:
-    {task: mean cube accuracy of the misspecified ±10 mask at the model's learning rate};
-    `drifts` / `model_lr_drifts`: {task: R-01's separating drift} with the mask's own / the model's
-    learning rate; `model_run`: a run with the mask at the model's learning rate (its cap, rate and
-    updates); `fitted`: {task: (runs of the
+    """Everything the claims read. `ratios`: `step_ratio` of every learnable-mask run the chapter reads;
+    `misspecified_model_lr`: {task: mean cube accuracy of the misspecified ±10 mask at the model's learning rate};
+    `drifts` / `model_lr_drifts`: {task: R-01's separating drift} at the mask's own / the model's learning rate;
+    `model_run`: a run at the model's rate (its cap, rate and updates); `fitted`: {task: (runs of the
     misspecified ±10 mask at the model's rate that fit the seen set, runs)}."""
     matters = [t for t in TASKS if _mean(frame, t, "correct") - _mean(frame, t, "no mask") >= GAIN]
     learn = {t: paired(_by_seed(frame, t, "correct"), _by_seed(frame, t, "fixed")) for t in TASKS}
@@ -168,11 +163,10 @@ def measures(frame: pd.DataFrame, ratios: Sequence[float], misspecified_model_lr
 
 
 def step_cap_claims(ms: dict) -> dict[str, float]:
-    """M-07 (largest ratio to the cap, 2 digits), M-08 (largest mean paired gain of the learnable
-    correct mask with its own learning rate over the fixed one), M-09 (largest mean gain of the
-    misspecified mask with its own learning rate over the same mask at the model's, on the tasks where
-    the correct mask matters) and R-01 (the separating drift with its own learning rate, the largest
-    over 2Parity and those tasks), 4 digits."""
+    """M-07: largest ratio to the cap (2 digits). M-08: largest mean paired gain of the correct mask at its own
+    learning rate over the fixed one. M-09: largest mean gain of the misspecified mask at its own rate over the
+    model's, on the tasks where the correct mask matters. R-01: largest separating drift at its own rate over
+    2Parity and those tasks. M-08 … R-01 to 4 digits."""
     tasks = list(dict.fromkeys(["2parity", *ms["matters"]]))
     return {"M-07": round(ms["ratio"], 2),
             "M-08": round(max(p.mean_diff for p in ms["learn"].values()), 4),
@@ -201,8 +195,7 @@ def step_cap_details(ms: dict) -> dict[str, str]:
 
 
 def step_cap_numbers(ms: dict) -> dict[str, str]:
-    """The section's glued numbers, by glue name (prefix ch6_cap_; the verdicts are glued with the
-    chapter's others, as ch6_M07 …)."""
+    """The section's numbers by glue name (ch6_cap_*; the verdicts are glued with the chapter's, as ch6_M07 …)."""
     out = {"ch6_cap_ratio": num(ms["ratio"], 2), "ch6_cap_runs": str(ms["n_runs"]), "ch6_cap_bound": num(ms["bound"], 2),
            "ch6_cap_over": str(ms["over_one"]), "ch6_cap_lr": f"{ms['model_lr']:g}",
            "ch6_cap_updates": str(ms["updates"]),
@@ -226,8 +219,6 @@ def step_cap_numbers(ms: dict) -> dict[str, str]:
 
 def placeholder_measures() -> dict:
     """`measures`' shape with NaN values: the glue names of a profile that has no `mask-moves` runs."""
-    from companion.book.chapters.stats import Paired
-
     nan = float("nan")
     return {"fits": {t: {"model": (0, 0), "own": (0, 0)} for t in TASKS}, "ratio": nan, "n_runs": 0, "over_one": 0, "model_lr": nan, "updates": 0, "bound": nan, "own_cap": nan, "model_cap": nan, "matters": [],
             "learn": {t: Paired(nan, nan, nan, nan, 0) for t in TASKS}, "recover": {t: nan for t in TASKS},
@@ -237,12 +228,8 @@ def placeholder_measures() -> dict:
 
 
 def paper_caps() -> dict[str, dict[str, float]]:
-    """{task: {"lr", "updates", "cap"}} of the GOTU `paper` presets' learnable mask: what Adam lets an
-    entry move at the sources' own learning rates and epochs (computed from the configs; nothing trains)."""
-    from companion.experiments.gotu import FUNCTIONS, gotu_configs
-    from companion.tasks import make_task
-    from companion.train import prior_lr_sum, total_steps
-
+    """{task: {"lr", "updates", "cap"}} of the GOTU `paper` presets' learnable mask, from the configs: what Adam
+    lets an entry move at the sources' own learning rates and epochs."""
     out = {}
     for fn in FUNCTIONS:
         cfg = gotu_configs(fn, "paper")["mask"]

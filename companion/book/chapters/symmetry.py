@@ -1,12 +1,11 @@
 """Chapter 3's section "Why the mask helps Majority and not 2Parity": the book's own account, its
 closed-form predictions, and the runs that decide them (claims M-01 … M-06).
 
-The account: a mask built from a task's structure makes the model (nearly) symmetric in the bits the
-mask opens, and training still prefers low degree, so the model lands on the lowest-degree interpolant
-of the seen set that is symmetric in those bits (`companion.boolean_fourier.min_degree_interpolator`
-with `symmetric`). `predictions` computes, per task, that interpolant's accuracy and the unrestricted
-MDI's; `load` reads the `symmetry` grid (default, mask and exactly symmetric mask, seeds 0–9);
-`measures` turns its records into the claims' measures and preconditions. Nothing here trains.
+The account: a mask built from a task's structure makes the model (nearly) symmetric in the bits it opens, and
+training still prefers low degree, so the model lands on the lowest-degree interpolant of the seen set symmetric
+in those bits (`companion.boolean_fourier.min_degree_interpolator` with `symmetric`). `predictions` scores that
+interpolant and the unrestricted MDI per task; `measures` turns the `symmetry` grid's runs (default, mask and
+exactly symmetric mask, seeds 0–9; loaded by Chapter 3's `load`) into the claims' measures. Nothing here trains.
 """
 
 from __future__ import annotations
@@ -156,10 +155,8 @@ def _paired(frame: pd.DataFrame, task: str, a: str, b: str, col: str) -> float:
 
 
 def measures(frame: pd.DataFrame) -> dict:
-    """The claims' measures and preconditions from the per-run frame: `means` {(task, method): {split:
-    mean accuracy}}, `moved_gain` (2Parity moved: mask − default in unseen accuracy, paired),
-    `threesym_gain` (3-symmetric: mask − default in cube accuracy, paired) and `seen` {(task, method):
-    mean seen accuracy}."""
+    """`means` {(task, method): {split: mean accuracy}}, `seen` {(task, method): mean seen accuracy} and the
+    paired mask − default gains `moved_gain` (2Parity moved, on U) and `threesym_gain` (3-symmetric, on the cube)."""
     means = {(fn, m): {s: _mean(frame, fn, m, f"{s}.acc") for s in SPLITS} for fn in SHOWN for m in METHODS}
     return {"means": means, "seen": {k: v["seen"] for k, v in means.items()},
             "moved_gain": _paired(frame, "2parity-moved", "mask", "default", "unseen.acc"),
@@ -204,9 +201,8 @@ def symmetry_details(ms: dict) -> dict[str, str]:
 
 
 def symmetry_numbers(ms: dict, results: Sequence = ()) -> dict[str, str]:
-    """The section's prose: ch3_sym_<task>_<method>_<split> (mean accuracy; task and method keys with
-    '-' as '_'), ch3_sym_moved_gain and ch3_sym_threesym_gain (points, signed), ch3_sym_seen_threesym
-    (the exactly symmetric model's seen accuracy on the 3-symmetric task) and ch3_verdict_M-0k."""
+    """ch3_sym_<task>_<method>_<split> (mean accuracy; '-' in keys as '_'), ch3_sym_moved_gain and
+    ch3_sym_threesym_gain (points, signed) and ch3_verdict_M-0k."""
     out = {}
     for (fn, m), v in ms["means"].items():
         for s in SPLITS:

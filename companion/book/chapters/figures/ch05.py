@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from companion.book.chapters import plots
+from companion.book.chapters.stats import summarize
 from companion.book.labels import colour, label, task_title
 
 __all__ = ["digits", "paired", "curves", "maps", "band", "perplexity"]
@@ -38,8 +39,6 @@ def paired(diffs: pd.DataFrame, order: Sequence[str]):
     (black): the interval of Chapter 5's paired table, `companion.book.chapters.stats.summarize` of the differences;
     the first image set of `diffs` (`ch05_images.paired_frame`)."""
     import seaborn as sns
-
-    from companion.book.chapters.stats import summarize
 
     diffs = diffs[diffs.dataset == diffs.dataset.iloc[0]]
 
