@@ -3,7 +3,6 @@ roofline arithmetic."""
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest

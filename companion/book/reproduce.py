@@ -25,7 +25,6 @@ reproduction that already ran, such as the one `make test` makes).
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import hashlib
 import json
@@ -35,7 +34,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from companion.book.chapter import claims, module_of
 from companion.book.claims import load_ledger

@@ -22,7 +22,7 @@ from companion.book.chapters import step_cap
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
 from companion.book.prose import mean_sd, num, pct
-from companion.book.chapters.stats import difference_table, minus, paired, summary_table
+from companion.book.chapters.stats import difference_table, minus, summary_table
 from companion.book.chapters.symmetry import frame_of as symmetry_frame
 from companion.book.chapters.symmetry import measured_table as symmetry_table
 from companion.book.chapters.symmetry import measures as symmetry_measures
@@ -395,7 +395,6 @@ def table_claims(tm: dict) -> dict[str, float]:
     """From `table1_measures`, 4 decimals: S2-05 (the default's distance from the MDI in function space),
     S2-06–S2-08 (the mask's cube accuracy on the named tasks, over its runs that fit S), S2-09 (structured gain
     over default on the tasks where the mask gains, fitted runs only) and S2-10 (all-zero mask gain)."""
-    means = tm["means"]
     return {"S2-05": round(tm["mdi_distance"], 4),
             **{cid: round(tm["mask_fit"][fn][2], 4) for fn, cid in MASK_CLAIMS.items()},
             "S2-09": round(tm["fitted"]["gain"], 4), "S2-10": round(tm["zero_gain"], 4)}

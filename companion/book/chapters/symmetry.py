@@ -20,7 +20,7 @@ from companion.boolean_fourier import cube, evaluate, min_degree_interpolator
 from companion.book.chapters.frames import records_frame
 from companion.book.labels import label, task_title
 from companion.book.prose import mean_sd, num, pct, signed
-from companion.experiments.symmetry import METHODS, SEEDS, TASKS
+from companion.experiments.symmetry import METHODS, SEEDS
 from companion.tasks.boolean import accuracy, make_function
 
 __all__ = ["N_BITS", "SEEDS", "SHOWN", "FIT", "interpolants", "predictions", "prediction_table", "prediction_numbers",
