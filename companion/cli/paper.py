@@ -32,6 +32,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+import torch
+
+from companion.config import apply_overrides, config_to_dict
+from companion.executors import plan_groups
+from companion.experiments import get_experiment
+from companion.experiments.chapters import CHAPTERS, chapter_key, chapter_runs, paper_runs
+from companion.paths import repo_root
+from companion.runs import _flat, git_commit, machine_name, run_group
+from companion.store import RunStore
+from companion.sweep import parse_seeds, stored_record
+from companion.tasks import make_task
+from companion.train import total_steps
+
 __all__ = ["DEFAULT_ROOT", "run_paper", "estimate_group", "missing_runs", "add_commands", "main"]
 
 MARGIN_S = 20.0  # left unused at the end of a window: writing records, copying them back
@@ -39,8 +52,6 @@ README_START, README_END = "<!-- windows:start -->", "<!-- windows:end -->"
 
 
 def default_root() -> Path:
-    from companion.paths import repo_root
-
     return repo_root() / "results" / "paper"
 
 
@@ -48,8 +59,6 @@ DEFAULT_ROOT = "results/paper"
 
 
 def resolve_device(device: str) -> str:
-    import torch
-
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -60,18 +69,11 @@ def resolve_device(device: str) -> str:
 def missing_runs(chapter: str, store, *, seeds: Sequence[int] | None = None, extra: bool = True,
                  overrides: Sequence[str] = ()) -> tuple[list, int]:
     """(the chapter's paper configs not in `store` on any device, in window order; how many it has)."""
-    from companion.config import apply_overrides
-    from companion.experiments.chapters import paper_runs
-    from companion.sweep import stored_record
-
     cfgs = [apply_overrides(c, overrides) for c in paper_runs(chapter, seeds, extra=extra)]
     return [c for c in cfgs if stored_record(store, c, any_device=True) is None], len(cfgs)
 
 
 def _total_updates(cfg) -> int:
-    from companion.tasks import make_task
-    from companion.train import total_steps
-
     return total_steps(make_task(cfg.task), cfg.train)
 
 
@@ -91,8 +93,6 @@ def estimate_group(group: list, probe: Callable[[list, int], float] | None = Non
 
 
 def _probe(group: list, k: int) -> float:
-    from companion.runs import run_group
-
     short = [replace(c, readouts=(), train=replace(c.train, steps=k, epochs=0, eval_every=0)) for c in group]
     start = time.perf_counter()
     run_group(short)
@@ -102,10 +102,6 @@ def _probe(group: list, k: int) -> float:
 def group_label(group: list) -> str:
     """"experiment/method seeds 0,1,…", with what the group's config sets apart from its method's preset
     in brackets (a `PAPER_EXTRA` mask layout, a `--set` override), so two groups never read alike."""
-    from companion.config import config_to_dict
-    from companion.experiments import get_experiment
-    from companion.runs import _flat
-
     cfg = group[0]
     label = f"{cfg.experiment}/{cfg.method} seeds {','.join(str(c.seed) for c in group)}"
     try:
@@ -119,10 +115,6 @@ def group_label(group: list) -> str:
 
 
 def _versions() -> dict:
-    import torch
-
-    from companion.runs import git_commit
-
     return {"python": platform.python_version(), "torch": torch.__version__, "git_commit": git_commit()}
 
 
@@ -132,11 +124,6 @@ def run_paper(chapter: str, *, minutes: float = 9.0, root: str | Path | None = N
               clock: Callable[[], float] = time.monotonic, estimate=estimate_group) -> dict:
     """Make the chapter's missing paper runs that fit in `minutes`; returns the window's summary
     (what ran, estimated and actual seconds, what remains). See the module docstring."""
-    from companion.executors import plan_groups
-    from companion.experiments.chapters import chapter_key
-    from companion.runs import machine_name, run_group
-    from companion.store import RunStore
-
     start = clock()
     key = chapter_key(chapter)
     store = RunStore(root or default_root())
@@ -227,10 +214,6 @@ def write_readme_table(root: Path) -> None:
 
 def status_lines(root: str | Path | None = None) -> list[str]:
     """One line per chapter that trains: how many of its paper runs `root` holds."""
-    from companion.experiments.chapters import CHAPTERS, chapter_runs
-    from companion.store import RunStore
-    from companion.sweep import stored_record
-
     store = RunStore(root or default_root(), read_only=True)
     out = []
     for key, (name, blocks) in CHAPTERS.items():
@@ -243,8 +226,6 @@ def status_lines(root: str | Path | None = None) -> list[str]:
 
 
 def _cmd_paper(args) -> int:
-    from companion.sweep import parse_seeds
-
     try:
         if args.status:
             print("\n".join(status_lines(args.store)))
@@ -253,9 +234,8 @@ def _cmd_paper(args) -> int:
             print("companion paper: name a chapter (e.g. 03), or --status.", file=sys.stderr)
             return 2
         seeds = parse_seeds(args.seeds) if args.seeds else None
-        summary = run_paper(args.chapter, minutes=args.minutes, root=args.store, seeds=seeds, device=args.device,
-                            extra=not args.no_extra, overrides=args.set,
-                            dry_run=args.dry_run)
+        run_paper(args.chapter, minutes=args.minutes, root=args.store, seeds=seeds, device=args.device,
+                  extra=not args.no_extra, overrides=args.set, dry_run=args.dry_run)
     except (ValueError, OSError) as err:
         print(f"companion paper: {err}", file=sys.stderr)
         return 1

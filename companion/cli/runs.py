@@ -10,6 +10,7 @@ import sys
 import warnings
 
 from companion.experiments import EXPERIMENTS, GRIDS, load_experiments
+from companion.identity import run_id
 from companion.store import RunStore, StoreError
 from companion.sweep import run_missing, parse_seeds, plan, plan_grid
 
@@ -71,8 +72,6 @@ def _print_listing(stores: dict[str, RunStore], plans: dict, grid_plans: dict) -
 
 
 def _counts(store: RunStore, cfgs) -> str:
-    from companion.identity import run_id
-
     ids = list(dict.fromkeys(run_id(c) for c in cfgs))
     stored = sum(store.load(rid) is not None for rid in ids)
     return f"stored {stored}/{len(ids)}, missing {len(ids) - stored}"

@@ -21,15 +21,19 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 
 import torch
 import torch.nn.functional as F
 
+from companion.config import ModelConfig
 from companion.cost.ftz import set_flush_denormal
 from companion.cost.machine import machine_info
 from companion.cost.measure import PROBE_TAG, REPO_ROOT, _peak, _sync
+from companion.experiments.copy_mixture import prior_model
+from companion.model import Transformer, init_weights_
+from companion.tasks import TaskSpec
 
 __all__ = ["StepShape", "SHAPES", "step_once", "measure_step", "run_steps"]
 
@@ -55,13 +59,6 @@ SHAPES = {"paper": StepShape(512, 8, 8, 64, 2048, 1024, 8), "ci": StepShape(256,
 
 
 def _model(method: str, shape: StepShape, device):
-    from dataclasses import replace
-
-    from companion.config import ModelConfig
-    from companion.experiments.copy_mixture import prior_model
-    from companion.model import Transformer, init_weights_
-    from companion.tasks import TaskSpec
-
     base = ModelConfig(arch="decoder", d_model=shape.d_model, n_layers=shape.n_layers, n_heads=shape.n_heads,
                        d_head=shape.d_head, d_ff=shape.d_ff)
     cfg = prior_model(base, method, rank=shape.goat_rank)

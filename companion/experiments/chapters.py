@@ -19,6 +19,7 @@ from typing import Sequence
 from companion.config import RunConfig
 from companion.experiments import Request, get_grid
 from companion.experiments.plan import plan
+from companion.runs import group_configs
 
 __all__ = ["Block", "CHAPTERS", "PAPER_FIRST", "PAPER_EXTRA", "chapter_key", "chapter_requests", "chapter_runs",
            "recorded_runs", "paper_runs"]
@@ -120,8 +121,6 @@ def chapter_runs(chapter: str, profile: str, seeds: Sequence[int] | None = None)
 def recorded_runs(chapters: Sequence[str] | None = None, profile: str = "ci") -> list[RunConfig]:
     """Every config whose record the chapters need at `profile` (default: all chapters): what they read,
     in whole groups (`companion.runs.group_configs`: a group trains and stores every member), each once."""
-    from companion.runs import group_configs
-
     out, seen = [], set()
     for chapter in (chapters if chapters is not None else list(CHAPTERS)):
         for cfg in chapter_runs(chapter, profile):
