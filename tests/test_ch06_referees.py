@@ -20,7 +20,7 @@ from companion.readouts import jsonable, log_mask
 from companion.book.chapters import ch06_referees as ch
 from companion.book.chapters import step_cap
 from companion.config import TaskConfig, TrainConfig
-from companion.experiments import get_experiment
+from companion.experiments import get_experiment, get_grid
 from companion.experiments.referee import PLACEMENTS, WIDENED, mask_overrides, movable_cells, placement_cells, qk_norm_cells
 from companion.priors import LearnableMask
 from companion.tasks.boolean import BooleanTask
@@ -160,19 +160,12 @@ def test_select_and_by_seed():
     assert ch.by_seed(frame, "maj3", "correct", 10.0) == {0: 1.0, 1: 0.9}
 
 
-def test_load_reads_the_three_grids_at_ci_and_two_at_paper(monkeypatch):
-    calls = []
-    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, jobs, store, train:
-                        calls.append((name, profile, seeds, jobs, store, train)) or {"cell": [name]})
-    runs = ch.load("ci", [0, 1], jobs=2)
-    assert calls == [(n, "ci", [0, 1], 2, None, True) for n in ("referee", "qk-norm", "mask-moves")]
-    assert (runs.profile, runs.seeds) == ("ci", (0, 1))
-    assert {b: runs[b] for b in ("referee", "qk-norm", "mask-moves")} == {
-        b: {"cell": [b]} for b in ("referee", "qk-norm", "mask-moves")}
-    calls.clear()
-    runs = ch.load("paper", [3], store="results/paper", train=False)
-    assert calls == [(n, "paper", [3], None, "results/paper", False) for n in ("referee", "qk-norm")]
-    assert runs["mask-moves"] == {}  # the chapter reads the masks with their own rate at ci only
+def test_load_reads_the_three_grids_from_the_store_at_the_seeds_given():
+    runs = ch.load("ci", [1, 0], train=False)  # the committed store
+    assert (runs.profile, runs.seeds, list(runs.blocks)) == ("ci", (1, 0), ["referee", "qk-norm", "mask-moves"])
+    for block in runs.blocks:
+        assert list(runs[block]) == list(get_grid(block).cells("ci"))
+        assert all(sorted(r.seed for r in records) == [0, 1] for records in runs[block].values())
 
 
 # ---------------------------------------------------------------- frames

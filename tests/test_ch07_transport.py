@@ -303,18 +303,15 @@ def test_run_summary_counts_every_run():
     assert ch.run_summary(runs) == "4 runs; mean wall time per run 1.5 s"
 
 
-def test_load_reads_copymix_records_by_method(monkeypatch):
-    calls = []
-
-    def fake(experiment, profile, seeds, *, methods=None, store=None, jobs=None, train=True):
-        calls.append((experiment, profile, tuple(seeds), store, jobs, train))
-        return [SimpleNamespace(config=SimpleNamespace(method=m), seed=s) for s in (1, 0) for m in ("alibi", "goat", "rope")]
-
-    monkeypatch.setattr(ch, "ensure_runs", fake)
-    runs = ch.load("ci", [1, 0], jobs=2)
-    assert calls == [("copymix", "ci", (1, 0), None, 2, True), ("charlm", "ci", ch.CONTROL_SEEDS, None, 2, True)]
-    assert (runs.profile, runs.seeds) == ("ci", (1, 0))
-    assert list(runs["copymix"]) == ["goat", "rope", "alibi"] and [r.seed for r in runs["copymix"]["goat"]] == [0, 1]
+def test_load_reads_the_stored_records_by_method_and_the_control_at_its_own_seeds():
+    runs = ch.load("ci", [1, 0], train=False)  # the committed store
+    assert (runs.profile, runs.seeds, list(runs.blocks)) == ("ci", (1, 0), ["copymix", "control"])
+    for block, experiment, seeds in (("copymix", "copymix", [0, 1]), ("control", "charlm", list(ch.CONTROL_SEEDS))):
+        assert list(runs[block]) == ["goat", "rope", "alibi"]
+        for method, records in runs[block].items():
+            assert [(r.config.experiment, r.config.method, r.seed) for r in records] == [
+                (experiment, method, s) for s in seeds]
+    assert [r.seed for r in ch.load("ci", [2], control_seeds=[1], train=False)["control"]["rope"]] == [1]
 
 
 def test_claims_are_the_notebooks_measures_from_records(monkeypatch):

@@ -56,26 +56,17 @@ def test_rope_is_read_twice_and_everything_else_once():
         list(ch.readings(runs, specs, "lengths"))
 
 
-def test_load_reads_records_of_the_extrapolation_grid_by_method_in_seed_order(monkeypatch):
-    calls = []
-
-    def fake_grid(name, profile, seeds, *, store=None, jobs=None, train=True, weights=False):
-        calls.append((name, profile, tuple(seeds), store, jobs, train, weights))
-        return {e: [_record(m, s) for s in (1, 0) for m in ("rope", "goat")] for e in ("charlm", "passkey")}
-
-    monkeypatch.setattr(ch, "ensure_grid", fake_grid)
-    loaded = ch.load("ci", [0, 1], jobs=3, store="somewhere", train=False)
-    assert calls == [("extrapolation", "ci", (0, 1), "somewhere", 3, False, False)]  # records only, no weights
-    assert isinstance(loaded, Runs) and (loaded.profile, loaded.seeds) == ("ci", (0, 1))
+def test_load_reads_the_stored_records_of_the_extrapolation_grid_by_method_in_seed_order():
+    loaded = ch.load("ci", [1, 0], train=False)  # the committed store, which holds records and no weights
+    assert isinstance(loaded, Runs) and (loaded.profile, loaded.seeds) == ("ci", (1, 0))
     assert list(loaded.blocks) == ["charlm", "passkey"]
-    runs = loaded["charlm"]
-    assert list(runs) == ["goat", "goat-uniform", "rope", "alibi", "sinusoidal"]
-    assert [r.run_id for r in runs["goat"]] == ["goat-0", "goat-1"] and runs["alibi"] == []
-    assert ch.load("ci").seeds == ch.SEEDS == (0, 1)  # the notebook's default seeds
-    assert calls[-1][2] == (0, 1)
-    with pytest.raises(ValueError):
-        ch.load("ci", [0, 0])  # load checks its parameters before it asks for any run
-    assert len(calls) == 2
+    for block in ("charlm", "passkey"):
+        runs = loaded[block]
+        assert list(runs) == ["goat", "goat-uniform", "rope", "alibi", "sinusoidal"]
+        for method, records in runs.items():
+            assert [(r.config.experiment, r.config.method, r.seed) for r in records] == [
+                (block, method, 0), (block, method, 1)]
+    assert ch.load("ci", train=False).seeds == ch.SEEDS == (0, 1)  # the notebook's default seeds
 
 
 def test_run_summary_counts_every_run_of_both_experiments():

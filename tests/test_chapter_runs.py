@@ -4,52 +4,77 @@ and the paper column would count the wrong ones)."""
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
+from companion import sweep
 from companion.book.chapter import module_of
-from companion.experiments import get_grid
+from companion.experiments import Request, get_grid
 from companion.experiments.chapters import CHAPTERS, chapter_requests, chapter_runs
 from companion.identity import run_id
 from companion.sweep import MissingRuns
 
 
-def _asked(module, monkeypatch) -> set:
-    """Every (experiment, methods, overrides, seeds) the module's load functions ask for at `ci`."""
-    asked = set()
+def _asked(module, monkeypatch, profile: str = "ci", **kwargs) -> tuple[set, list]:
+    """Every (experiment, methods, overrides, seeds) the module's `load(profile, **kwargs)` asks the
+    store for, and for each fetch the (profile, store, jobs, train) it passed on."""
+    asked, passed = set(), []
 
     def note(request, seeds):
         methods = tuple(request.methods) if request.methods else None
         asked.add((request.experiment, methods, tuple(request.overrides), tuple(seeds)))
 
-    def ensure_grid(name, profile, seeds, *a, **k):
-        cells = get_grid(name).cells(profile)
+    def fetched(real, *a, **k):
+        bound = inspect.signature(real).bind(*a, **k)
+        bound.apply_defaults()
+        args = bound.arguments
+        passed.append((args["profile"], args["store"], args["jobs"], args["train"]))
+        return args
+
+    def ensure_grid(*a, **k):
+        args = fetched(sweep.ensure_grid, *a, **k)
+        cells = get_grid(args["grid"]).cells(args["profile"])
         for r in cells.values():
-            note(r, seeds)
+            note(r, args["seeds"])
         return {key: [] for key in cells}
 
-    def ensure_many(requests, profile, seeds, *a, **k):
-        for r in requests:
-            note(r, seeds)
-        return [[] for _ in requests]
+    def ensure_many(*a, **k):
+        args = fetched(sweep.ensure_many, *a, **k)
+        for r in args["requests"]:
+            note(r, args["seeds"])
+        return [[] for _ in args["requests"]]
 
-    def ensure_runs(experiment, profile="ci", seeds=range(5), methods=None, *a, overrides=(), **k):
-        from companion.experiments import Request
-
-        note(Request(experiment, methods, overrides), seeds)
+    def ensure_runs(*a, **k):
+        args = fetched(sweep.ensure_runs, *a, **k)
+        note(Request(args["experiment"], args["methods"], args["overrides"]), args["seeds"])
         return []
 
     for name, fake in (("ensure_grid", ensure_grid), ("ensure_many", ensure_many), ("ensure_runs", ensure_runs)):
         if hasattr(module, name):
             monkeypatch.setattr(module, name, fake)
-    module.load("ci")  # the notebook's default seeds; `load` only fetches, so empty records pass
-    return asked
+    module.load(profile, **kwargs)  # the notebook's default seeds; `load` only fetches, so empty records pass
+    return asked, passed
 
 
-@pytest.mark.parametrize("key", [k for k, (_, blocks) in CHAPTERS.items() if blocks])
-def test_each_chapter_loads_exactly_the_runs_it_is_said_to_read(key, monkeypatch):
+TRAINING = [k for k, (_, blocks) in CHAPTERS.items() if blocks]
+
+
+@pytest.mark.parametrize("profile", ["ci", "paper"])
+@pytest.mark.parametrize("key", TRAINING)
+def test_each_chapter_loads_exactly_the_runs_it_is_said_to_read(key, profile, monkeypatch):
+    """At either profile (a block the chapter reads at `ci` only is not asked for at `paper`)."""
     expected = {(r.experiment, tuple(r.methods) if r.methods else None, tuple(r.overrides), tuple(seeds))
-                for r, seeds in chapter_requests(key, "ci")}
-    assert _asked(module_of(key), monkeypatch) == expected
+                for r, seeds in chapter_requests(key, profile)}
+    assert _asked(module_of(key), monkeypatch, profile)[0] == expected
+
+
+@pytest.mark.parametrize("key", TRAINING)
+def test_every_fetch_gets_the_profile_store_jobs_and_training_it_was_given(key, monkeypatch, tmp_path):
+    for profile, kwargs in (("ci", {}), ("paper", {"store": tmp_path, "jobs": 3, "train": False})):
+        _, passed = _asked(module_of(key), monkeypatch, profile, **kwargs)
+        want = (profile, kwargs.get("store"), kwargs.get("jobs"), kwargs.get("train", True))
+        assert passed and set(passed) == {want}
 
 
 def test_the_chapters_are_the_book_s():
@@ -76,7 +101,7 @@ def _records(block) -> list:
     return [block]
 
 
-@pytest.mark.parametrize("key", [k for k, (_, blocks) in CHAPTERS.items() if blocks])
+@pytest.mark.parametrize("key", TRAINING)
 def test_each_chapter_reads_from_the_store_it_is_given_and_trains_only_when_allowed(key, tmp_path, committed):
     """With an empty store and training off, `load` refuses, naming that store, and writes nothing; from
     the committed store it returns the records of exactly the runs `chapter_runs` names."""
