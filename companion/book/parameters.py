@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import torch
+
 from companion.config import PROFILES
 
 __all__ = ["check_parameters", "one_seed", "ParameterError", "may_train", "TRAIN_VALUES"]
@@ -81,8 +83,6 @@ def may_train(profile: str, train=None, *, gpu: bool | None = None) -> bool:
         return profile == "ci"
     if train is True and profile == "paper":
         if gpu is None:
-            import torch
-
             gpu = torch.cuda.is_available()
         if not gpu:
             raise ParameterError(

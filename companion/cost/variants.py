@@ -50,6 +50,7 @@ from torch import Tensor, nn
 from companion.attention import attend
 from companion.cost.flex import describe_options, fit_kernel_options, flex_fn
 from companion.goat import LANES_DTYPE, LOW_PRECISION, GoatPrior
+from companion.goat_chunked import why_not_chunked
 from companion.positions import ALiBi
 from companion.priors import LearnableMask
 
@@ -184,8 +185,6 @@ class GoatChunked(GoatSdpa):
         self.module.head_chunk = max(1, min(torch.get_num_threads(), self.H))
 
     def kind(self):
-        from companion.goat_chunked import why_not_chunked
-
         probe = torch.empty(0, device=self.device, dtype=self.dtype)
         reason = why_not_chunked(self.module, probe)
         return f"sdpa (CPU flash, {self.module.head_chunk} heads at a time)" if reason is None else \
