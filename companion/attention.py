@@ -91,13 +91,14 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from companion import kernel
 from companion.notice import CompanionWarning
 
-__all__ = ["attend", "check_qkv", "check_scale", "check_placement", "visible_keys", "sdpa_backends",
+__all__ = ["attend", "per_sample", "check_qkv", "check_scale", "check_placement", "visible_keys", "sdpa_backends",
            "BACKENDS", "BIAS_LIMIT", "PrecisionWarning"]
 
-BACKENDS = ("auto", "eager", "sdpa")
-Backend = Literal["auto", "eager", "sdpa"]
+BACKENDS = ("auto", "eager", "sdpa", "kernel")
+Backend = Literal["auto", "eager", "sdpa", "kernel"]
 
 # The magnitude from which a 16-bit dtype spaces its values 1 or more apart, 1/eps (module docstring,
 # "Precision"): a row's largest visible bias entry at or beyond it draws a PrecisionWarning.
@@ -378,6 +379,58 @@ def _sdpa_call(q, k, v, bias, causal, scale, q_start=0):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
 
 
+def per_sample(bias: Tensor, batch: int, members: int, heads: int) -> Tensor:
+    """A stacked bias (M, h or 1, i, j) given to each member's samples of a member-major batch of
+    `batch` (M·B samples, member m owning m·B … m·B + B − 1): (M·B, heads or 1, i, j), by one expand
+    per member (so a gradient sums over that member's samples alone, in the order a model alone sums it)."""
+    if batch % members:
+        raise ValueError(f"a batch of {batch} samples does not split over {members} stacked members; "
+                         "give each member the same number of samples, member-major.")
+    per = batch // members
+    return torch.cat([m.expand(per, heads, *bias.shape[2:]) for m in bias.unbind(0)])
+
+
+def _kernel_bias(bias: Tensor | None, b: int, h: int, i: int, j: int, members: int):
+    """(bias as the kernel takes it, its members), or None where the kernel cannot take this bias: a
+    float bias whose last axes are exactly (i, j), its heads 1 or h, its leading axis 1, b or the
+    `members` of a stacked bias."""
+    if bias is None:
+        return None, 0
+    if bias.dtype == torch.bool or bias.dim() < 2 or tuple(bias.shape[-2:]) != (i, j):
+        return None
+    if members:
+        return (bias, members) if bias.dim() == 4 and bias.shape[0] == members and bias.shape[1] in (1, h) else None
+    four = bias.reshape((1,) * (4 - bias.dim()) + tuple(bias.shape)) if bias.dim() < 4 else bias
+    if four.dim() != 4 or four.shape[1] not in (1, h) or four.shape[0] not in (1, b):
+        return None
+    return four, (b if four.shape[0] == b and b > 1 else 0)
+
+
+def _kernel_args(backend, return_weights, q, k, v, bias, members):
+    """The kernel's (bias, members) when `attend` takes the small-map kernel, else None; for
+    backend "kernel" a ValueError says why it cannot."""
+    if backend not in ("auto", "kernel"):
+        return None
+    why = None
+    if return_weights:
+        why = "it returns no attention weights"
+    elif q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        why = "it takes 4-D q, k, v"
+    elif not kernel.applies(q, k, v, None if bias is None or bias.dtype == torch.bool else bias):
+        why = (f"it serves float32 CPU tensors on one torch thread with at most {kernel.MAX_POSITIONS} keys, "
+               f"built and loaded (status: {kernel.status()})")
+    else:
+        args = _kernel_bias(bias, q.shape[0], q.shape[1], q.shape[2], k.shape[2], members)
+        if args is None:
+            why = "it takes a float bias (i, j), (h or 1, i, j) or (b or 1, h or 1, i, j)"
+        else:
+            return args
+    if backend == "kernel":
+        raise ValueError(f"backend='kernel' cannot serve this call: {why}. Use backend='auto', which falls back "
+                         "to SDPA.")
+    return None
+
+
 def attend(
     q: Tensor,
     k: Tensor,
@@ -390,6 +443,7 @@ def attend(
     return_weights: bool = False,
     check: bool = True,
     q_start: int = 0,
+    members: int = 0,
 ):
     """Attention with an additive prior.
 
@@ -404,8 +458,9 @@ def attend(
             q's dtype (module docstring, "Bad input").
         causal: a bool; True lets query i read keys j ≤ i only.
         scale: multiplier of q·k, a real number > 0; 1/√d if None.
-        backend: "eager" (explicit scores), "sdpa" (fused kernel) or "auto" (SDPA unless the
-            weights are requested).
+        backend: "eager" (explicit scores), "sdpa" (fused kernel), "kernel" (`companion.kernel`,
+            small CPU maps; a ValueError where it cannot serve the call) or "auto": the small-map
+            kernel where `companion.kernel.applies`, else SDPA; eager when the weights are requested.
         return_weights: also return the (b, h, i, j) attention weights (eager path).
         check: validate q, k, v (shapes, dtypes, finite values, at least one key), the bias (no NaN,
             no +inf) and empty rows; off in the training path (module docstring, "Bad input").
@@ -413,6 +468,8 @@ def attend(
             q_start … q_start + i − 1, so the causal rule lets query i read keys j ≤ q_start + i
             (default 0: top-left aligned). Only the causal rule reads it; a bias is already the
             queries' rows.
+        members: 0, or M when `bias` is a seed-stacked prior's (M, h or 1, i, j) over a member-major
+            batch (member m's bias for samples m·b/M … (m+1)·b/M − 1, `per_sample`).
 
     Returns:
         out (b, h, i, e), or (out, weights) if `return_weights`.
@@ -436,17 +493,28 @@ def attend(
     _check_causal(causal)
     scale = None if scale is None else check_scale(scale)
     check_placement(q, k, v, bias)
+    if members and bias is not None:
+        if bias.dim() != 4 or bias.shape[0] != members:
+            raise ValueError(f"members={members} means a stacked bias (members, h or 1, i, j); got shape "
+                             f"{_shape(bias)}. Pass members=0 for a bias shared by every sample.")
+        if _kernel_args(backend, return_weights, q, k, v, _bias_as(bias, q.dtype), members) is None:
+            bias, members = per_sample(bias, q.shape[0], members, q.shape[1]), 0
     if check:
         check_qkv(q, k, v)
         b, h, i, _ = q.shape
         j = k.shape[-2]
         if bias is not None:
-            _check_bias(bias, b, h, i, j)
-            allowed = visible_keys(bias, i, j, causal=causal, q_start=q_start)
+            full = per_sample(bias, b, members, h) if members else bias
+            _check_bias(full, b, h, i, j)
+            allowed = visible_keys(full, i, j, causal=causal, q_start=q_start)
             _check_rows(allowed)
-            _check_range(bias, allowed, q.dtype)
+            _check_range(full, allowed, q.dtype)
     scale = _default_scale(q.shape[-1]) if scale is None else scale
     bias = _bias_as(bias, q.dtype)
+    small = _kernel_args(backend, return_weights, q, k, v, bias, members)
+    if small is not None:
+        return kernel.small_attention(q, k, v, small[0], members=small[1], causal=causal, q_start=q_start,
+                                      scale=scale)
     if return_weights:
         if backend == "sdpa":
             raise ValueError(

@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from companion import kernel
 from companion.attention import check_qkv, check_scale
 from companion.goat_chunked import head_chunked_sdpa, why_not_chunked
 from companion.positions import alibi_slopes
@@ -231,14 +232,19 @@ class GoatPrior(Prior):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, backend: str = "auto",
                return_weights: bool = False, check: bool = False, q_start: int = 0):
-        """GOAT attention: the lanes through one unmasked SDPA call; the eager backend, or a request for
-        the weights, uses the content channels with the materialised K instead (the two agree).
+        """GOAT attention: the lanes through one unmasked SDPA call; the eager backend, a request for the
+        weights, or small CPU maps (`companion.kernel.applies`: the small-map kernel) use the content
+        channels with the materialised K instead (the paths agree to rounding).
         `check` validates as `companion.attention.attend` does (on both paths); with `q_start` the
         queries are positions q_start … q_start + i − 1 of the keys'."""
         self.check_attention(causal=causal)
         if return_weights or backend == "eager":
             return super().attend(q, k, v, causal=causal, backend="eager", return_weights=return_weights,
                                   check=check, q_start=q_start)
+        if backend in ("auto", "kernel") and kernel.applies(q, k, v, None):
+            # small CPU maps: the content channels and the materialised K through the small-map kernel
+            # (companion.kernel), cheaper there than lanes that widen q and k for every sample
+            return super().attend(q, k, v, causal=causal, backend="kernel", check=check, q_start=q_start)
         return self.sdpa(q, k, v, check=check, q_start=q_start)
 
     # ------------------------------------------------------------------ the prior as SDPA lanes

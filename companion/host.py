@@ -27,10 +27,12 @@ from typing import Any
 
 import torch
 
+from companion import kernel
+
 __all__ = ["describe", "numerics_key", "same_numerics", "summary", "machine", "ENV_SWITCHES"]
 
 # Environment variables that change which kernels run (and so the last bits of a result).
-ENV_SWITCHES = ("MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "MKL_DEBUG_CPU_TYPE", "ATEN_CPU_CAPABILITY",
+ENV_SWITCHES = ("COMPANION_KERNEL", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "MKL_DEBUG_CPU_TYPE", "ATEN_CPU_CAPABILITY",
                 "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # CPU flags that decide kernel dispatch (vector widths, fused multiply-add, matrix units).
 _ISA_FLAG = re.compile(r"^(sse\d.*|ssse3|avx.*|amx.*|fma|f16c)$")
@@ -92,6 +94,7 @@ def _describe(device: str, threads: int, env: tuple, flush: bool) -> dict[str, A
         "env": dict(env), "torch": torch.__version__, "torch_git": (torch.version.git_version or "")[:12],
         "threads": threads, "flush_denormal": flush, "gpu": _gpu(device), "python": platform.python_version(),
         "system": f"{platform.system()} {platform.machine()}",
+        "kernel": kernel.status() if torch.device(device).type == "cpu" else "unused",
     }
 
 
@@ -99,7 +102,8 @@ def describe(device: str = "cpu", threads: int | None = None, flush_denormal: bo
     """The host as a record states it: CPU (model, vendor, family and model numbers, a digest of its
     ISA flags, cores), the ISA torch dispatches to, the BLAS, the kernel switches set in the
     environment, torch's version and build, the run's threads and whether subnormals were flushed,
-    the GPU (CUDA runs) and Python."""
+    the GPU (CUDA runs), Python, and on the CPU the small-map attention kernel (`companion.kernel.status`:
+    its source digest, compiler and flags, or "off (why)")."""
     env = tuple((k, os.environ[k]) for k in ENV_SWITCHES if k in os.environ)
     return _describe(str(device), int(threads if threads is not None else torch.get_num_threads()), env,
                      bool(flush_denormal))
@@ -112,7 +116,7 @@ def numerics_key(host: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     cpu = {k: v for k, v in host.get("cpu", {}).items() if k != "cores"}
     return {"cpu": cpu, **{k: host.get(k) for k in ("isa", "blas", "env", "torch", "torch_git", "threads",
-                                                     "flush_denormal", "gpu")}}
+                                                     "flush_denormal", "gpu", "kernel")}}
 
 
 def same_numerics(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:

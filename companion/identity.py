@@ -32,8 +32,10 @@ __all__ = ["NUMERICS", "UNHASHED", "core_modules", "run_files", "code_version", 
 
 # The numerics version. History: 1 (2026-12-02) the first declared version: the code of 14ce3bd
 # with the seeds a run is stacked with fixed by its config (`RunConfig.stack`) and subnormals flushed
-# to zero in every run (`companion.runs.FLUSH_DENORMAL`).
-NUMERICS = 1
+# to zero in every run (`companion.runs.FLUSH_DENORMAL`). 2 (2026-12-04): attention over small CPU maps
+# in the package's own kernel (`companion.kernel`; GOAT's prior as its materialised bias there, not
+# as SDPA lanes).
+NUMERICS = 2
 
 # Subpackages a run never executes (so never in `code_version(task)`).
 UNHASHED = ("book", "experiments", "cost", "cli")
@@ -58,10 +60,10 @@ def _task_module(task: str) -> Path:
 
 
 def run_files(task: str | None = None) -> list[Path]:
-    """The package files a run of `task` may execute, sorted: the core modules, `tasks/__init__.py`
-    and the task's own module (with `task=None`, no task module)."""
+    """The package files a run of `task` may execute, sorted: the core modules, the small-map kernel's
+    C source (`kernel.c`), `tasks/__init__.py` and the task's own module (with `task=None`, no task module)."""
     pkg = _package_dir()
-    files = [pkg / f"{name}.py" for name in core_modules()] + [pkg / "tasks" / "__init__.py"]
+    files = [pkg / f"{name}.py" for name in core_modules()] + [pkg / "kernel.c", pkg / "tasks" / "__init__.py"]
     if task is not None:
         files.append(pkg / _task_module(task))
     return sorted(files)

@@ -136,10 +136,9 @@ class Prior(nn.Module):
         bias = self.bias(q_start + q.shape[-2], k.shape[-2])
         if bias is not None and q_start:
             bias = bias[..., q_start:, :]
-        if bias is not None and bias.dim() == 4:  # (M, h or 1, i, j): a stacked prior, one per member
-            bias = members_over_batch(bias, q.shape[0], bias.shape[0], (q.shape[1], *bias.shape[2:]))
+        members = bias.shape[0] if bias is not None and bias.dim() == 4 else 0  # stacked: (M, h or 1, i, j)
         return attend(qc, kc, v, bias=bias, causal=causal, backend=backend,
-                      return_weights=return_weights, check=check, q_start=q_start)
+                      return_weights=return_weights, check=check, q_start=q_start, members=members)
 
 
 NO_PRIOR = Prior()

@@ -122,6 +122,10 @@ def lr_curve(cfg: TrainConfig, total: int) -> list[float]:
 
 
 def _optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """Adam or AdamW as `cfg` says, torch's single-tensor implementation. (Its fused CPU kernel is 7×
+    faster on the `ci` models' small tensors but rounds an element by where it falls in the tensor, its
+    vector body or its scalar tail, so a stacked member's update differs from its update alone in the
+    last bit: measured on tests/test_batched.py's per-head zero mask, 9e-10 after 20 updates.)"""
     cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
     return cls(param_groups(model, cfg.weight_decay, cfg.prior_lr), lr=cfg.lr, betas=cfg.betas)
 
