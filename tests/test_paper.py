@@ -90,13 +90,14 @@ def test_a_group_that_would_not_fit_is_not_started(tmp_path, tiny_paper):
     assert not list(tmp_path.glob("*.json"))
 
 
-def test_the_estimate_separates_per_update_and_fixed_costs():
+def test_the_estimate_separates_updates_fixed_costs_and_intermediate_evaluations():
     cfg = get_experiment("copymix").config("ci", "goat", 0)  # 'ci': a fixed number of updates
-    fixed, per = 3.0, 0.5
-    est = estimate_group([cfg], probe=lambda group, k: fixed + per * k)
-    evals = cfg.train.steps // cfg.train.eval_every
+    fixed, per, mid = 3.0, 0.5, 0.25
+    est = estimate_group([cfg], probe=lambda group, k, evaluate: fixed + per * k + (mid if evaluate else 0.0))
+    checkpoints = cfg.train.steps // cfg.train.eval_every + 1  # step 0, every eval_every, the last
     assert est["per_update"] == pytest.approx(per) and est["fixed"] == pytest.approx(fixed)
-    assert est["seconds"] == pytest.approx(1.15 * (per * cfg.train.steps + fixed * (evals + 1)))
+    assert est["intermediate"] == pytest.approx(mid) and est["evaluations"] == checkpoints
+    assert est["seconds"] == pytest.approx(1.15 * (per * cfg.train.steps + fixed + mid * (checkpoints - 2)))
 
 
 def test_the_book_reads_the_records_back(tmp_path, tiny_paper, monkeypatch):
@@ -148,6 +149,28 @@ def test_partial_records_are_available_to_the_chapter(tmp_path, tiny_paper):
     assert sorted((r.config.method, r.seed) for r in got) == [("goat", 0), ("goat", 1), ("goat", 2)]
     assert paper.coverage("08", root).words() == "3 of 9 paper-profile runs"
     assert paper.paper_table(object(), "08", root) is None
+
+
+def test_a_window_killed_in_a_group_keeps_the_log_of_the_groups_it_finished(tmp_path, tiny_paper, monkeypatch):
+    """The log is written after every group: a window stopped during its second group (a call's time
+    limit, here an exception from the training) still says what its first group made."""
+    import companion.cli.paper as cli
+
+    calls, cli_run_group = [], cli.run_group
+
+    def run_group(group):
+        calls.append(group)
+        if len(calls) == 2:
+            raise KeyboardInterrupt("the call's time limit")
+        return cli_run_group(group)
+
+    monkeypatch.setattr(cli, "run_group", run_group)
+    with pytest.raises(KeyboardInterrupt):
+        run_paper("08", root=tmp_path, device="cpu", log=lambda _: None, estimate=_no_estimate)
+    rows = window_rows(tmp_path)
+    assert len(rows) == 1 and [g["group"] for g in rows[0]["ran"]] == ["copymix/goat seeds 0,1,2"]
+    assert rows[0]["remaining"] == 6 and len(list(tmp_path.glob("*.json"))) == 3
+    assert "| 3 |" in (tmp_path / "README.md").read_text()  # the table says 3 runs made
 
 
 def test_groups_of_one_method_are_told_apart_by_what_their_configs_set():

@@ -6,10 +6,11 @@ Python 3.12, no Jupyter), so the `paper` profile is made in pieces and committed
 1. the chapter's paper configs, in the order worth a GPU first (`companion.experiments.chapters`),
    less those already in the store (`results/paper/` by default, records made on any device count);
 2. grouped as their configs' recipe says (`plan_groups`, `run_group`: seeds stacked, one process, one GPU);
-3. before a group starts, its time is estimated from two short probes of that group (2 and 6
-   updates, nothing stored): the slope is the cost of an update, the intercept the cost of building
-   the models and of one evaluation, paid again at every evaluation. A group whose estimate does not
-   fit what is left of `--minutes` is not started, and the window stops cleanly;
+3. before a group starts, its time is estimated from three short probes of that group (2 and 10
+   updates, and 2 with an evaluation after each; nothing stored): the cost of an update, the fixed
+   cost (building the models, the first and the final evaluation) and the cost of an intermediate
+   evaluation (`estimate_group`). A group whose estimate does not fit what is left of `--minutes`
+   is not started, and the window stops cleanly;
 4. each finished group's records (JSON with their readouts, no weights) are written at once, so a
    window killed mid-group loses that group only, and the next window continues where it stopped;
 5. the window is logged (`windows.jsonl`: machine, versions, what ran with estimated and actual
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import os
 import platform
 import sys
 import time
@@ -77,23 +79,39 @@ def _total_updates(cfg) -> int:
     return total_steps(make_task(cfg.task), cfg.train)
 
 
-def estimate_group(group: list, probe: Callable[[list, int], float] | None = None) -> dict:
-    """Seconds the group should take: two probes of `probe(group, k)` (default: train the group for k
-    updates, nothing stored) at k = 2 and 6 give per-update cost and fixed cost (building models, one
-    evaluation); the estimate is per-update × updates + fixed × (evaluations + 1), times 1.15."""
+def estimate_group(group: list, probe: Callable[[list, int, bool], float] | None = None) -> dict:
+    """Seconds the group should take, from three probes `probe(group, k, evaluate)` (default: train the
+    group for k updates, nothing stored; with `evaluate`, an evaluation after every update): k = 2 and
+    10 without evaluations give the cost of an update (the slope) and the fixed cost (the intercept:
+    building the models, the evaluation at step 0 and the final one, which reads every point); k = 2
+    with evaluations adds one intermediate evaluation, which reads the task's `eval_points` only. The
+    estimate is per-update × updates + fixed + intermediate × (evaluations − 2), times 1.15.
+
+    Two earlier readings overstated a GOTU `paper` group on an H200 (588–624 s against about 190 s
+    from its measured parts, `benchmarks/results/paper-step-h200.json`): every evaluation counted at
+    the fixed cost (a whole final evaluation and the build), and a floor of half the mean probe time
+    on the slope, which the build's seconds inflated. The slope now has no floor but zero, over eight
+    updates, after a warm-up probe whose time is not counted."""
     probe = probe or _probe
-    w2, w6 = probe(group, 2), probe(group, 6)
-    per_update = max((w6 - w2) / 4, w6 / 6 * 0.5)  # a noisy slope never reads below half the mean
+    probe(group, 1, False)  # warm-up, not counted: the device's first kernels of these shapes (CUDA
+    # context, cuBLAS and attention kernel selection) cost more than any later update, and a first
+    # probe that pays them reads as a flat slope (measured: 11 s estimated, 92 s taken)
+    w2, w10, w2e = probe(group, 2, False), probe(group, 10, False), probe(group, 2, True)
+    per_update = max((w10 - w2) / 8, 0.0)
     fixed = max(w2 - 2 * per_update, 0.0)
+    intermediate = max(w2e - w2, 0.0)
     cfg = group[0]
     updates = _total_updates(cfg)
-    evals = updates // cfg.train.eval_every if cfg.train.eval_every else 0
-    return {"seconds": 1.15 * (per_update * updates + fixed * (evals + 1)), "per_update": per_update,
-            "fixed": fixed, "updates": updates, "evaluations": evals}
+    evals = len({0, updates} | (set(range(cfg.train.eval_every, updates + 1, cfg.train.eval_every))
+                                if cfg.train.eval_every else set()))
+    return {"seconds": 1.15 * (per_update * updates + fixed + intermediate * max(evals - 2, 0)),
+            "per_update": per_update, "fixed": fixed, "intermediate": intermediate, "updates": updates,
+            "evaluations": evals}
 
 
-def _probe(group: list, k: int) -> float:
-    short = [replace(c, readouts=(), train=replace(c.train, steps=k, epochs=0, eval_every=0)) for c in group]
+def _probe(group: list, k: int, evaluate: bool = False) -> float:
+    short = [replace(c, readouts=(), train=replace(c.train, steps=k, epochs=0, eval_every=1 if evaluate else 0))
+             for c in group]
     start = time.perf_counter()
     run_group(short)
     return time.perf_counter() - start
@@ -158,6 +176,9 @@ def run_paper(chapter: str, *, minutes: float = 9.0, root: str | Path | None = N
         summary["ran"].append({"group": label, "run_ids": [r.run_id for r in records], "estimated_s": round(est["seconds"], 1),
                                "seconds": round(took, 1)})
         log(f"  {label}: {took:.0f} s (estimated {est['seconds']:.0f} s)")
+        summary["remaining"] = len(wanted - {i for g in summary["ran"] for i in g["run_ids"]})
+        summary["finished"] = _now()
+        _log_window(store.root, summary)  # after every group: a window killed later keeps its log
     summary["remaining"] = len(wanted - {i for g in summary["ran"] for i in g["run_ids"]})
     summary["finished"] = _now()
     if not dry_run:
@@ -171,9 +192,13 @@ def _now() -> str:
 
 
 def _log_window(root: Path, summary: dict) -> None:
+    """Write the window's line of `windows.jsonl` (replacing its earlier line, the same `started`) and
+    the README table."""
     path = Path(root) / "windows.jsonl"
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(summary, sort_keys=True) + "\n")
+    rows = [r for r in window_rows(Path(root)) if r.get("started") != summary["started"]]
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in [*rows, summary]), encoding="utf-8")
+    os.replace(tmp, path)
     write_readme_table(Path(root))
 
 
