@@ -215,7 +215,7 @@ def test_scoreboard_names_failed_preconditions_and_reasons(tmp_path):
     assert by["S2-06"]["by_profile"]["paper"] == {"ours": None, "verdict": "not run at this scale",
                                                   "ours_text": "— (0 of 120 runs)", "failed": []}
     # no paper column while the paper profile has measured nothing; one line says so
-    assert "Ours (paper)" not in page and "(0 of 120 runs)" not in page and "No `paper`-profile record" in page
+    assert "Ours (paper)" not in page and "(0 of 120 runs)" not in page and "No claim has a `paper`-profile value yet" in page
     assert "(scoreboard-not-rebuilt)=\n:::::{dropdown} Reported, not rebuilt" in page
     assert "TinyStories cannot be downloaded" in page
     assert "*Null:* the opposite reading predicts +12.5 points" in page  # S2-09's null, in its units, in words

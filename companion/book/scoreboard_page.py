@@ -127,8 +127,9 @@ def page(rows: list[dict], groups: list[dict], headlines: list[str], profiles: l
         "",
     ]
     if missing:
-        lines += [f"Measured at the `{shown[0]}` profile. No {', '.join(f'`{p}`' for p in missing)}-profile record "
-                  "is committed yet, so no claim has a value there and no column is shown for it.", ""]
+        lines += [f"Measured at the `{shown[0]}` profile. No claim has a {', '.join(f'`{p}`' for p in missing)}-profile "
+                  "value yet (a claim needs every run its comparison reads at that profile; each chapter counts the "
+                  "runs committed), so no column is shown for it.", ""]
     lines += [":::{dropdown} What the verdicts mean", ":class-container: scoreboard-legend", ""]
     for v in VERDICTS:
         lines += [f"- {badge(v)} {_MEANING[v]}"]
