@@ -18,6 +18,7 @@ from companion.book.chapter import Decision, Findings, Runs
 from companion.book.claims import load_ledger
 from companion.book.labels import VARIANTS, label
 from companion.book.parameters import check_parameters
+from companion.book.chapters import utilisation
 from companion.book.chapters.subnormals import by_flush, cliff_numbers, cliff_table, flush_setting
 from companion.cost import records
 from companion.cost.flex import KERNEL_LADDER, describe_options
@@ -571,14 +572,17 @@ LIVE_LENGTHS = (256, 512, 1024)  # the notebook's `live_lengths`: its optional l
 
 def load(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> Runs:
     """Blocks: "committed" (every attention result by stem), "steps" and "gpu_steps" (whole steps on this CPU and
-    the H200), "peak" (the sweep machine's peak rates), "cliff" (`cliff_results`). `seeds` must be None; `jobs`,
+    the H200), "peak" (the sweep machine's peak rates), "cliff" (`cliff_results`), "utilisation" (how much
+    of the CPU and of the H200 a `ci` run uses, `utilisation.load_utilisation`). `seeds` must be None; `jobs`,
     `store` and `train` are unused (common interface)."""
     check_parameters(profile)
     if seeds is not None:
         raise ValueError(f"Chapter 10 reads committed benchmark results and takes no seeds, got {list(seeds)!r}.")
     return Runs(profile, SEEDS, {"committed": committed(), "steps": load_steps("step-memory-cpu"),
                                  "gpu_steps": load_steps("step-memory-h200"), "peak": records.load_peak(PEAK_RESULT),
-                                 "cliff": cliff_results()})
+                                 "cliff": cliff_results(),
+                                 "utilisation": {"cpu": utilisation.load_utilisation(utilisation.CPU_UTILISATION),
+                                                 "gpu": utilisation.load_utilisation(utilisation.GPU_UTILISATION)}})
 
 
 def decide(runs: Runs, *, peak: dict | None = None, live_lengths: Sequence[int] = LIVE_LENGTHS) -> Findings:
@@ -596,6 +600,8 @@ def decide(runs: Runs, *, peak: dict | None = None, live_lengths: Sequence[int] 
     d.glue(gpu_prose_numbers(gpu, gpu_steps))
     d.glue(bf16_goat_numbers(bf16, gpu))
     d.glue(prose_numbers(cpu_result, peak, steps, list(live_lengths)))
+    util = runs["utilisation"]
+    d.glue(utilisation.numbers(util["cpu"], util["gpu"]))
     return d.done(cpu_result=cpu_result, cpu=cpu, lengths=cpu_result["settings"]["lengths"], gpu_results=gpu,
                   gf=gpu_frame(gpu), steps=steps, gpu_steps=gpu_steps, chunked_result=chunked, bf16_result=bf16,
-                  cliff=cliff, peak=peak)
+                  cliff=cliff, peak=peak, utilisation=utilisation.family_table(util["cpu"], util["gpu"]))
