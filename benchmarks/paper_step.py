@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import os
 import time
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import torch
 
 from companion.batched import stack
 from companion.cost.machine import machine_info
+from companion.cost.records import write_result
 from companion.drift import DriftTracker, keeps_maps
 from companion.experiments import get_experiment
 from companion.model import build_model
@@ -111,10 +110,7 @@ def main(argv=None) -> None:
         out["device_s_per_update"] = sum(r["device_s"] for r in rows) / 5
     out["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     path = Path(args.out or Path(__file__).parent / "results" / f"paper-step-{args.tag}.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_result(path, out)
     print({k: v for k, v in out.items() if k.endswith("_s") or k.endswith("member") or k.startswith("kernels")
            or k == "device_s_per_update"})
     print(f"-> {path}")

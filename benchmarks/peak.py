@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 from pathlib import Path
 
 from companion.cost.machine import machine_info
+from companion.cost.records import write_result
 from companion.cost.roofline import measure_peak
 
 
@@ -36,10 +36,7 @@ def main(argv=None) -> None:
               "versions": versions, "peak": peak,
               "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     out = Path(args.out or Path(__file__).parent / "results" / f"peak-{args.tag}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, out)
+    write_result(out, result)
     print(f"{peak['peak_flops'] / 1e9:.0f} GFLOP/s, {peak['bandwidth_bytes_s'] / 1e9:.1f} GB/s "
           f"({peak['threads']} threads) -> {out}")
 

@@ -19,10 +19,10 @@ ratios_vs_rope: {method: {memory, time}}}.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
+from companion.cost.records import write_result
 from companion.cost.step import SHAPES, run_steps
 
 
@@ -41,10 +41,7 @@ def main(argv=None) -> None:
     result = run_steps(methods, args.shape, device=args.device, threads=args.threads, tag=args.tag,
                        flush_denormal=not args.no_flush_denormal)
     out = Path(args.out or Path(__file__).parent / "results" / f"step-memory-{args.tag or args.device}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, out)
+    write_result(out, result)
     for r in result["results"]:
         extra = f"{r['peak_bytes'] / 2**20:9.1f} MiB  {r['time_s']:.3f} s" if r.get("status") == "ok" else r.get("reason", "")
         print(f"{r['method']:<12} {r.get('status', '?'):<6} {extra}")

@@ -54,6 +54,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import companion.kernel as kernel_module
 import companion.train as train_module
 from companion.cost.machine import machine_info
+from companion.cost.records import write_result
 from companion.cost.roofline import measure_peak
 from companion.drift import DriftTracker, keeps_maps
 from companion.experiments import get_experiment
@@ -331,10 +332,7 @@ def main(argv=None) -> None:
                                               args.before_note)
     result["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     out = Path(args.out or Path(__file__).parent / "results" / f"utilisation-{args.tag}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, out)
+    write_result(out, result)
     print(f"-> {out}")
 
 

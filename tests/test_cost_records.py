@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from companion.cost import records
-from companion.cost.lengths import _write
 
 MiB = 2**20
 
@@ -28,7 +27,7 @@ def _sweep(device="cpu", dtype="float32", **extra):
 
 def test_a_written_sweep_reads_back_into_its_frame(tmp_path):
     path = tmp_path / "attention-x.json"
-    _write(path, _sweep())  # the harness's own writer
+    records.write_result(path, _sweep())  # the harness's own writer
     result = records.load(path)
     assert result == _sweep()
     df = records.frame(result).set_index("variant")
@@ -93,3 +92,13 @@ def test_the_committed_results_load_through_the_reader():
     assert "attention-cpu-vm-2core" in results and all("results" in r for r in results.values())
     assert records.load_peak("peak-cpu-vm-2core")["source"].startswith("measured by `benchmarks/peak.py` on ")
     assert {"goat", "rope"} <= set(records.step_frame(records.load_steps()).index)
+
+
+def test_write_result_replaces_a_file_whole_and_leaves_nothing_beside_it(tmp_path):
+    path = tmp_path / "deep" / "attention-x.json"
+    result = {"machine": {}, "settings": {}, "results": [], "ratios": {}, "finished": "now"}
+    assert records.write_result(path, result) == path
+    assert records.load(path) == result
+    records.write_result(path, {**result, "finished": "later"})
+    assert records.load(path)["finished"] == "later"
+    assert [p.name for p in path.parent.iterdir()] == ["attention-x.json"]

@@ -20,7 +20,6 @@ Timings on a loaded or shared machine are indicative only.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import time
@@ -36,22 +35,13 @@ from companion.cost.machine import machine_info
 from companion.cost.measure import (MODES, Case, _free, _is_oom, _stats, _sync, detect_backend, measure_memory,
                                     memory_in_subprocess, time_call)
 from companion.cost.notes import NOTES
+from companion.cost.records import write_result
 from companion.cost.subnormals import probe
 from companion.cost.variants import DEFAULT_VARIANTS, DTYPES, GOAT_RECENCY, VARIANTS
 
 SCHEMA = 1  # `subnormals` and the flush-to-zero settings are additions a reader of an older file finds absent
 CPU_LENGTHS = (256, 512, 1024, 2048, 4096, 8192)
 QUICK_LENGTHS = (256, 512)
-
-
-def _write(path: Path, result: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=1, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def default_lengths(device, *, quick: bool = False, max_len: int = 65536) -> list[int]:
@@ -308,7 +298,7 @@ def run_benchmark(*, variants: Sequence[str] | str = DEFAULT_VARIANTS, lengths: 
                 result["subnormals"] = _subnormal_summary(result["results"])
                 result["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
                 if out:
-                    _write(Path(out), result)
+                    write_result(out, result)
         if out:
             say(f"wrote {out}")
         return result

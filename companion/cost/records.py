@@ -12,6 +12,7 @@ and `step_frame` flattens a whole-step result into one row per method. Chapter 1
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import pandas as pd
 
 from companion.paths import repo_root
 
-__all__ = ["RESULTS", "load", "committed", "load_peak", "load_reported", "load_steps", "gpu_results", "frame",
+__all__ = ["RESULTS", "load", "write_result", "committed", "load_peak", "load_reported", "load_steps", "gpu_results", "frame",
            "gpu_frame", "step_frame", "shared_memory"]
 
 RESULTS = Path("benchmarks") / "results"
@@ -43,6 +44,21 @@ def load(path: str | Path, required=("machine", "settings", "results", "ratios",
         raise ValueError(f"{path} lacks {missing}: an interrupted or foreign file. Rerun the benchmark to "
                          "produce a complete result.")
     return result
+
+
+def write_result(path: str | Path, result: dict) -> Path:
+    """Write a benchmark result whole or not at all: a temporary file beside `path`, flushed to disk, then
+    renamed over it, so a killed benchmark never leaves a half-written result that `load` would have to
+    refuse."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(json.dumps(result, indent=1, default=str) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
 
 
 def committed(pattern: str = "attention-*.json") -> dict[str, dict]:
