@@ -14,7 +14,7 @@ HTML    := _build/html/.built
 PIP     := $(BIN)/python -m pip --disable-pip-version-check -q
 BOOK_INPUTS := _config.yml _toc.yml $(shell find book -type f -not -name '*.tmp' 2>/dev/null)
 
-.PHONY: book test install chapters html unit nbval sources scoreboard-check reproduce records strict browser clean edition \
+.PHONY: book test check install chapters html unit nbval sources scoreboard-check reproduce records strict browser clean edition \
 	lock lock-check other-python pdf pdf-check
 
 ifeq ($(PROFILE),ci)
@@ -69,18 +69,20 @@ lock: $(UV)
 lock-check: $(STAMP)
 	$(BIN)/python tools/lockfile.py check $(LOCK)
 
-# The unit tests and two chapters (nbval: Chapter 3's tables, Chapter 9's text corpus) on a second Python
-# version, in its own .venv-<version>, when one is on this machine (tools/pythons.py); one line says so when
-# none is. The live Slurm tests stay with the first Python (they test the daemons, not the interpreter),
-# which keeps the step near 10 minutes on two cores.
-OTHER_TESTS ?= tests --ignore=tests/browser --ignore=tests/test_slurm_live.py
-OTHER_NBVAL ?= book/chapters/03_boolean_extrapolation.ipynb book/chapters/09_extrapolation.ipynb
+# The second Python as a smoke (tests/tiers.py, `interpreter`): in its own .venv-<version> from the same lock,
+# the tests of what another interpreter could break (pickling and multiprocessing start methods, typing and
+# the configs, ctypes, the command line, the lock, the golden runs retrained against their records) and nbval
+# on Chapter 3 (the committed records read into tables). The whole suite runs on the first Python only: the
+# lock pins the same release of every package on 3.11-3.13. One line says so where no second Python exists.
+OTHER_TESTS ?= tests --ignore=tests/browser -m "interpreter and not slow and not gpu" -n auto --dist loadgroup
+OTHER_NBVAL ?= book/chapters/03_boolean_extrapolation.ipynb
 other-python:
 	@other=$$(python3 tools/pythons.py --other "$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')"); \
 	if [ -z "$$other" ]; then echo "other-python: no second Python 3.11-3.13 on this machine; skipped"; exit 0; fi; \
 	version=$$($$other -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
 	echo "other-python: Python $$version ($$other) in .venv-$$version"; \
 	$(MAKE) --no-print-directory install PYTHON=$$other VENV=.venv-$$version && \
+	.venv-$$version/bin/python -c "import companion, companion.cli, torch; print('other-python: imports', companion.__name__, 'with torch', torch.__version__)" && \
 	.venv-$$version/bin/python -m pytest $(OTHER_TESTS) -q && \
 	.venv-$$version/bin/python -m pytest -p no:cacheprovider --nbval --nbval-current-env \
 	  --nbval-sanitize-with tests/sanitize.cfg $(OTHER_NBVAL) -q
@@ -103,10 +105,25 @@ $(HTML): $(STAMP) $(BOOK_INPUTS)
 
 html: $(HTML)
 
-test: $(STAMP) unit sources scoreboard-check reproduce nbval strict edition browser other-python
+# `make test`: every step in turn through tools/steps.py, which prints each step's minutes as it ends and a
+# table of them all (also _build/steps.json; the README's cost table lists the same steps).
+TEST_STEPS := install unit sources scoreboard-check reproduce nbval strict edition browser other-python pdf-check
+test:
+	@MAKE="$(MAKE)" python3 tools/steps.py $(TEST_STEPS)
 
+# The unit tests on every core (pytest-xdist; the live Slurm module stays on one worker, its cluster up once).
+UNIT_WORKERS ?= auto
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests --ignore=tests/browser -q
+	$(BIN)/python -m pytest tests --ignore=tests/browser -q -n $(UNIT_WORKERS) --dist loadgroup
+
+# The inner loop for a change to the code, about 2 minutes on two cores: lint (ruff, pyproject.toml's rules),
+# the unit tests but the `heavy` ones (tests/tiers.py: training, processes, daemons, books), nbval on Chapter 1.
+# `make test` stays the whole proof.
+check: $(STAMP)
+	$(BIN)/ruff check companion tests tools benchmarks
+	$(BIN)/python -m pytest tests --ignore=tests/browser -q -n $(UNIT_WORKERS) -m "not slow and not gpu and not heavy"
+	$(BIN)/python -m pytest -p no:cacheprovider --nbval --nbval-current-env \
+	  --nbval-sanitize-with tests/sanitize.cfg book/chapters/01_masks_and_positions.ipynb -q
 
 sources: $(STAMP)
 	$(BIN)/companion check-sources
@@ -147,6 +164,5 @@ pdf: $(HTML)
 	$(BIN)/python -m companion.book.pdf
 
 # `make test` prints and checks the PDF too (about one minute more); without Chromium it says so and skips.
-test: pdf-check
 pdf-check: $(HTML)
 	$(BIN)/python -m companion.book.pdf --skip-without-chromium

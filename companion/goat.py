@@ -37,7 +37,7 @@ Notable choices (research notes `goat-and-kernels.md` A3–A5; [ref] = the autho
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F

@@ -24,7 +24,6 @@ def test_sampler_frequencies_match_the_process():
 def test_bayes_probabilities_are_a_distribution_and_match_brute_force():
     vocab, pg, pl, lag = 5, 0.3, 0.4, 2
     x = sample_copy_mixture(64, 9, vocab, pg, pl, lag, torch.Generator().manual_seed(1))
-    lp = bayes_log_probs(x, vocab, pg, pl, lag)
     for t in range(1, 9):
         total = torch.zeros(64, dtype=torch.float64)
         for v in range(vocab):

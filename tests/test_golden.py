@@ -20,7 +20,6 @@ remake the book's records (`make records`), and say why in the commit.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -104,7 +103,6 @@ def test_a_golden_group_retrained_gives_its_committed_records(case):
 def test_the_other_host_tolerance_still_catches_a_real_change(change):
     """The null of the tolerance: a small real change (10 % more learning rate, another query-key
     initialisation, one training point fewer) fails it, on any host."""
-    from companion.config import apply_overrides
 
     cfgs = golden_group("boolean-mask")
     changed = run_group([apply_overrides(c, [change]) for c in cfgs])

@@ -3,7 +3,6 @@ and the book reading the records back (coverage, the scoreboard's paper column).
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import pytest

@@ -33,6 +33,9 @@ if shutil.which("slurmctld") is None:
     pytest.skip("Slurm is not installed: the live-cluster tests need apt-get install -y slurm-wlm slurmdbd munge "
                 "mariadb-server (.ci/run installs them)", allow_module_level=True)
 
+# one worker under pytest-xdist (`--dist loadgroup`) takes the whole module: one cluster, up once
+pytestmark = pytest.mark.xdist_group("slurm")
+
 from companion.cli import main  # noqa: E402
 from companion.executors import same_result  # noqa: E402
 from companion.store import RunStore  # noqa: E402

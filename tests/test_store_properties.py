@@ -11,7 +11,6 @@ it is damaged; files the store did not make are never removed.
 """
 
 import json
-import os
 import shutil
 import tempfile
 import warnings
