@@ -39,9 +39,11 @@ from typing import Any, Iterator, Sequence
 from companion.book.chapter import claims, module_of
 from companion.book.claims import load_ledger
 from companion.book.display import number
+from companion.book.reproduce_sample import changed_run_ids, draw, seed_of
 from companion.book.runner import toc_chapters
 from companion.experiments.chapters import CHAPTERS, chapter_key, recorded_runs
 from companion.host import describe, numerics_key, same_numerics, summary as host_summary
+from companion.identity import run_id
 from companion.paths import repo_root
 from companion.runs import FLUSH_DENORMAL, THREADS, git_commit
 from companion.store import RunStore, StoreError
@@ -134,6 +136,8 @@ class ReproductionReport:
     runs: list[dict] = field(default_factory=list)
     claims: list[dict] = field(default_factory=list)
     missing_committed: list[str] = field(default_factory=list)
+    sample: dict | None = None  # a sampled reproduction: `Sample.summary()` (None: every run)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def problems(self) -> list[str]:
@@ -159,7 +163,7 @@ class ReproductionReport:
             "runs": len(self.runs), "same_host_runs": len(same), "bitwise_equal": sum(r["bitwise"] for r in self.runs),
             "largest_rel": max((r["largest_rel"] for r in self.runs), default=0.0),
             "claims": self.claims, "verdicts_equal": sum(c["verdict"] == c["committed_verdict"] for c in self.claims),
-            "ok": self.ok, "problems": self.problems,
+            "ok": self.ok, "problems": self.problems, "sample": self.sample, "notes": self.notes,
         }
 
     def to_dict(self) -> dict:
@@ -177,10 +181,17 @@ def _claims(chapter: str, store) -> list:
 
 
 def reproduce(chapters: Sequence[str] | None = None, *, jobs: int | None = None, scratch: Path | None = None,
-              resume: bool = False, progress: bool = False, root: Path | None = None) -> ReproductionReport:
+              resume: bool = False, progress: bool = False, root: Path | None = None, sample: bool = False,
+              since: str = "HEAD~1", sample_seed: int | None = None) -> ReproductionReport:
     """Retrain the `ci` runs of `chapters` (default: every chapter that trains) cold into `scratch`
     (default `_build/reproduce/runs`, emptied first unless `resume`) and compare them with the committed
-    records and the executed chapters' claims (module docstring)."""
+    records and the executed chapters' claims (module docstring).
+
+    With `sample`, retrain only `companion.book.reproduce_sample.draw`'s sample (one group of every
+    experiment, drawn with `sample_seed`, default the commit's `seed_of`, plus the groups of every record
+    changed since commit `since`) and compare those runs; the claims are then left to the committed
+    records. Where `since` is not a commit here (a clone of depth 1), every run is retrained and the
+    report's notes say why."""
     root = root or repo_root()
     names = [CHAPTERS[chapter_key(c)][0] for c in chapters] if chapters else toc_chapters(root)
     names = [n for n in names if CHAPTERS[chapter_key(n)][1]]  # chapters 1, 2, 10 train nothing
@@ -189,18 +200,31 @@ def reproduce(chapters: Sequence[str] | None = None, *, jobs: int | None = None,
         shutil.rmtree(scratch)
     report = ReproductionReport(names, describe("cpu", THREADS, FLUSH_DENORMAL),
                                 _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), git_commit())
-    cfgs = recorded_runs(names)
+    cfgs = every = recorded_runs(names)
+    if sample:
+        try:
+            changed = changed_run_ids(root, since)
+        except LookupError as err:
+            report.notes.append(f"no sample: the records changed since {since} cannot be found ({err}); "
+                                f"every run is retrained")
+        else:
+            seed = seed_of(report.commit or "uncommitted") if sample_seed is None else sample_seed
+            drawn = draw(cfgs, seed, changed, since)
+            cfgs, report.sample = list(drawn.configs), drawn.summary()
     committed, new = RunStore(root / "results" / "ci", read_only=True), RunStore(scratch)
     start = time.perf_counter()
     run_missing(cfgs, new, "local", progress, {"jobs": jobs})
     report.train_seconds = time.perf_counter() - start
-    for cfg in cfgs:
-        old, fresh = committed.load(cfg), new.load(cfg)
+    retrained = {run_id(c) for c in cfgs}
+    for cfg in every:
+        old = committed.load(cfg)
         if old is None:
             report.missing_committed.append(f"{cfg.experiment}/{cfg.method}/seed {cfg.seed}")
-            continue
-        report.runs.append(compare_records(old, fresh))
+        elif run_id(cfg) in retrained:
+            report.runs.append(compare_records(old, new.load(cfg)))
 
+    if report.sample is not None:
+        return report  # the claims are read from the committed records (`companion scoreboard --check`)
     ledger, before = load_ledger(), _committed_claims(root, names)
     for name in names:
         for result in _claims(name, RunStore(scratch, read_only=True)):
@@ -225,12 +249,21 @@ def markdown(report: dict) -> str:
              f"- runs retrained: {report['runs']}; equal to the bit: {report['bitwise_equal']}; from a host that "
              f"computes like the committed records' host: {report['same_host_runs']}",
              f"- largest relative difference of any number of any run: {report['largest_rel']:.3g}",
-             f"- verdicts equal: {report['verdicts_equal']} of {len(report['claims'])}",
+             f"- verdicts equal: {report['verdicts_equal']} of {len(report['claims'])}" if not report.get("sample") else
+             "- verdicts: not retrained in a sample; `companion scoreboard --check` decides them from the committed records",
              f"- result: {'passed' if report['ok'] else 'FAILED'}", ""]
+    if report.get("sample"):
+        s = report["sample"]
+        lines[2:2] = [f"A sample, not the whole proof: {s['groups']} of {s['of_groups']} training groups ({s['runs']} of "
+                      f"{s['of_runs']} runs), one of every experiment drawn with seed {s['seed']}, plus the groups of "
+                      f"{s['changed_runs']} records changed since {s['base']}. The claims' verdicts are read from the "
+                      f"committed records (`companion scoreboard --check`); `companion reproduce` retrains every run.", ""]
+    lines[2:2] = [f"Note: {n}" for n in report.get("notes", [])] + ([""] if report.get("notes") else [])
     if report["problems"]:
         lines += ["## Problems", ""] + [f"- {p}" for p in report["problems"]] + [""]
-    lines += ["## Claims", "", "| claim | verdict | committed | retrained | difference | margin |",
-              "|---|---|---|---|---|---|"]
+    if report["claims"]:
+        lines += ["## Claims", "", "| claim | verdict | committed | retrained | difference | margin |",
+                  "|---|---|---|---|---|---|"]
     for c in report["claims"]:
         verdict = c["verdict"] if c["verdict"] == c["committed_verdict"] else f"{c['committed_verdict']} → {c['verdict']}"
         lines.append(f"| {c['id']} | {verdict} | {_fmt(c['committed_measure'])} | {_fmt(c['measure'])} | "
@@ -276,6 +309,9 @@ def record_report(report: Path, record_dir: Path, note: str = "") -> Path:
     try:
         data = json.loads(Path(report).read_text())
         summary = {k: v for k, v in data.items() if k not in ("runs_compared", "missing_committed")}
+        if summary.get("sample"):
+            raise ValueError("it is a sampled reproduction (--sample), which retrained only some runs and decided "
+                             "no claim; record a whole one: `companion reproduce --record`")
         summary.update({"note": note} if note else {})
         name = summary_name(summary)
         summary["claims"], summary["ok"]  # noqa: B018  (the keys the page reads)
@@ -298,8 +334,12 @@ def _cmd(args) -> int:
         print(f"recorded {path.relative_to(root)}; `companion scoreboard` regenerates the Reproductions page")
         return 0
     try:
+        if args.sample and args.record:
+            raise ValueError("--record keeps a whole reproduction for the Reproductions page; a --sample is not one "
+                             "(drop one of the two)")
         report = reproduce(args.chapters or None, jobs=args.jobs, scratch=args.scratch, resume=args.resume,
-                           progress=sys.stderr.isatty(), root=root)
+                           progress=sys.stderr.isatty(), root=root, sample=args.sample, since=args.since,
+                           sample_seed=args.sample_seed)
     except (ValueError, LookupError) as err:
         print(f"companion reproduce: error: {err}", file=sys.stderr)
         return 2
@@ -312,9 +352,17 @@ def _cmd(args) -> int:
         return 130
     paths = write(report, root / REPORT_DIR, root / RECORDS_DIR if args.record else None)
     s = report.summary()
+    for n in report.notes:
+        print(f"reproduce: {n}")
+    if report.sample:
+        d = report.sample
+        print(f"reproduce: a sample of {d['groups']} of {d['of_groups']} groups ({d['runs']} of {d['of_runs']} runs): "
+              f"one of every experiment, seed {d['seed']}, and the groups of {d['changed_runs']} records changed "
+              f"since {d['base']}; the claims are read from the committed records")
     print(f"reproduce: {s['runs']} runs retrained in {s['train_seconds'] / 60:.1f} min on {s['host_summary']}; "
           f"{s['bitwise_equal']} equal to the bit ({s['same_host_runs']} from a host like the records'); "
-          f"verdicts equal {s['verdicts_equal']} of {len(s['claims'])}.")
+          + ("the verdicts are not retrained in a sample." if report.sample else
+             f"verdicts equal {s['verdicts_equal']} of {len(s['claims'])}."))
     for problem in report.problems:
         print(f"  problem: {problem}", file=sys.stderr)
     print(f"report: {', '.join(str(p.relative_to(root)) for p in paths)}")
@@ -329,6 +377,13 @@ def add_commands(sub) -> None:
     p.add_argument("--jobs", type=int, default=None, help="training processes (default: all cores)")
     p.add_argument("--scratch", type=Path, default=None, help=f"where to retrain (default {REPORT_DIR}/runs)")
     p.add_argument("--resume", action="store_true", help="keep what the scratch store holds (a killed reproduce)")
+    p.add_argument("--sample", action="store_true",
+                   help="retrain a sample: one training group of every experiment, drawn afresh for each commit, "
+                        "plus every run whose record changed since --since (companion/book/reproduce_sample.py)")
+    p.add_argument("--since", default="HEAD~1", metavar="COMMIT",
+                   help="with --sample: the commit whose records count as unchanged (default HEAD~1)")
+    p.add_argument("--sample-seed", type=int, default=None, metavar="N",
+                   help="with --sample: draw with this seed instead of the commit's")
     p.add_argument("--record", action="store_true",
                    help=f"also keep the report's summary in {RECORDS_DIR}/ (the book's Reproductions page)")
     p.add_argument("--note", default="", help="with --record-report: a sentence the Reproductions page shows "
