@@ -60,6 +60,7 @@ STALE_AGE_S = 3600.0
 TEMP_PREFIX = ".companion-"
 _TEMP = re.compile(r"^\.companion-(?P<stem>[0-9A-Za-z_]{1,12})-(?P<pid>\d+)-(?P<writer>[0-9a-f]{8})-[0-9A-Za-z_]+\.tmp$")
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+_RUN_ID = re.compile(r"^[0-9a-f]{64}$")
 
 
 class StoreError(RuntimeError):
@@ -227,6 +228,33 @@ class RunStore:
         """Ids of the files present (not validated)."""
         return {p.stem for p in self.root.glob("*.json")} if self.root.is_dir() else set()
 
+    def own_records(self) -> list[str]:
+        """Ids of the records here that this store wrote and would read (sorted): files named
+        `<run id>.json` (64 hex digits) that pass every check `load` makes, read without moving anything.
+        What a command may remove as a record; any other file in the folder (a note, a hidden file, a
+        damaged or foreign record, a set-aside copy) is not the store's to delete."""
+        own = []
+        for path in sorted(self.root.glob("*.json")) if self.root.is_dir() else ():
+            if not _RUN_ID.match(path.stem) or not path.is_file() or path.is_symlink():
+                continue
+            try:
+                record, _, _ = self._problem(path)
+            except _Unreadable:
+                continue
+            if record is not None:
+                own.append(path.stem)
+        return own
+
+    def remove(self, rid: str) -> None:
+        """Delete the record `rid` and its weights; only a record `own_records` names (ValueError else)."""
+        if self.read_only:
+            raise StoreError(f"run store {self.root} was opened read-only; open it with RunStore(root) to remove.")
+        path = self.path(rid)
+        if not _RUN_ID.match(rid) or self._problem(path)[0] is None:
+            raise ValueError(f"{path} is not a record this store wrote; it is left as it is.")
+        path.unlink()
+        self.weights_path(rid).unlink(missing_ok=True)
+
     def weights_path(self, rid: str) -> Path:
         return self.root / f"{rid}.pt"
 
@@ -265,22 +293,33 @@ class RunStore:
         if problem:  # checked before anything is written: a record that could not be read back is not kept
             raise ValueError(f"run {record.run_id[:12]} was not saved: {problem}.")
         self.root.mkdir(parents=True, exist_ok=True)
-        if state is not None:
-            self.save_weights(record.run_id, state)
         # compact: a record is read by programs, and half the bytes of an indented one (records are committed)
         data["checksum"] = record_checksum(data)
-        text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=True)
+        payload = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=True).encode("utf-8")
+        weights = self._weights_bytes(state) if state is not None else b""
         final = self.path(record.run_id)
-        self._atomic_write(final, text.encode("utf-8"))
+        try:
+            if state is not None:
+                self._atomic_write(self.weights_path(record.run_id), weights)
+            self._atomic_write(final, payload)
+        except StoreFull as err:  # the run needs both files written again: say their sum
+            if state is None:
+                raise
+            raise StoreFull(f"{err}; the run needs {len(weights) + len(payload):,} bytes in all (its weights "
+                            f"{len(weights):,}, its record {len(payload):,})", len(weights) + len(payload)) from None
         return final
+
+    @staticmethod
+    def _weights_bytes(state: dict[str, torch.Tensor]) -> bytes:
+        buffer = io.BytesIO()  # serialised first: a full disk then fails in our write, not inside torch
+        torch.save({k: v.detach().cpu() for k, v in state.items()}, buffer)
+        return buffer.getvalue()
 
     def save_weights(self, rid: str, state: dict[str, torch.Tensor]) -> Path:
         """Write the weights of the stored run `rid` atomically (its record stays as it is)."""
         if self.read_only:
             raise StoreError(f"run store {self.root} was opened read-only; open it with RunStore(root) to save.")
-        buffer = io.BytesIO()  # serialised first: a full disk then fails in our write, not inside torch
-        torch.save({k: v.detach().cpu() for k, v in state.items()}, buffer)
-        self._atomic_write(self.weights_path(rid), buffer.getvalue())
+        self._atomic_write(self.weights_path(rid), self._weights_bytes(state))
         return self.weights_path(rid)
 
     def has_weights(self, rid: str) -> bool:

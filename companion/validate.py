@@ -15,7 +15,14 @@ The rules, each a consequence of how `companion.train` makes a record:
 - `curves["steps"]` is strictly increasing integers ≥ 0, the last one the number of updates, which is
   `len(curves["train_loss"])` and, when the config fixes it (`train.steps` > 0), `train.steps`;
 - `seed` is the config's seed, and one of the seeds `execution` says the run trained with;
-- `wall_time` is a finite number ≥ 0; `drift` a dict or null; `readouts` a dict.
+- `wall_time` is a finite number ≥ 0; `drift` a dict or null; `readouts` a dict;
+- no number anywhere in the record (metrics, curves, drift, readouts, or any other field) is NaN or
+  infinite (a record of a run whose loss diverged is a failed run, not a result).
+
+What this does not catch is a record edited consistently (a metric and its curve's last value changed
+together) and given a fresh checksum: `record_checksum` is public, so a checksum proves that a file is
+what some writer wrote, not that a run made it. The proof of a record's content is retraining it
+(`companion reproduce`), which compares every number to the bit.
 """
 
 from __future__ import annotations
@@ -36,6 +43,23 @@ EVAL_SPLITS = {
 def finite_real(x: Any) -> bool:
     """An int or float (not a bool) that is finite."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _non_finite_at(value: Any, where: str) -> str | None:
+    """Where in `value` (nested dicts and lists) a float is NaN or infinite, in words, or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is {value!r}, not a finite number"
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite_at(item, f"{where}[{key!r}]")
+        if found:
+            return found
+    return None
 
 
 def _metrics_problem(metrics: Any) -> str | None:
@@ -98,6 +122,10 @@ def record_problem(data: dict) -> str | None:
     problem = _curves_problem(data.get("curves"), data["metrics"], config.get("train", {}))
     if problem:
         return problem
+    for key in sorted(data):  # anywhere: curves, drift, readouts, but also what no rule above reads
+        problem = _non_finite_at(data[key], key)
+        if problem:
+            return problem
     seed = data.get("seed")
     if seed != config.get("seed") or not isinstance(seed, int) or isinstance(seed, bool):
         return f"seed {seed!r} is not its config's seed {config.get('seed')!r}"

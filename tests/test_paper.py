@@ -133,7 +133,7 @@ def test_the_command_line(tmp_path, tiny_paper, capsys):
     out = capsys.readouterr().out
     assert "chapter 08: 0 of 9 paper runs stored" in out and "would run copymix/goat seeds 0,1,2" in out
     assert not list(tmp_path.glob("*.json"))
-    assert main(["paper", "12", "--store", str(tmp_path)]) == 1
+    assert main(["paper", "12", "--store", str(tmp_path)]) == 2
     assert "unknown chapter '12'" in capsys.readouterr().err
     assert main(["paper", "--status", "--store", str(tmp_path)]) == 0
     assert "08 08_copy_mixture: 0 of 9 paper runs" in capsys.readouterr().out

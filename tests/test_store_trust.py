@@ -75,6 +75,13 @@ EDITS = {  # the hostile edits of the review, and what the one line names
                                   "but a toy run reports ['test', 'train']"),
     "emptied curve": (_set("curves", "train_loss", value=[]), "train_loss"),
     "short eval curve": (lambda d: d["curves"]["eval"]["test"]["mse"].pop(0), "one value per evaluation"),
+    "NaN in the training loss": (lambda d: d["curves"]["train_loss"].__setitem__(2, math.nan),
+                                 "curves['train_loss'][2] is nan, not a finite number"),
+    "infinity inside an eval curve": (lambda d: d["curves"]["eval"]["test"]["mse"].__setitem__(0, math.inf),
+                                      "curves['eval']['test']['mse'][0] is inf, not a finite number"),
+    "NaN in a readout": (_set("readouts", value={"entropy": {"layer 0": [0.5, math.nan]}}),
+                         "readouts['entropy']['layer 0'][1] is nan"),
+    "infinity in the drift": (_set("drift", value={"relative": -math.inf}), "drift['relative'] is -inf"),
     "wrong seed": (_set("seed", value=3), "is not its config's seed"),
     "negative wall time": (_set("wall_time", value=-1.0), "wall_time"),
 }
@@ -258,6 +265,18 @@ def test_a_full_disk_names_the_bytes_of_the_write_that_failed(tmp_path, small_di
     with pytest.raises(StoreFull, match=r"writing x\.json \(100 bytes\); nothing of it was kept") as err:
         RunStore(tmp_path)._atomic_write(tmp_path / "x.json", b"y" * 100)
     assert err.value.needed == 100 and list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_while_saving_a_run_names_its_weights_and_record_together(made, tmp_path, small_disk):
+    _, record = made
+    state = {"w": __import__("torch").arange(2000.0)}
+    weights = len(RunStore._weights_bytes(state))
+    small_disk[0] = weights + 10  # the weights fit, the record does not
+    with pytest.raises(StoreFull, match=r"the run needs [0-9,]+ bytes in all \(its weights [0-9,]+, its record") as err:
+        RunStore(tmp_path).save(record, state)
+    assert (tmp_path / f"{record.run_id}.pt").stat().st_size == weights
+    assert not (tmp_path / f"{record.run_id}.json").exists()
+    assert err.value.needed > weights + 1000  # what rerunning it writes again: both files, not the record alone
 
 
 def test_store_full_crosses_processes_with_its_byte_count():

@@ -116,13 +116,13 @@ def test_parse_seeds():
 
 @pytest.mark.parametrize("argv, needle", [
     (["sweep", "smok"], "unknown experiment 'smok'; valid: arith-add, arith-mul, charlm, copymix, gotu-2parity, gotu-cyclic3, gotu-maj3, gotu-threesym, lm-local, passkey, smoke, symmetry-2parity, symmetry-2parity-moved, symmetry-maj3, symmetry-threesym, vit-cifar10, vit-cifar100, vit-digits, vit-imagenet100"),
-    (["sweep", "smoke", "--profile", "gpu"], "valid: ci, paper"),
+    (["sweep", "smoke", "--profile", "gpu"], "argument --profile: invalid choice: 'gpu'"),
     (["sweep", "smoke", "--methods", "default,magic"], "unknown method 'magic'"),
     (["sweep", "smoke", "--seeds", "0-"], "malformed seeds '0-'"),
     (["sweep", "smoke", "--set", "train.lx=1"], "unknown override key 'train.lx'; valid keys: model.arch"),
     (["sweep", "smoke", "--set", "train.lr=fast"], "train.lr='fast': expected float"),
     (["sweep", "smoke", "--set", "model.n_layers=2.5"], "expected int"),
-    (["sweep", "smoke", "--jobs", "0"], "--jobs must be >= 1"),
+    (["sweep", "smoke", "--jobs", "0"], "argument --jobs: must be a whole number >= 1, got '0'"),
     (["sweep", "smoke", "--set", "stack=0"], "RunConfig.stack must be in 1..16"),
     (["list", "--seeds", "x"], "malformed seeds"),
     (["sweep", "smoke", "--set", "train.lr=nan"], "override train.lr='nan': expected a finite float"),

@@ -69,6 +69,7 @@ INTERPRETER = (
     "tests/test_kernel.py",
     # the command line
     "tests/test_claim_cli.py",
+    "tests/test_command_values.py",
     # the lock on this interpreter
     "tests/test_lockfile.py",
     # retrained runs against their committed records, every task, prior and architecture

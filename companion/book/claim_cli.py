@@ -24,9 +24,11 @@ from pathlib import Path, PurePosixPath
 from companion.book.chapter import claims, module_of
 from companion.book.claims import NOT_REBUILT, NOT_RUN, load_ledger, verdict
 from companion.book.display import load_dashboard, number, ours_text, rule_words
+from companion.cli.values import folder, positive_int, seeds as seeds_text
 from companion.paths import repo_root
-from companion.store import StoreError
-from companion.sweep import MissingRuns, parse_seeds
+from companion.experiments.chapters import chapter_key, chapter_runs
+from companion.store import RunStore, StoreError
+from companion.sweep import MissingRuns, parse_seeds, stored_record
 
 __all__ = ["paper_store", "describe", "add_commands"]
 
@@ -93,6 +95,18 @@ def _missing_message(err, chapter: str, profile: str, store, explicit_no_train: 
             f"{profile} profile; {make}, or {allow} to train the missing ones here.")
 
 
+def _missing_paper_runs(chapter: str, store, seeds) -> int:
+    """How many of the chapter's paper-profile runs `store` lacks (on any device)."""
+    cfgs = chapter_runs(chapter_key(PurePosixPath(chapter).name.split("_", 1)[0]), "paper", seeds)
+    records = RunStore(store, read_only=True)
+    return sum(stored_record(records, c, any_device=True) is None for c in dict.fromkeys(cfgs))
+
+
+def _gpu() -> bool:
+    import torch
+    return torch.cuda.is_available()
+
+
 def _cmd_claim(args) -> int:
     ledger = load_ledger()
     try:
@@ -114,6 +128,13 @@ def _cmd_claim(args) -> int:
     paper = args.profile == "paper"
     store = args.store if args.store is not None else (paper_store() if paper else None)
     train = args.train if args.train is not None else not paper
+    if paper and train and not args.yes and not _gpu():
+        missing = _missing_paper_runs(claim.chapter, store, seeds)
+        if missing:
+            return _fail(f"--train at the paper profile would train {missing} missing paper runs of this chapter on "
+                         f"this machine's CPU, hours each; `companion chapters {PurePosixPath(claim.chapter).name} "
+                         "--profile paper --train` says how long first, `companion paper` makes them on a GPU. To "
+                         "train here anyway, add --yes", 2)
     try:
         results = claims(module, args.profile, seeds, jobs=args.jobs, store=store, train=train)
     except MissingRuns as err:
@@ -143,13 +164,14 @@ def add_commands(subparsers) -> None:
     p.add_argument("--profile", choices=("ci", "paper"), default="ci",
                    help="ci (CPU scale, the rendered book; default) or paper (the sources' scale, read from "
                         "the committed records in results/paper)")
-    p.add_argument("--seeds", default=None, help="e.g. 0-4 or 0,2,5 (default: the chapter's own seeds)")
-    p.add_argument("--store", default=None,
+    p.add_argument("--seeds", default=None, type=seeds_text, help="e.g. 0-4 or 0,2,5 (default: the chapter's own seeds)")
+    p.add_argument("--store", default=None, type=folder,
                    help="run store folder (default: $COMPANION_RUNS, else the profile's committed records, results/ci or "
                         "results/paper)")
-    p.add_argument("--jobs", type=int, default=None,
+    p.add_argument("--jobs", type=positive_int, default=None,
                    help="training processes when runs are missing (default: all cores)")
     p.add_argument("--train", action=argparse.BooleanOptionalAction, default=None,
                    help="--train trains missing runs (the default at ci); --no-train reads stored runs only and "
                         "says how many are missing (the default at paper)")
+    p.add_argument("--yes", action="store_true", help="with --train at paper on a machine without a GPU: go on")
     p.set_defaults(func=_cmd_claim)

@@ -29,7 +29,6 @@ import datetime as _dt
 import hashlib
 import json
 import math
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -41,6 +40,8 @@ from companion.book.claims import load_ledger
 from companion.book.display import number
 from companion.book.reproduce_sample import changed_run_ids, draw, seed_of
 from companion.book.runner import toc_chapters
+from companion.book.scratch import check_scratch, prepare_scratch
+from companion.cli.values import existing_file, fail, nonnegative_int, positive_int
 from companion.experiments.chapters import CHAPTERS, chapter_key, recorded_runs
 from companion.host import describe, numerics_key, same_numerics, summary as host_summary
 from companion.identity import run_id
@@ -182,35 +183,45 @@ def _claims(chapter: str, store) -> list:
 
 def reproduce(chapters: Sequence[str] | None = None, *, jobs: int | None = None, scratch: Path | None = None,
               resume: bool = False, progress: bool = False, root: Path | None = None, sample: bool = False,
-              since: str = "HEAD~1", sample_seed: int | None = None) -> ReproductionReport:
+              since: str | None = None, sample_seed: int | None = None) -> ReproductionReport:
     """Retrain the `ci` runs of `chapters` (default: every chapter that trains) cold into `scratch`
-    (default `_build/reproduce/runs`, emptied first unless `resume`) and compare them with the committed
+    (default `_build/reproduce/runs`; a folder it makes and marks, emptied of its own records first unless
+    `resume`: `companion.book.scratch`) and compare them with the committed
     records and the executed chapters' claims (module docstring).
 
     With `sample`, retrain only `companion.book.reproduce_sample.draw`'s sample (one group of every
     experiment, drawn with `sample_seed`, default the commit's `seed_of`, plus the groups of every record
-    changed since commit `since`) and compare those runs; the claims are then left to the committed
-    records. Where `since` is not a commit here (a clone of depth 1), every run is retrained and the
-    report's notes say why."""
+    changed since commit `since`, default the parent commit) and compare those runs; the claims are then
+    left to the committed records. Where the parent is not a commit here (a clone of depth 1), every run
+    is retrained and the report's notes say why; a `since` given that is not a commit is a ValueError."""
+    if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
+        raise ValueError(f"jobs must be a whole number >= 1, got {jobs!r}")
+    if not sample and (since is not None or sample_seed is not None):
+        raise ValueError("--since and --sample-seed choose a sample; add --sample, or drop them")
     root = root or repo_root()
     names = [CHAPTERS[chapter_key(c)][0] for c in chapters] if chapters else toc_chapters(root)
     names = [n for n in names if CHAPTERS[chapter_key(n)][1]]  # chapters 1, 2, 10 train nothing
-    scratch = Path(scratch) if scratch else root / REPORT_DIR / "runs"
-    if scratch.exists() and not resume:
-        shutil.rmtree(scratch)
-    report = ReproductionReport(names, describe("cpu", THREADS, FLUSH_DENORMAL),
-                                _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), git_commit())
-    cfgs = every = recorded_runs(names)
+    default = root / REPORT_DIR / "runs"
+    scratch = Path(scratch) if scratch else default
+    check_scratch(scratch, root, default)  # every value checked before any work
+    changed, notes = None, []
     if sample:
         try:
-            changed = changed_run_ids(root, since)
+            changed = changed_run_ids(root, since or "HEAD~1")
         except LookupError as err:
-            report.notes.append(f"no sample: the records changed since {since} cannot be found ({err}); "
-                                f"every run is retrained")
-        else:
-            seed = seed_of(report.commit or "uncommitted") if sample_seed is None else sample_seed
-            drawn = draw(cfgs, seed, changed, since)
-            cfgs, report.sample = list(drawn.configs), drawn.summary()
+            if since is not None:
+                raise ValueError(f"--since {since}: {err}") from None
+            notes.append(f"no sample: the records changed since the parent commit cannot be found ({err}); "
+                         f"every run is retrained")
+    report = ReproductionReport(names, describe("cpu", THREADS, FLUSH_DENORMAL),
+                                _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), git_commit())
+    report.notes.extend(notes)
+    cfgs = every = recorded_runs(names)
+    if changed is not None:
+        seed = seed_of(report.commit or "uncommitted") if sample_seed is None else sample_seed
+        drawn = draw(cfgs, seed, changed, since or "HEAD~1")
+        cfgs, report.sample = list(drawn.configs), drawn.summary()
+    prepare_scratch(scratch, root, default, resume)
     committed, new = RunStore(root / "results" / "ci", read_only=True), RunStore(scratch)
     start = time.perf_counter()
     run_missing(cfgs, new, "local", progress, {"jobs": jobs})
@@ -325,6 +336,12 @@ def record_report(report: Path, record_dir: Path, note: str = "") -> Path:
 
 def _cmd(args) -> int:
     root = repo_root()
+    if args.note and not args.record_report:
+        return fail("reproduce", "--note is kept with --record-report; add it, or drop --note")
+    if args.record_report and (args.chapters or args.sample or args.record or args.resume or args.scratch
+                               or args.jobs is not None or args.since is not None or args.sample_seed is not None):
+        return fail("reproduce", "--record-report retrains nothing, so it takes no chapters and no other option but "
+                                 "--note; run the two separately")
     if args.record_report:
         try:
             path = record_report(args.record_report, root / RECORDS_DIR, args.note)
@@ -341,8 +358,7 @@ def _cmd(args) -> int:
                            progress=sys.stderr.isatty(), root=root, sample=args.sample, since=args.since,
                            sample_seed=args.sample_seed)
     except (ValueError, LookupError) as err:
-        print(f"companion reproduce: error: {err}", file=sys.stderr)
-        return 2
+        return fail("reproduce", err)
     except (StoreError, RuntimeError) as err:
         print(f"companion reproduce: {err}", file=sys.stderr)
         return 1
@@ -374,21 +390,23 @@ def add_commands(sub) -> None:
     p = sub.add_parser("reproduce", help="retrain the committed ci records cold and compare run by run and claim by claim",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("chapters", nargs="*", metavar="CHAPTER", help="chapters to retrain, e.g. 03 (default: all)")
-    p.add_argument("--jobs", type=int, default=None, help="training processes (default: all cores)")
-    p.add_argument("--scratch", type=Path, default=None, help=f"where to retrain (default {REPORT_DIR}/runs)")
+    p.add_argument("--jobs", type=positive_int, default=None, help="training processes (default: all cores)")
+    p.add_argument("--scratch", type=Path, default=None,
+                   help=f"where to retrain (default {REPORT_DIR}/runs): a new or empty folder, which reproduce "
+                        "marks as its own, or one it marked before; it removes its own records there, nothing else")
     p.add_argument("--resume", action="store_true", help="keep what the scratch store holds (a killed reproduce)")
     p.add_argument("--sample", action="store_true",
                    help="retrain a sample: one training group of every experiment, drawn afresh for each commit, "
                         "plus every run whose record changed since --since (companion/book/reproduce_sample.py)")
-    p.add_argument("--since", default="HEAD~1", metavar="COMMIT",
+    p.add_argument("--since", default=None, metavar="COMMIT",
                    help="with --sample: the commit whose records count as unchanged (default HEAD~1)")
-    p.add_argument("--sample-seed", type=int, default=None, metavar="N",
+    p.add_argument("--sample-seed", type=nonnegative_int, default=None, metavar="N",
                    help="with --sample: draw with this seed instead of the commit's")
     p.add_argument("--record", action="store_true",
                    help=f"also keep the report's summary in {RECORDS_DIR}/ (the book's Reproductions page)")
     p.add_argument("--note", default="", help="with --record-report: a sentence the Reproductions page shows "
                                               "under the host (what was special about it)")
-    p.add_argument("--record-report", type=Path, default=None, metavar="REPORT",
+    p.add_argument("--record-report", type=existing_file, default=None, metavar="REPORT",
                    help=f"retrain nothing: keep the summary of a finished reproduction's report.json (e.g. "
                         f"{REPORT_DIR}/report.json after `make test`) in {RECORDS_DIR}/")
     p.set_defaults(func=_cmd)

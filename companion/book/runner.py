@@ -34,7 +34,7 @@ import yaml
 from companion.book import scoreboard
 from companion.book.edition import build_edition
 from companion.book.paper_status import paper_store
-from companion.cli.paper import estimate_group, group_label
+from companion.cli.paper import estimate_total, group_label, relative_cost
 from companion.executors import plan_groups
 from companion.experiments.chapters import CHAPTERS, chapter_runs, recorded_runs
 from companion.identity import code_version, run_id
@@ -203,16 +203,6 @@ def _is_current(root: Path, name: str, profile: str, digest: str) -> bool:
         return False
 
 
-def relative_cost(cfg) -> float:
-    """A rough relative training cost of one run, only to order a sweep longest first: updates ×
-    batch × width² × layers × tokens per sample (the task's `seq_len`, `n_bits` + 1, else 64).
-    An error in it costs idle time at the end of the sweep, never a different result."""
-    params = dict(cfg.task.params)
-    tokens = params.get("seq_len") or (params["n_bits"] + 1 if "n_bits" in params else 64)
-    steps = cfg.train.steps or cfg.train.epochs * 100
-    return float(steps * cfg.train.batch_size * cfg.model.d_model ** 2 * cfg.model.n_layers * tokens)
-
-
 def train_runs(names: list[str], profile: str, *, jobs: int | None = None, store=None, progress: bool = False) -> int:
     """Make, in one sweep, every run the chapters `names` read at `profile` that the store lacks
     (see the module docstring); returns how many runs were trained. Raises RuntimeError naming the
@@ -248,9 +238,7 @@ def train_paper(names: list[str], profile: str = "paper", *, yes: bool = False, 
     gpu = torch.cuda.is_available()
     runs = len(set(missing))
     if not gpu and not yes:
-        first = (estimate or estimate_group)(groups[0])["seconds"]
-        unit = first / sum(relative_cost(c) for c in groups[0])
-        total = unit * sum(relative_cost(c) for g in groups for c in g)
+        total, first = estimate_total(groups, estimate)
         print(f"{runs} runs in {len(groups)} groups are missing at profile {profile!r}. This machine has no GPU: "
               f"they would train for about {total / 3600:,.1f} hours here (the first group, {group_label(groups[0])}, "
               f"probed at {first:,.0f} s; the others scaled by their size). Instead, make them on a GPU with "
@@ -271,17 +259,19 @@ def train_paper(names: list[str], profile: str = "paper", *, yes: bool = False, 
 def prune_records(root: Path, profile: str = "ci") -> list[str]:
     """Remove from the committed records of `profile` (results/<profile>) every record, and its weights,
     that no chapter needs (`recorded_runs`): what a numerics or preset change left behind. Returns the
-    names removed. Only `ci`: paper-profile records are made on borrowed GPUs and never removed here."""
+    names removed. Only what the store recognises as its own is touched (`RunStore.own_records`: a file
+    named by a run id that holds that run's record); any other file there (a note, a hidden file, a record
+    that does not read) is left as it is. Only `ci`: paper-profile records are made on borrowed GPUs and
+    never removed here."""
     if profile != "ci":
         raise ValueError("only the ci records are pruned; paper-profile records are kept whatever reads them.")
-    folder = root / "results" / profile
+    store = RunStore(root / "results" / profile)
     keep = {run_id(c) for c in recorded_runs(None, profile)}
     removed = []
-    for path in sorted(folder.glob("*.json")):
-        if path.stem not in keep:
-            path.unlink()
-            path.with_suffix(".pt").unlink(missing_ok=True)
-            removed.append(path.name)
+    for rid in store.own_records():
+        if rid not in keep:
+            store.remove(rid)
+            removed.append(f"{rid}.json")
     return removed
 
 
@@ -294,7 +284,15 @@ def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: 
     committed records (`companion.book.edition`); with `train`, `train_paper` first (which, without a
     GPU, states its estimate and needs `yes`)."""
     if profile not in PROFILES:
-        print(f"unknown profile {profile!r}; choose one of {PROFILES}.", file=sys.stderr)
+        print(f"companion chapters: error: unknown profile {profile!r}; choose one of {PROFILES}.", file=sys.stderr)
+        return 2
+    wrong = ("--prune removes ci records only (paper records are made on borrowed GPUs and kept); drop it"
+             if prune and profile != "ci" else
+             "--train trains the paper profile; at ci the chapters train what they lack anyway: drop it"
+             if train and profile == "ci" else
+             "--yes answers --train's question; add --train, or drop --yes" if yes and not train else None)
+    if wrong:
+        print(f"companion chapters: error: {wrong}", file=sys.stderr)
         return 2
     root = root or repo_root()
     if profile != "ci":  # the paper edition: read from the committed records; trains only when asked
@@ -302,7 +300,8 @@ def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: 
         order = toc_chapters(root)
         unknown = [n for n in names or () if n not in order]
         if unknown:
-            print(f"unknown chapter(s) {unknown}; the book's chapters are: {', '.join(order)}", file=sys.stderr)
+            print(f"companion chapters: error: unknown chapter(s) {unknown}; the book's chapters are: {', '.join(order)}",
+                  file=sys.stderr)
             return 2
         chosen = sorted(names or order, key=order.index)
         if train:
@@ -314,11 +313,12 @@ def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: 
     names = names or order
     unknown = [n for n in names if n not in order]
     if unknown:
-        print(f"unknown chapter(s) {unknown}; the book's chapters are: {', '.join(order)}", file=sys.stderr)
+        print(f"companion chapters: error: unknown chapter(s) {unknown}; the book's chapters are: {', '.join(order)}",
+              file=sys.stderr)
         return 2
     missing = [n for n in names if not (root / SOURCE_DIR / f"{n}.ipynb").is_file()]
     if missing:
-        print(f"no source notebook for {missing} in {SOURCE_DIR}/", file=sys.stderr)
+        print(f"companion chapters: error: no source notebook for {missing} in {SOURCE_DIR}/", file=sys.stderr)
         return 2
     total = time.perf_counter()
     todo = [n for n in sorted(names, key=order.index)
@@ -373,7 +373,7 @@ def _check_sources(args) -> int:
 def add_commands(sub) -> None:
     p = sub.add_parser("chapters", help="execute chapters with papermill into book/chapters/")
     p.add_argument("names", nargs="*", metavar="NAME", help="chapters to run (default: all, in _toc.yml order)")
-    p.add_argument("--profile", default="ci", help=f"one of {PROFILES} (default: ci)")
+    p.add_argument("--profile", default="ci", choices=PROFILES, help=f"one of {PROFILES} (default: ci)")
     p.add_argument("--force", action="store_true", help="execute even if the executed copy is current")
     p.add_argument("--runs-only", action="store_true",
                    help="only train (in one sweep) the runs the chapters read and the store lacks; execute nothing")

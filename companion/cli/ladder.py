@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from companion.cli.values import fail, folder, positive_int
 from companion.experiments.ladder import FAMILIES, rung_configs, rung_order
 from companion.paths import ladder_root
 from companion.store import RunStore, StoreError
@@ -18,13 +19,11 @@ __all__ = ["add_commands"]
 
 
 def _cmd_ladder(args) -> int:
-    families = [f.strip() for f in args.only.split(",")] if args.only else list(FAMILIES)
+    families = [f.strip() for f in args.only.split(",") if f.strip()] if args.only is not None else list(FAMILIES)
     unknown = [f for f in families if f not in FAMILIES]
-    if unknown or (args.jobs is not None and args.jobs < 1):
-        what = (f"unknown family {unknown[0]!r}; valid: {', '.join(FAMILIES)}" if unknown
-                else f"--jobs must be >= 1, got {args.jobs}")
-        print(f"companion ladder: error: {what}.", file=sys.stderr)
-        return 2
+    if unknown or not families:
+        what = f"unknown family {unknown[0]!r}" if unknown else f"--only {args.only!r} names no family"
+        return fail("ladder", f"{what}; valid: {', '.join(FAMILIES)}")
     store = RunStore(args.store or ladder_root(), read_only=args.status)
     for fam, rung in rung_order():
         if fam.name not in families:
@@ -51,7 +50,7 @@ def add_commands(subparsers) -> None:
     p = subparsers.add_parser("ladder", help="make the scale ladder's missing runs (resumable), or count them")
     p.add_argument("--status", action="store_true", help="count each rung's stored runs; train nothing")
     p.add_argument("--only", default=None, help="comma-separated families (default all): " + ", ".join(FAMILIES))
-    p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1: the ladder runs beside "
+    p.add_argument("--jobs", type=positive_int, default=1, help="worker processes (default 1: the ladder runs beside "
                                                        "other work)")
-    p.add_argument("--store", default=None, help="run store folder (default results/ladder)")
+    p.add_argument("--store", default=None, type=folder, help="run store folder (default results/ladder)")
     p.set_defaults(func=_cmd_ladder)

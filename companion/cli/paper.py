@@ -36,18 +36,20 @@ from typing import Callable, Sequence
 
 import torch
 
+from companion.cli.values import Parser, device as device_text, fail, folder, positive_minutes, seeds as seeds_text
 from companion.config import apply_overrides, config_to_dict
 from companion.executors import plan_groups
 from companion.experiments import get_experiment
 from companion.experiments.chapters import CHAPTERS, chapter_key, chapter_runs, paper_runs
 from companion.paths import repo_root
+from companion.preflight import check_runs
 from companion.runs import _flat, git_commit, machine_name, run_group
 from companion.store import RunStore
 from companion.sweep import parse_seeds, stored_record
 from companion.tasks import make_task
 from companion.train import total_steps
 
-__all__ = ["DEFAULT_ROOT", "run_paper", "estimate_group", "missing_runs", "add_commands", "main"]
+__all__ = ["DEFAULT_ROOT", "run_paper", "estimate_group", "estimate_total", "relative_cost", "missing_runs", "add_commands", "main"]
 
 MARGIN_S = 20.0  # left unused at the end of a window: writing records, copying them back
 README_START, README_END = "<!-- windows:start -->", "<!-- windows:end -->"
@@ -107,6 +109,25 @@ def estimate_group(group: list, probe: Callable[[list, int, bool], float] | None
     return {"seconds": 1.15 * (per_update * updates + fixed + intermediate * max(evals - 2, 0)),
             "per_update": per_update, "fixed": fixed, "intermediate": intermediate, "updates": updates,
             "evaluations": evals}
+
+
+def relative_cost(cfg) -> float:
+    """A rough relative training cost of one run, only to order a sweep longest first: updates ×
+    batch × width² × layers × tokens per sample (the task's `seq_len`, `n_bits` + 1, else 64).
+    An error in it costs idle time at the end of the sweep, never a different result."""
+    params = dict(cfg.task.params)
+    tokens = params.get("seq_len") or (params["n_bits"] + 1 if "n_bits" in params else 64)
+    steps = cfg.train.steps or cfg.train.epochs * 100
+    return float(steps * cfg.train.batch_size * cfg.model.d_model ** 2 * cfg.model.n_layers * tokens)
+
+
+def estimate_total(groups: list[list], estimate=None) -> tuple[float, float]:
+    """(seconds to train every group here, seconds of the first): the first group probed as a window
+    probes it (`estimate_group`), the others scaled from it by their `relative_cost`. What a command
+    says before it trains a paper profile on a CPU."""
+    first = (estimate or estimate_group)(groups[0])["seconds"]
+    unit = first / sum(relative_cost(c) for c in groups[0])
+    return unit * sum(relative_cost(c) for g in groups for c in g), first
 
 
 def _probe(group: list, k: int, evaluate: bool = False) -> float:
@@ -256,29 +277,43 @@ def _cmd_paper(args) -> int:
             print("\n".join(status_lines(args.store)))
             return 0
         if args.chapter is None:
-            print("companion paper: name a chapter (e.g. 03), or --status.", file=sys.stderr)
-            return 2
+            return fail("paper", "name a chapter (e.g. 03), or --status")
+        chapter_key(args.chapter)
         seeds = parse_seeds(args.seeds) if args.seeds else None
+        overrides = list(args.set)
+        todo, _ = missing_runs(args.chapter, RunStore(args.store or default_root(), read_only=True), seeds=seeds,
+                               extra=not args.no_extra, overrides=overrides)
+        check_runs([replace(c, device=resolve_device(args.device)) for c in todo])
+    except ValueError as err:
+        return fail("paper", err)
+    if todo and resolve_device(args.device) == "cpu" and not (args.yes or args.dry_run):
+        return fail("paper", f"{len(todo)} paper runs of chapter {chapter_key(args.chapter)} are missing and this "
+                             f"window would train them on the CPU for up to {args.minutes:g} min (--minutes), where a "
+                             "paper run takes hours; on a GPU it uses CUDA by itself. To train here anyway, add --yes")
+    try:
         run_paper(args.chapter, minutes=args.minutes, root=args.store, seeds=seeds, device=args.device,
-                  extra=not args.no_extra, overrides=args.set, dry_run=args.dry_run)
-    except (ValueError, OSError) as err:
-        print(f"companion paper: {err}", file=sys.stderr)
-        return 1
+                  extra=not args.no_extra, overrides=overrides, dry_run=args.dry_run)
+    except ValueError as err:
+        return fail("paper", err)
+    except OSError as err:
+        return fail("paper", err, 1)
     return 0
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("chapter", nargs="?", help="chapter number or notebook name, e.g. 03 or 03_boolean_extrapolation")
-    p.add_argument("--minutes", type=float, default=9.0, help="the window: no group starts that would not end "
-                   "inside it (default 9, for a 15-minute lease with start-up and copying)")
-    p.add_argument("--store", default=None, help=f"record folder (default <repo>/{DEFAULT_ROOT}, committed)")
-    p.add_argument("--seeds", default=None, help="seeds instead of the chapter's own, e.g. 0-9")
-    p.add_argument("--device", default="auto", help="auto (CUDA when present), cuda, cuda:1, cpu")
+    p.add_argument("--minutes", type=positive_minutes, default=9.0, help="the window: no group starts that would "
+                   "not end inside it (default 9, for a 15-minute lease with start-up and copying)")
+    p.add_argument("--store", default=None, type=folder,
+                   help=f"record folder (default <repo>/{DEFAULT_ROOT}, committed)")
+    p.add_argument("--seeds", default=None, type=seeds_text, help="seeds instead of the chapter's own, e.g. 0-9")
+    p.add_argument("--device", default="auto", type=device_text, help="auto (CUDA when present), cuda, cuda:1, cpu")
     p.add_argument("--no-extra", action="store_true", help="only the runs the chapter reads (skip PAPER_EXTRA)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override applied to every config (changes the run ids; for tiny checks)")
     p.add_argument("--dry-run", action="store_true", help="list the groups, train nothing")
     p.add_argument("--status", action="store_true", help="how many paper runs each chapter has in the store")
+    p.add_argument("--yes", action="store_true", help="train on the CPU (a paper run there takes hours)")
 
 
 EPILOG = """\
@@ -298,7 +333,7 @@ def add_commands(subparsers) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m companion.cli.paper", description=__doc__.split("\n\n")[0],
+    parser = Parser(prog="python -m companion.cli.paper", description=__doc__.split("\n\n")[0],
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_arguments(parser)
     return _cmd_paper(parser.parse_args(argv))
