@@ -165,6 +165,8 @@ clean:
 # The whole book as one PDF (companion/book/pdf.py): the single-page build with every fold open, printed by
 # headless Chromium into _build/html/attention-priors-reproduced.pdf (the landing page links it), then checked:
 # a complete PDF with a bookmark for every chapter's title. 1.3 minutes on two cores, of which the HTML build 0.3.
+# COMPANION_PDF=1: the HTML built for it links the PDF (a plain `make book` links none: it has none).
+pdf: export COMPANION_PDF := 1
 pdf: $(HTML)
 	$(BIN)/python -m companion.book.pdf
 

@@ -108,7 +108,7 @@ def test_tasks_table_gives_the_split_sizes_and_the_interpolators():
     assert list(t.index) == ["2Parity", "Cyclic3", "3-bit Majority", "3-symmetric (f1)"]
     assert t["Seen points |S|"].tolist() == [24576, 28672, 24576, 16384]
     assert t["Unseen points |U|"].tolist() == [8192, 4096, 8192, 16384]
-    assert t.loc["2Parity", "MDI (monomials of degree ≤ 2 shown)"] == "-1·x∅ + 1·x0 + 1·x1"  # x0 + x1 − 1
+    assert t.loc["2Parity", "MDI (monomials of degree ≤ 2 shown)"] == "−1 + x0 + x1"  # x0 + x1 − 1
 
 
 def test_the_interpolators_score_what_the_paper_reports():
@@ -688,3 +688,11 @@ def test_the_budget_table_names_its_rows_for_readers():
     assert list(table.columns) == ["ci"] and "Learning rate" in table.index and "d_model" not in table.index
     assert table.loc["Learning rate", "ci"] == 0.003 and table.loc["Seeds", "ci"] == 3
     assert list(table.index)[:3] == ["Model width", "Layers", "Heads"]
+
+
+def test_the_mdi_is_written_as_a_reader_writes_a_polynomial():
+    from companion.book.chapters.ch03_boolean import polynomial
+
+    assert polynomial([((), -1.0), ((0,), 1.0), ((1,), 1.0)]) == "−1 + x0 + x1"
+    assert polynomial([((0,), -1.0), ((0, 1), 0.5), ((2,), -1.25)]) == "−x0 + 0.5·x0·x1 − 1.25·x2"
+    assert polynomial([((), 0.0)]) == "0" and polynomial([((3, 12), 1.0)]) == "x3·x12"  # x3·x12, never x312

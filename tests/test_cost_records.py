@@ -90,7 +90,7 @@ def test_a_missing_file_is_refused_naming_it(tmp_path):
 def test_the_committed_results_load_through_the_reader():
     results = records.committed()
     assert "attention-cpu-vm-2core" in results and all("results" in r for r in results.values())
-    assert records.load_peak("peak-cpu-vm-2core")["source"].startswith("measured by `benchmarks/peak.py` on ")
+    assert records.load_peak("peak-cpu-vm-2core")["source"].startswith("measured by benchmarks/peak.py on ")
     assert {"goat", "rope"} <= set(records.step_frame(records.load_steps()).index)
 
 

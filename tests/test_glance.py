@@ -121,12 +121,23 @@ def test_the_verdict_strip_links_every_claim_of_its_chapter():
 
 
 def test_build_facts_offers_the_landing_block_and_the_links(tmp_path):
-    facts, problems = build_facts(ROOT, url="https://example.org/book/")
+    facts, problems = build_facts(ROOT, url="https://example.org/book/", pdf=True)
     assert not problems
     assert facts["verdicts_at_a_glance"].startswith("**Verdicts at the `ci` profile**")
     assert "<https://example.org/book/>" in facts["book_links"] and f'href="../{pdf.PDF_NAME}"' in facts["book_links"]
     facts, _ = build_facts(ROOT)
     assert "Read it online" not in facts["book_links"]
+    assert "href" not in facts["book_links"] and "`make pdf` prints the whole book" in facts["book_links"]
+
+
+def test_the_pdf_is_linked_only_where_it_is_served(tmp_path, monkeypatch):
+    from companion.book.sphinxext import pdf_served
+    monkeypatch.delenv("COMPANION_PDF", raising=False)
+    assert not pdf_served(tmp_path)
+    (tmp_path / pdf.PDF_NAME).write_bytes(b"%PDF-1.4")
+    assert pdf_served(tmp_path)
+    monkeypatch.setenv("COMPANION_PDF", "1")
+    assert pdf_served(tmp_path / "elsewhere")
     assert book_profile(tmp_path / "_build" / "editions" / "paper") == "paper" and book_profile(ROOT) is None
 
 

@@ -59,6 +59,7 @@ def test_every_source_follows_the_convention(path):
     ("runs = ch.load_qk(profile)\nqk = ch.qk_frame(runs)\nprint(len(qk))", [], {"remove-cell"}),
     ("frame = ch.frame_of(runs)\nprint(frame)", [], {"hide-input"}),  # prints a result, loads nothing
     ("runs = ch.load(profile)\nch.table(runs)", [], {"hide-input"}),  # shows a table: the reader's
+    ("if rerun:\n    live = ch.measure(lengths=[1024, 4096])", [], {"hide-input"}),  # the rerunner's, folded
     ("%matplotlib inline", ["hide-input"], {"hide-input"}),  # not Python: left as it is
 ])
 def test_classify(source, tags, expected):

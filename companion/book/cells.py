@@ -15,6 +15,8 @@ The convention (only the tags in MANAGED are set or cleared; other tags are left
 - cells that draw a figure (`plt.`, `fig`, `.subplots(`), cells that compute beside a `glue`, and
   cells that only call helpers on names already defined (`ch.table(frame)`, `x = ch.measure(runs)`):
   `hide-input` (the code folds under its output, one click away);
+- a cell that runs only `if rerun:` (the rerunner's own measurement, beside the committed one):
+  `hide-input`, whatever literals it holds;
 - cells that state their inputs as literals (a list of contrasts, a mask written out as a tensor, the
   tokens of an example): shown, since those lines are what a reader changes to ask another question.
 
@@ -106,6 +108,8 @@ def classify(source: str, tags: list[str]) -> set[str]:
     imports = any(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
     if imports and (set(calls) & _SETUP_CALLS or isinstance(body[0], (ast.Import, ast.ImportFrom))):
         return {"remove-input"}
+    if all(isinstance(st, ast.If) and isinstance(st.test, ast.Name) and st.test.id == "rerun" for st in body):
+        return {"hide-input"}  # the rerunner's measurement: its output is the reader's, its code is not
     if _PLOTTING.search(source) or set(calls) & _BOOKKEEPING_CALLS:
         return {"hide-input"}  # a figure, or computing beside glue: fold the code under its output
     if _states_inputs(body):

@@ -13,7 +13,7 @@ It sets MyST substitutions (enable the `substitution` extension) that any page m
   takeaway whose evidence moved is left out with a build warning;
 - `{{ book_links }}`: where to read the book: its published address (`html.baseurl` in _config.yml,
   else $COMPANION_BOOK_URL, which the Pages workflow sets from GitHub's own Pages URL) and the PDF
-  (`make pdf`, `companion.book.pdf`).
+  (`make pdf`, `companion.book.pdf`), linked only where the build serves it (`pdf_served`).
 The same values go into `html_context` (`book_commit`, `book_date`) for templates. Every chapter page
 that measures claims opens with a strip of its verdicts (`companion.book.verdict_strip`), and
 `book/_static/scoreboard.js` unfolds the scoreboard group a link to a claim points into. Built inside
@@ -35,7 +35,7 @@ from sphinx.util import logging
 from companion.book import glance, tables, typography, verdict_strip
 from companion.book.pdf import PDF_NAME
 
-__all__ = ["setup", "build_facts", "git_commit", "book_profile"]
+__all__ = ["setup", "build_facts", "git_commit", "book_profile", "pdf_served"]
 
 _COUNT_NAMES = {"reproduced": "n_reproduced", "partly": "n_partly", "not reproduced": "n_not_reproduced",
                 "inconclusive": "n_inconclusive", "not run at this scale": "n_not_run",
@@ -79,15 +79,25 @@ def _scoreboard(root: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {"counts": {}, "claims": [], "headlines": []}
 
 
-def _links(url: str, root_doc: str) -> str:
+def _links(url: str, root_doc: str, pdf_served: bool) -> str:
+    """Where to read the book; the PDF is linked only where it is served beside the HTML (`pdf_served`),
+    so that no build links a file it does not have."""
     up = "../" * root_doc.count("/")
-    pdf = f'<a class="book-pdf-link" href="{up}{PDF_NAME}">the whole book as one PDF</a>'
-    if url:
-        return f"Read it online at <{url}> or download {pdf}."
-    return f"Download {pdf}."
+    if pdf_served:
+        pdf = f'<a class="book-pdf-link" href="{up}{PDF_NAME}">the whole book as one PDF</a>'
+        return f"Read it online at <{url}> or download {pdf}." if url else f"Download {pdf}."
+    make = "`make pdf` prints the whole book as one PDF."
+    return f"Read it online at <{url}>; {make}" if url else make
 
 
-def build_facts(root: Path, *, url: str = "", root_doc: str = "book/intro") -> tuple[dict[str, str], list[str]]:
+def pdf_served(outdir: Path) -> bool:
+    """Whether this build serves the PDF: it is already in the output folder, or the build was told it
+    will be (`COMPANION_PDF=1`, which `make pdf` and the Pages workflow set before they print it)."""
+    return os.environ.get("COMPANION_PDF", "") == "1" or (Path(outdir) / PDF_NAME).is_file()
+
+
+def build_facts(root: Path, *, url: str = "", root_doc: str = "book/intro",
+                pdf: bool = False) -> tuple[dict[str, str], list[str]]:
     """The substitutions, from the scoreboard JSON and git, and the problems to warn about."""
     commit = git_commit(root)
     facts = {"book_commit": commit, "book_date": _build_time(root, commit).strftime("%Y-%m-%d %H:%M UTC")}
@@ -104,14 +114,15 @@ def build_facts(root: Path, *, url: str = "", root_doc: str = "book/intro") -> t
                      f"Source: {c['source_value']}; ours: {c.get('ours_text', c['ours'])}.")
     facts["headline_misses"] = "\n".join(lines) if lines else "Every headline claim reproduced."
     facts["verdicts_at_a_glance"], problems = glance.landing(doc, book_profile(root))
-    facts["book_links"] = _links(url, root_doc)
+    facts["book_links"] = _links(url, root_doc, pdf)
     return facts, problems
 
 
 def _inject(app, config) -> None:
     root = Path(app.confdir)
     url = (getattr(config, "html_baseurl", "") or os.environ.get("COMPANION_BOOK_URL", "")).strip()
-    facts, problems = build_facts(root, url=url, root_doc=getattr(config, "root_doc", "book/intro"))
+    facts, problems = build_facts(root, url=url, root_doc=getattr(config, "root_doc", "book/intro"),
+                                  pdf=pdf_served(Path(app.outdir)))
     if book_profile(root) is None:  # an edition leaves out the takeaways its own verdicts do not bear out
         for problem in problems:
             logger.warning(problem)

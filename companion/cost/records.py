@@ -70,7 +70,7 @@ def load_peak(stem: str) -> dict:
     """Committed peak rates (`benchmarks/peak.py`) as `roofline.measure_peak` gives them, with `source`:
     where and when they were measured (a live `measure_peak` has no `source`: the executing machine, now)."""
     result = load(repo_root() / RESULTS / f"{stem}.json", ("machine", "peak", "finished"))
-    return {**result["peak"], "source": f"measured by `benchmarks/peak.py` on {result['machine']['cpu_model']}, "
+    return {**result["peak"], "source": f"measured by benchmarks/peak.py on {result['machine']['cpu_model']}, "
                                         f"{result['finished'][:10]}"}
 
 

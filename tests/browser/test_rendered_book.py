@@ -482,3 +482,117 @@ def test_no_number_in_a_table_breaks_across_lines(open_page, pages: list[str]):
     assert all(marked and space == "nowrap" for _, marked, space in spread), [c for c in spread if c[2] != "nowrap"][:3]
     words = [c for c in cells if re.search(r"[a-z]{4,}", c[0])]
     assert words and not any(marked for _, marked, _ in words)
+
+
+# A figure's displayed width and height, against its file's: the largest relative difference of the ratios.
+_SQUASHED_JS = """
+async (timeoutMs) => {
+  const images = Array.from(document.querySelectorAll("article img, main img"));
+  images.forEach((img) => { img.loading = "eager"; });
+  await Promise.race([
+    Promise.all(images.map((img) => img.complete ? null : new Promise((r) => { img.onload = r; img.onerror = r; }))),
+    new Promise((r) => setTimeout(r, timeoutMs)),
+  ]);
+  return images
+    .filter((img) => img.naturalWidth > 0 && img.naturalHeight > 0 && img.clientWidth > 0 && img.clientHeight > 0)
+    .map((img) => ({
+      src: (img.getAttribute("src") || "").slice(-60),
+      off: Math.abs((img.clientWidth / img.clientHeight) / (img.naturalWidth / img.naturalHeight) - 1),
+      shown: [img.clientWidth, img.clientHeight], file: [img.naturalWidth, img.naturalHeight],
+    }));
+}
+"""
+PHONE_390 = {"width": 390, "height": 844}
+DESKTOP_1366 = {"width": 1366, "height": 900}
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP_1366, PHONE_390], ids=["1366px", "390px"])
+def test_every_figure_keeps_its_aspect_ratio(open_page, pages: list[str], html_dir: Path, viewport: dict):
+    """No figure is squashed: at a desktop's and a phone's width, every image's displayed aspect ratio is
+    its file's within 2 % (the notebook outputs carry an inline width and height; book.css lets the
+    height follow the width)."""
+    seen, squashed = 0, []
+    for page in pages:
+        if "<img" not in (html_dir / page).read_text(encoding="utf-8"):
+            continue
+        for img in open_page(page, viewport).page.evaluate(_SQUASHED_JS, TIMEOUT_MS):
+            seen += 1
+            if img["off"] > 0.02:
+                squashed.append(f"{page}: {img['src']} shown {img['shown']} from {img['file']}")
+    assert seen >= 20, f"only {seen} images measured"
+    assert not squashed, f"figures whose shape changed at {viewport['width']} px: {squashed[:5]}"
+
+
+def test_every_local_link_resolves(html_dir: Path, pages: list[str]):
+    """Every link from a page of the book to a local file finds the file, and its anchor where it names
+    one (a link to a file the build does not make, such as a PDF a plain `make book` never prints, is a
+    404 a reader meets)."""
+    broken, seen = [], 0
+    for page in pages:
+        text = (html_dir / page).read_text(encoding="utf-8")
+        for href in re.findall(r'<a\b[^>]*\bhref="([^"]+)"', text):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", href) or href.startswith("//"):
+                continue  # another site, mail, data
+            path, _, frag = href.partition("#")
+            target = "/".join(_normalise((Path(page).parent / path).as_posix())) if path else page
+            seen += 1
+            if not (html_dir / target).is_file():
+                broken.append(f"{page} → {href}")
+            elif frag and target.endswith(".html") and f'id="{frag}"' not in (html_dir / target).read_text(encoding="utf-8"):
+                broken.append(f"{page} → {href} (no such anchor)")
+    assert seen >= 100, f"only {seen} local links in the whole book"
+    assert not broken, f"local links that do not resolve: {broken[:10]}"
+
+
+class _ProseText:
+    """The text a reader reads as prose on a page: not code, not a folded block, not a script."""
+
+    SKIP = {"script", "style", "code", "pre", "details", "kbd", "samp"}
+
+    def __init__(self, html: str):
+        from html.parser import HTMLParser
+
+        parts, depth = [], [0]
+
+        class Parser(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                if tag in _ProseText.SKIP:
+                    depth[0] += 1
+
+            def handle_endtag(self, tag):
+                if tag in _ProseText.SKIP:
+                    depth[0] = max(0, depth[0] - 1)
+
+            def handle_data(self, data):
+                if not depth[0]:
+                    parts.append(data)
+
+        Parser().feed(html)
+        self.text = re.sub(r"\s+", " ", " ".join(parts))
+
+
+_PROSE_DEFECTS = {
+    "an object's repr": re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>|\bobject at 0x[0-9a-f]+"),
+    "a raw backtick (Markdown shown as text)": re.compile(r"`"),
+    "an issue number": re.compile(r"\b[Ii]ssue #?\d+"),
+    "a path into results/": re.compile(r"\bresults/"),
+    "a commit hash": re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b"),
+}
+# Pages whose subject is provenance: the landing page's build line and the Reproductions page name commits.
+_PROVENANCE = ("intro.html", "reproductions.html")
+
+
+def test_no_machinery_or_markup_in_the_prose(html_dir: Path, pages: list[str]):
+    """What a reader meets in the prose of a chapter or the scoreboard (code, folds and the "rerun" note
+    excepted): no object reprs, no Markdown backticks shown as text, no issue numbers, no paths into
+    results/, no commit hashes (the landing page's build line and the Reproductions page, which are about
+    provenance, may name commits)."""
+    found = []
+    for page in pages:
+        text = _ProseText((html_dir / page).read_text(encoding="utf-8")).text
+        for kind, pattern in _PROSE_DEFECTS.items():
+            if kind == "a commit hash" and page.endswith(_PROVENANCE):
+                continue
+            for m in pattern.finditer(text):
+                found.append(f"{page}: {kind}: …{text[max(0, m.start() - 50):m.end() + 30]}…")
+    assert not found, "\n".join(found[:12])

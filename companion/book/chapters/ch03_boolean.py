@@ -38,7 +38,7 @@ from companion.sweep import ensure_grid
 from companion.tasks import make_task
 from companion.tasks.boolean import FUNCTIONS, BooleanTask, make_function
 
-__all__ = ["NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference_table", "reference_numbers",
+__all__ = ["polynomial", "NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference_table", "reference_numbers",
            "patterns", "recovered_monomials", "mask_claims", "budget", "budget_numbers", "load", "table",
            "table1", "table4", "by_task", "ACCURACY", "HEADLINE", "PERSISTENCE", "table1_measures", "table_claims",
            "table_claim_details", "table_preconditions",
@@ -71,9 +71,23 @@ def tasks_table() -> pd.DataFrame:
         mdi = sorted(make_function(fn, N_BITS).mdi(N_BITS).items(), key=lambda t: len(t[0]))
         rows.append({"Task": task_title(fn), "Unseen set U": UNSEEN[fn], "Seen points |S|": len(task.splits["seen"][0]),
                      "Unseen points |U|": len(task.splits["unseen"][0]),
-                     "MDI (monomials of degree ≤ 2 shown)": " + ".join(
-                         f"{c:g}·x{''.join(map(str, m)) or '∅'}" for m, c in mdi if len(m) <= 2)})
+                     "MDI (monomials of degree ≤ 2 shown)": polynomial([(m, c) for m, c in mdi if len(m) <= 2])})
     return pd.DataFrame(rows).set_index("Task")
+
+
+def polynomial(terms) -> str:
+    """A multilinear polynomial as a reader writes it: `[((), -1), ((0,), -1), ((1, 2), 0.5)]` →
+    "−1 − x0 + 0.5·x1·x2" (true minus signs, no coefficient 1, no empty monomial)."""
+    out = []
+    for monomial, c in terms:
+        if c == 0:
+            continue
+        name = "·".join(f"x{i}" for i in monomial)
+        size = f"{abs(c):g}"
+        body = name if name and size == "1" else f"{size}·{name}" if name else size
+        out.append(("− " if c < 0 else "+ ") + body)
+    text = " ".join(out) or "0"
+    return "−" + text[2:] if text.startswith("− ") else text[2:] if text.startswith("+ ") else text
 
 
 def reference_table(refs: dict[str, dict[str, dict[str, float]]]) -> pd.DataFrame:

@@ -7,7 +7,6 @@ those frames. A rerun on the executing machine (`companion.cost.run_benchmark`) 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 
@@ -300,17 +299,15 @@ def gpu_goal_table(gf: pd.DataFrame, ledger: dict | None = None) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
-def gpu_provenance(gpu: dict[str, dict], provenance: dict | None = None) -> pd.DataFrame:
-    """Where each committed GPU result comes from, with its commit from benchmarks/results/provenance.json."""
-    if provenance is None:
-        path = repo_root() / RESULTS / "provenance.json"
-        provenance = json.loads(path.read_text()) if path.exists() else {}
+def gpu_provenance(gpu: dict[str, dict]) -> pd.DataFrame:
+    """Where each committed GPU result comes from: the GPU, precision, versions and date (each result's commit
+    and exact command stay in benchmarks/results/provenance.json, for a rerunner, not on the page)."""
     rows = {}
     for stem, r in gpu.items():
-        v, p = r.get("versions", {}), provenance.get(stem, {})
+        v = r.get("versions", {})
         rows[stem] = {"GPU": r["machine"].get("gpu_name", "?"), "precision": r["settings"]["dtype"],
                       "torch": v.get("torch", "?"), "CUDA": v.get("cuda", "?"), "cuDNN": v.get("cudnn", "?"),
-                      "date": r.get("started", "")[:10], "commit": p.get("commit", "not recorded")}
+                      "date": r.get("started", "")[:10]}
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "result"
     return out
