@@ -128,18 +128,37 @@ def rule_words(rule: dict | None, cid: str, units: dict) -> str:
     return text
 
 
+def _balanced(text: str) -> bool:
+    """Whether every bracket opened in `text` is closed in it, in order."""
+    depth = 0
+    for ch in text:
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 def _short(text: str, limit: int = 150) -> str:
-    """The first clause of a long description, cut at a clause boundary, at most `limit` characters."""
+    """The first clause of a long description, cut at a clause boundary outside any bracket (never
+    inside a parenthesis, which would leave it open), at most `limit` characters."""
     text = " ".join(str(text).split())
-    heads = [text.split(sep)[0] for sep in ("; ", ": ", ". ")]
+    heads = []
+    for sep in ("; ", ": ", ". "):
+        parts = text.split(sep)
+        for k in range(1, len(parts)):  # the first boundary of this kind that closes what it opened
+            head = sep.join(parts[:k])
+            if _balanced(head):
+                heads.append(head)
+                break
     heads = [h for h in heads if len(h) >= 30]
     text = min(heads, key=len) if heads else text
     if len(text) <= limit:
         return text
     cut = text[:limit]
     for sep in (", ", " (", " "):
-        if sep in cut[limit // 3:]:
-            return cut[:cut.rindex(sep)].rstrip(",;:") + " …"
+        spots = [i for i in range(len(cut) - 1, limit // 3, -1) if cut.startswith(sep, i) and _balanced(cut[:i])]
+        if spots:
+            return cut[:spots[0]].rstrip(",;:") + " …"
     return cut + " …"
 
 
