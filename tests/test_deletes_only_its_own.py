@@ -87,15 +87,18 @@ def test_its_own_scratch_loses_only_what_the_store_wrote(checkout, tmp_path):
     assert (scratch / MARK).is_file()  # made and marked
     record = COMMITTED[0]
     shutil.copy(record, scratch / record.name)
-    (scratch / f"{record.stem}.pt").write_bytes(b"weights")
-    (scratch / f"{'f' * 64}.pt").write_bytes(b"weights of a run whose record was never written")
-    (scratch / ".companion-abc-1-deadbeef-x.tmp").write_bytes(b"half a write")
+    (scratch / f"{record.stem}.pt").write_bytes(b"its weights")
+    dead = scratch / ".companion-abc-1-deadbeef-x.tmp"  # another writer's, a week old: stale
+    dead.write_bytes(b"half a write")
+    os.utime(dead, (1e9, 1e9))
+    live = scratch / ".companion-abc-1-deadbeef-y.tmp"  # another writer's, just now: may still be writing
+    live.write_bytes(b"a write in progress")
     (scratch / "notes.txt").write_text("mine\n")
     (scratch / f"{'0' * 64}.json").write_text('{"not": "a record"}')
     assert prepare_scratch(scratch, checkout, _default(checkout), True) == []  # resume: nothing removed
     removed = prepare_scratch(scratch, checkout, _default(checkout), False)
-    assert sorted(removed) == sorted([record.name, f"{'f' * 64}.pt", ".companion-abc-1-deadbeef-x.tmp"])
-    assert sorted(p.name for p in scratch.iterdir()) == sorted([MARK, "notes.txt", f"{'0' * 64}.json"])
+    assert sorted(removed) == sorted([record.name, dead.name])
+    assert sorted(p.name for p in scratch.iterdir()) == sorted([MARK, "notes.txt", f"{'0' * 64}.json", live.name])
 
 
 def test_an_unmarked_default_scratch_of_store_files_is_adopted_but_not_one_with_a_user_s_file(checkout):

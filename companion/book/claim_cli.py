@@ -21,6 +21,8 @@ import re
 import sys
 from pathlib import Path, PurePosixPath
 
+import torch
+
 from companion.book.chapter import claims, module_of
 from companion.book.claims import NOT_REBUILT, NOT_RUN, load_ledger, verdict
 from companion.book.display import load_dashboard, number, ours_text, rule_words
@@ -102,11 +104,6 @@ def _missing_paper_runs(chapter: str, store, seeds) -> int:
     return sum(stored_record(records, c, any_device=True) is None for c in dict.fromkeys(cfgs))
 
 
-def _gpu() -> bool:
-    import torch
-    return torch.cuda.is_available()
-
-
 def _cmd_claim(args) -> int:
     ledger = load_ledger()
     try:
@@ -128,7 +125,7 @@ def _cmd_claim(args) -> int:
     paper = args.profile == "paper"
     store = args.store if args.store is not None else (paper_store() if paper else None)
     train = args.train if args.train is not None else not paper
-    if paper and train and not args.yes and not _gpu():
+    if paper and train and not args.yes and not torch.cuda.is_available():
         missing = _missing_paper_runs(claim.chapter, store, seeds)
         if missing:
             return _fail(f"--train at the paper profile would train {missing} missing paper runs of this chapter on "

@@ -286,14 +286,14 @@ def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: 
     if profile not in PROFILES:
         print(f"companion chapters: error: unknown profile {profile!r}; choose one of {PROFILES}.", file=sys.stderr)
         return 2
-    wrong = ("--prune removes ci records only (paper records are made on borrowed GPUs and kept); drop it"
-             if prune and profile != "ci" else
-             "--train trains the paper profile; at ci the chapters train what they lack anyway: drop it"
-             if train and profile == "ci" else
-             "--yes answers --train's question; add --train, or drop --yes" if yes and not train else None)
-    if wrong:
-        print(f"companion chapters: error: {wrong}", file=sys.stderr)
-        return 2
+    for wrong, why in ((prune and profile != "ci", "--prune removes ci records only (paper records are made on "
+                                                   "borrowed GPUs and kept); drop it"),
+                       (train and profile == "ci", "--train trains the paper profile; at ci the chapters train "
+                                                   "what they lack anyway: drop it"),
+                       (yes and not train, "--yes answers --train's question; add --train, or drop --yes")):
+        if wrong:
+            print(f"companion chapters: error: {why}", file=sys.stderr)
+            return 2
     root = root or repo_root()
     if profile != "ci":  # the paper edition: read from the committed records; trains only when asked
 

@@ -9,8 +9,8 @@ named is where data gets lost (`--scratch results/ci` once meant deleting the co
 - the checkout, any folder above it, and the committed records (`results/` and everything under it)
   are never a scratch folder, marked or not;
 - emptying a marked folder removes what the store wrote there and nothing else: its records
-  (`RunStore.own_records`), their weights, and the temporary files of killed writes; a file of any
-  other kind stays where it is;
+  (`RunStore.own_records`) with their weights, and the temporary files of killed writes
+  (`RunStore.remove_stale_temporaries`); a file of any other kind stays where it is;
 - `--resume` trains into a marked folder without removing anything (it also takes a new or empty one).
 
 The default folder, `_build/reproduce/runs`, made by versions of this command that did not mark it, is
@@ -76,11 +76,6 @@ def prepare_scratch(scratch: Path, root: Path, default: Path, resume: bool) -> l
         return []
     store, removed = RunStore(where), []
     for rid in store.own_records():
-        store.remove(rid)
+        store.remove(rid)  # the record and its weights
         removed.append(f"{rid}.json")
-    for path in sorted(where.iterdir()):
-        if _STORE_FILE.match(path.name) and path.is_file() and not path.is_symlink() \
-                and (path.suffix == ".pt" or path.name.startswith(TEMP_PREFIX)):
-            path.unlink()  # weights whose record was never written, temporaries of killed writes
-            removed.append(path.name)
-    return removed
+    return removed + store.remove_stale_temporaries()  # the store's own rule: dead writers' files only

@@ -5,7 +5,7 @@ Each command lives in the module that owns its concept; a module joins the CLI b
 the parsed arguments and returning an exit code.
 
 Every value is checked before any work starts (`companion.cli.values`): a bad one is one line on stderr
-and exit 2, from the parser or from the command's own checks (`UsageError`), never a traceback.
+and exit 2, from the parser or from the command's own checks (`values.fail`), never a traceback.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from companion.cli.values import Parser, UsageError, fail
+from companion.cli.values import Parser
 
 _COMMAND_MODULES = ("companion.cli.runs", "companion.cli.paper", "companion.cli.ladder", "companion.book.runner", "companion.book.scoreboard",
                     "companion.book.claim_cli", "companion.book.reproduce")
@@ -48,8 +48,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except UsageError as err:
-        return fail(args.command, err)
     except KeyboardInterrupt:  # every command: one line and the shell's code for Ctrl-C, no traceback
         print(f"\ncompanion {args.command}: interrupted; what had finished is stored, and the same command "
               "continues from there.", file=sys.stderr)

@@ -24,9 +24,6 @@ __all__ = ["add_commands"]
 
 
 
-_fail = fail
-
-
 def _methods(text: str | None) -> list[str] | None:
     if text is None:
         return None
@@ -56,7 +53,7 @@ def _cmd_list(args) -> int:
         grid_plans = {(n, p): plan_grid(n, p, seeds, args.set or ())
                       for n in sorted(GRIDS) for p in GRIDS[n].profiles}
     except ValueError as err:
-        return _fail("list", str(err))
+        return fail("list", str(err))
     # list reads: it never moves or writes a file; each profile's runs in its own records by default
     stores = {p: RunStore(args.store, read_only=True, profile=p) for p in ("ci", "paper")}
     shown = f"   overrides: {' '.join(args.set)}" if args.set else ""
@@ -115,11 +112,11 @@ def _cmd_sweep(args) -> int:
             cfgs = plan(args.experiment, args.profile, seeds, methods, args.set or ())
         check_runs(cfgs, here=args.executor == "local")  # devices here, tasks buildable: before any run starts
     except ValueError as err:
-        return _fail("sweep", str(err))
+        return fail("sweep", str(err))
     if args.profile == "paper":
         stop = _paper_on_cpu(cfgs, args.executor, args.yes)
         if stop:
-            return _fail("sweep", stop)
+            return fail("sweep", stop)
     if args.batch is not None:  # older scripts keep working, and get the same runs as without it
         stack = f" ({cfgs[0].stack} for {cfgs[0].experiment})" if cfgs else ""
         print(f"companion sweep: note: --batch is ignored: the seeds a run trains beside are part of its recipe, "
@@ -136,7 +133,7 @@ def _cmd_sweep(args) -> int:
     try:
         records, ran = run_missing(cfgs, store, args.executor, True, options)
     except StoreError as err:  # said before any run started
-        return _fail("sweep", str(err))
+        return fail("sweep", str(err))
     except KeyboardInterrupt:
         print("\ninterrupted: finished runs are stored; rerun the same command to continue.", file=sys.stderr)
         return 130

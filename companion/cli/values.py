@@ -6,7 +6,7 @@ option that takes a number, a seed list, a device or a folder names one of the c
 number >= 1, got '0' (…)`, instead of argparse's usage block. What can only be checked against the
 experiments (a method, a `--set` override, a task's parameters, the device of a config) is checked by the
 command right after parsing, still before any run starts (`companion.preflight`), and refused the same
-way: `UsageError`, caught by `companion.cli.main`.
+way, one line and exit 2 (`fail`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,8 @@ from pathlib import Path
 
 from companion.preflight import check_device
 
-__all__ = ["Parser", "UsageError", "positive_int", "nonnegative_int", "positive_minutes", "seeds",
+__all__ = ["Parser", "positive_int", "nonnegative_int", "positive_minutes", "seeds",
            "device", "folder", "existing_file", "fail"]
-
-
-class UsageError(ValueError):
-    """A value the command cannot use; `companion.cli.main` prints it as one line and exits 2."""
 
 
 class Parser(argparse.ArgumentParser):
