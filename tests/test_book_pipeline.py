@@ -208,15 +208,16 @@ def test_scoreboard_names_failed_preconditions_and_reasons(tmp_path):
     assert by["S2-06"]["ours_text"] == "100.0 %" and by["S2-07"]["ours_text"] == "62.0 %"
     assert by["S2-06"]["reason_line"].startswith("Mean full-cube accuracy of the learnable mask over its runs that fit "
                                                  "the seen set at 99 % or more, or over all its runs when none does "
-                                                 "(ci scale); reproduced at ≥ 99 %")
+                                                 "(ci scale, CPU); reproduced at ≥ 99 %")
     assert "kind=" not in by["S2-06"]["reason_line"]
     # the paper column reads results/paper/ (empty here): "not run at this scale", with the run count
     assert doc["profiles"] == ["ci", "paper"]
     assert by["S2-06"]["by_profile"]["paper"] == {"ours": None, "verdict": "not run at this scale",
-                                                  "ours_text": "— (0 of 120 runs)", "failed": []}
+                                                  "ours_text": "— (0 of 120 runs)", "failed": [],
+                                                  "at": "paper scale"}
     # no paper column while the paper profile has measured nothing; one line says so
     assert "Ours (paper)" not in page and "(0 of 120 runs)" not in page and "No claim has a `paper`-profile value yet" in page
-    assert "(scoreboard-not-rebuilt)=\n:::::{dropdown} Reported, not rebuilt" in page
+    assert "(claim-S2-21)=" in page and page.index("(claim-S2-21)=") > page.index("(scoreboard-s2)=")  # in its group
     assert "TinyStories cannot be downloaded" in page
     assert "*Null:* the opposite reading predicts +12.5 points" in page  # S2-09's null, in its units, in words
     assert "kind=" not in page and "threshold=" not in page

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from companion.book import glance, pdf, preconditions, verdict_strip
+from companion.book import compact, glance, pdf, preconditions, verdict_strip, words
+from companion.book.display import load_dashboard
 from companion.book.claims import ClaimResult, load_ledger, verdict_table
 from companion.book.scoreboard import claim_groups
 from companion.book.sphinxext import book_profile, build_facts
@@ -53,11 +54,10 @@ def test_landing_block_counts_every_group_and_shows_every_headline_verdict():
         members = [c for c in DOC["claims"] if c["group"] == g["prefix"]]
         if members:
             assert f"<scoreboard-{g['prefix'].lower()}>" in block
-            assert f"({len(members)} " in block
+            assert words.noun(g["words"], len(members)) in block
     for h in DOC["headlines"]:
         c = by_id[h]
-        own = c["own"]
-        assert glance.verdict_badge(c["verdict"], own) in block, h
+        assert glance.verdict_badge(c["verdict"], c["words"]) in block, h
         assert f"<{c['anchor']}>" in block
     # counts come from the data: change one verdict and the counts change
     moved, _ = glance.landing(_doc({"S1-01": "not reproduced"}))
@@ -88,8 +88,14 @@ def test_inconclusive_and_the_book_s_own_are_listed_apart_from_not_reproduced():
 def test_groups_of_the_book_s_own_are_found_without_being_listed():
     sources = [{"prefix": "S2", "title": "Mask"}, {"prefix": "C", "title": "Cost", "own": "goals"},
                {"prefix": "M", "title": "Account"}]
-    groups = {g["prefix"]: g["own"] for g in claim_groups(sources, ["S2-01", "C-01", "M-01", "X-01", "S4-01", "R-01"])}
-    assert groups == {"S2": "", "C": "goals", "M": "hypotheses", "X": "hypotheses", "S4": "", "R": ""}
+    found = claim_groups(sources + [{"prefix": "R", "title": "Referees", "words": "hypotheses"}],
+                         ["S2-01", "C-01", "M-01", "X-01", "S4-01", "R-01"])
+    groups = {g["prefix"]: g["own"] for g in found}
+    assert groups == {"S2": "", "C": "goals", "M": "hypotheses", "R": "", "X": "hypotheses", "S4": ""}
+    assert {g["prefix"]: g["words"] for g in found} == {"S2": "claims", "C": "goals", "M": "hypotheses", "R": "hypotheses",
+                                                        "X": "hypotheses", "S4": "claims"}
+    with pytest.raises(ValueError, match="one of claims, hypotheses, goals"):
+        claim_groups([{"prefix": "R", "title": "x", "words": "questions"}], ["R-01"])
     assert glance.verdict_badge("not reproduced", "goals").endswith(">goal not met</span>")
     assert glance.verdict_badge("reproduced", "hypotheses").endswith(">borne out</span>")
     assert glance.verdict_badge("reproduced", "", 3).endswith(">3&nbsp;reproduced</span>")
@@ -111,19 +117,76 @@ def test_a_failed_precondition_says_measured_against_needed():
     assert "mask-fits-seen" not in cell and "measured 0.0 %, needed ≥ 50 %: at least half of the learnable mask" in cell
 
 
-def test_the_verdict_strip_links_every_claim_of_its_chapter():
-    claims = [{"id": "S2-07", "anchor": "claim-S2-07", "verdict": "inconclusive", "own": "", "statement": "A <b>"},
-              {"id": "C-01", "anchor": "claim-C-01", "verdict": "not reproduced", "own": "goals", "statement": "x"}]
-    html = verdict_strip.strip_html(claims, lambda a: f"../scoreboard.html#{a}")
+def test_a_chapter_opens_with_its_answer_and_every_claim_written_out():
+    claims = [{"id": "S2-07", "anchor": "claim-S2-07", "verdict": "inconclusive", "words": "claims", "statement": "A <b>"},
+              {"id": "C-01", "anchor": "claim-C-01", "verdict": "not reproduced", "words": "goals", "statement": "x"}]
+    html = verdict_strip.strip_html(claims, lambda a: f"../scoreboard.html#{a}", "The answer & more.")
     assert html.count('class="verdict-strip-item"') == 2
     assert 'href="../scoreboard.html#claim-s2-07"' in html and "goal not met" in html
-    assert "A &lt;b&gt;" in html  # a statement is escaped in the link's title
+    assert "A &lt;b&gt;</li>" in html  # the statement is written out, escaped
+    assert '<p class="chapter-answer">The answer &amp; more.</p>' in html
+    assert "chapter-answer" not in verdict_strip.strip_html(claims, lambda a: a)
+    assert verdict_strip.stale_answer({"S2-07": "inconclusive"}, claims) == []
+    assert verdict_strip.stale_answer({"S2-07": "reproduced", "S9-01": "reproduced"}, claims) == [
+        "S2-07 is inconclusive, the answer says reproduced", "S9-01 is not decided in this chapter, the answer says reproduced"]
+
+
+def test_every_chapter_answer_rests_on_the_committed_verdicts():
+    """Each chapter's answer (book/dashboard.yml) must still say what its claims' verdicts say."""
+    chapters = load_dashboard()["chapters"]
+    measured = {Path(c["chapter"]).name for c in DOC["claims"] if c["chapter"] and not c["reason"]}
+    assert set(chapters) == measured, "every chapter that decides claims opens with an answer"
+    for name, entry in chapters.items():
+        claims = [c for c in DOC["claims"] if Path(c["chapter"] or "").name == name and not c["reason"]]
+        assert entry["rests_on"] and not verdict_strip.stale_answer(entry["rests_on"], claims), name
+
+
+def test_every_value_says_what_it_is_and_where_it_was_measured():
+    """The compact table, the headline tables and the chapters' verdict tables show a value beside what it
+    is (`quantities`); the label of where it was measured comes with every verdict."""
+    dash = load_dashboard()
+    rebuilt = {c["id"] for c in DOC["claims"] if not c["reason"]}
+    assert set(dash["quantities"]) == rebuilt, sorted(set(dash["quantities"]) ^ rebuilt)
+    assert set(dash["measured_at"]) <= rebuilt
+    for c in DOC["claims"]:
+        if c["reason"]:
+            continue
+        assert c["quantity"] == dash["quantities"][c["id"]]
+        assert c["by_profile"]["ci"]["at"] == dash["measured_at"].get(c["id"], "ci scale, CPU")
+    table = compact.compact_table(DOC["claims"], "ci")
+    r01 = next(line for i, line in enumerate(table) if table[i - 2].startswith("* - {ref}`R-01 "))
+    assert "share of the way to the correct mask" in r01
+    r = ClaimResult("S3-10", 0.986, "reproduced")
+    cell = verdict_table([r], load_ledger(ROOT / "book" / "claims.yml")).data["Ours"][0]
+    assert cell.startswith("0.986 × (GOAT") and cell.endswith("· ci scale, CPU")
+
+
+def test_one_vocabulary_per_kind():
+    """A source's claim is reproduced; a hypothesis (the referees' or the book's) borne out; a goal met:
+    the same word for a kind in the counts, the cards, the strips and the chapters' tables."""
+    by_id = {c["id"]: c for c in DOC["claims"]}
+    assert by_id["R-03"]["words"] == "hypotheses" and not by_id["R-03"]["own"]
+    assert by_id["M-01"]["words"] == "hypotheses" and by_id["C-01"]["words"] == "goals"
+    assert by_id["S2-06"]["words"] == "claims"
+    page = (ROOT / "book" / "scoreboard.md").read_text()
+    card = page[page.index("(claim-R-03)="):page.index("(claim-R-03)=") + 400]
+    assert "not borne out" in card and ">not reproduced<" not in card
+    r = ClaimResult("M-01", 0.3, "not reproduced")
+    cell = verdict_table([r], load_ledger(ROOT / "book" / "claims.yml")).data["Verdict"][0]
+    assert ">not borne out<" in cell
+    block, _ = glance.landing(DOC)
+    theirs = [c for c in DOC["claims"] if c["words"] == "claims" and not c["own"]]
+    assert f"**The sources' {len(theirs)} claims**" in block
+    for g in DOC["groups"]:  # the same group sizes on the landing page and on the scoreboard
+        n = sum(c["group"] == g["prefix"] for c in DOC["claims"])
+        if n:
+            assert words.noun(g["words"], n) in block and f"({words.noun(g['words'], n)})" in page, g["prefix"]
 
 
 def test_build_facts_offers_the_landing_block_and_the_links(tmp_path):
     facts, problems = build_facts(ROOT, url="https://example.org/book/", pdf=True)
     assert not problems
-    assert facts["verdicts_at_a_glance"].startswith("**Verdicts at the `ci` profile**")
+    assert facts["verdicts_at_a_glance"].startswith("**Verdicts at the `ci` profile.** **The sources' ")
     assert "<https://example.org/book/>" in facts["book_links"] and f'href="../{pdf.PDF_NAME}"' in facts["book_links"]
     facts, _ = build_facts(ROOT)
     assert "Read it online" not in facts["book_links"]

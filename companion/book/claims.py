@@ -28,11 +28,13 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from companion.book.display import anchor, badge, load_dashboard, number, ours_text
+from companion.book.display import anchor, load_dashboard, measured_at, number, ours_text, with_quantity
 from companion.book.preconditions import failed_note
+from companion.book.words import claim_groups, verdict_badge, verdict_words, words_of
 from companion.paths import repo_root
 
 __all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "assess", "record", "record_all", "glue_result", "verdict_table",
+           "in_words",
            "VERDICTS", "NUMERIC_RULES"]
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "inconclusive", "not run at this scale", "reported, not rebuilt")
@@ -296,16 +298,25 @@ def record_all(measures: dict[str, Any], *, details: dict[str, str] | None = Non
                    ledger=ledger, glue=glue) for cid, m in measures.items()]
 
 
+def in_words(result: ClaimResult) -> str:
+    """A measured claim's verdict in the words of its kind, as the prose says it: "reproduced" for a
+    source's claim, "not borne out" for a hypothesis, "goal met" for a goal (`companion.book.words`)."""
+    dash = load_dashboard()
+    return verdict_words(result.verdict, words_of(result.id, claim_groups(dash["sources"], [result.id])))
+
+
 SCOREBOARD_HREF = "../scoreboard.html"  # from a chapter page (book/chapters/*.html) to the scoreboard
 
 
 def verdict_table(results: list[ClaimResult], ledger: dict[str, Claim] | None = None):
     """The table a chapter ends with: claim (linked to its row on the scoreboard), what the source says,
     the source's value, ours in the source's units, and the verdict as a badge; an inconclusive verdict says
-    which precondition failed in words, measured against needed. A pandas Styler: its
-    HTML carries the links and badges; `.data` is the plain frame."""
+    which precondition failed in words, measured against needed. "Ours" says what the value is and where
+    it was measured; a verdict is said in its kind's words (a hypothesis is borne out, a goal met). A
+    pandas Styler: its HTML carries the links and badges; `.data` is the plain frame."""
     ledger = ledger if ledger is not None else load_ledger()
-    units = load_dashboard()["units"]
+    dash = load_dashboard()
+    units, groups = dash["units"], claim_groups(dash["sources"], list(ledger))
     rows = []
     for r in results:
         c = ledger[r.id]
@@ -315,8 +326,9 @@ def verdict_table(results: list[ClaimResult], ledger: dict[str, Claim] | None = 
         failed = f" — precondition {'; '.join(notes)}" if notes else ""
         rows.append({"Claim": link, "What the source says": html.escape(c.statement),
                      "Source": html.escape(f"{c.source} {c.location}"), "Source value": html.escape(c.source_value),
-                     "Ours": html.escape(ours_text(r.measure, r.id, units, r.detail)),
-                     "Verdict": badge(r.verdict) + html.escape(failed)})
+                     "Ours": html.escape(with_quantity(ours_text(r.measure, r.id, units, r.detail), r.id, dash)
+                                         + f" · {measured_at(r.id, c.profile, dash)}"),
+                     "Verdict": verdict_badge(r.verdict, words_of(r.id, groups)) + html.escape(failed)})
     frame = pd.DataFrame(rows)
     return (frame.style.hide(axis="index")
             .set_uuid("verdicts").set_table_attributes('class="dataframe verdict-table"'))

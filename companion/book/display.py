@@ -12,9 +12,11 @@ from pathlib import Path
 import yaml
 
 from companion.book.prose import DIFFERENCES, ROUNDOFF, below
+from companion.book.words import verdict_words
 from companion.paths import repo_root
 
-__all__ = ["DASHBOARD", "anchor", "badge", "load_dashboard", "ours_text", "rule_words", "number"]
+__all__ = ["DASHBOARD", "anchor", "badge", "_balanced", "load_dashboard", "ours_text", "rule_words", "number", "measured_at",
+           "with_quantity"]
 
 DASHBOARD = Path("book") / "dashboard.yml"
 
@@ -42,10 +44,28 @@ def badge(verdict: str) -> str:
 
 
 def load_dashboard(path: Path | None = None) -> dict:
-    """book/dashboard.yml: {sources: [{prefix, title, note}], headlines: [ids], units: {id: unit}}."""
+    """book/dashboard.yml: {sources: [{prefix, title, note, …}], headlines: [ids], units: {id: unit},
+    quantities: {id: what the value is}, measured_at: {id: where, when not a run of the profile on a CPU},
+    chapters: {chapter: {answer, rests_on}}}."""
     doc = yaml.safe_load((path or repo_root() / DASHBOARD).read_text()) or {}
     return {"sources": doc.get("sources", []), "headlines": list(doc.get("headlines", [])),
-            "units": dict(doc.get("units", {}))}
+            "units": dict(doc.get("units", {})), "quantities": dict(doc.get("quantities", {})),
+            "measured_at": dict(doc.get("measured_at", {})), "chapters": dict(doc.get("chapters", {}))}
+
+
+def measured_at(cid: str, profile: str, dash: dict) -> str:
+    """Where a claim's value was measured, for the label of its verdict: "ci scale, CPU" for a run of the
+    `ci` profile, "paper scale" for a record of the sources' settings, else the dashboard's words (a
+    float64 check, a committed GPU benchmark)."""
+    if cid in dash.get("measured_at", {}):
+        return str(dash["measured_at"][cid])
+    return f"{profile} scale, CPU" if profile == "ci" else f"{profile} scale"
+
+
+def with_quantity(value: str, cid: str, dash: dict) -> str:
+    """A value with what it is: "0.986 × (GOAT's perplexity at 8 × L_train over at L_train, character LM)"."""
+    what = dash.get("quantities", {}).get(cid)
+    return f"{value} ({what})" if what and value not in ("—", "") else value
 
 
 # ---------------------------------------------------------------- words for numbers
@@ -105,26 +125,28 @@ def ours_text(measure, cid: str, units: dict, detail: str = "") -> str:
     return f"{text} {suffix}".strip()
 
 
-def rule_words(rule: dict | None, cid: str, units: dict) -> str:
-    """A claim's rule as a reader says it: "reproduced at ≥ 99.0 %, partly at ≥ 80.0 %"."""
+def rule_words(rule: dict | None, cid: str, units: dict, words: str = "") -> str:
+    """A claim's rule as a reader says it: "reproduced at ≥ 99.0 %, partly at ≥ 80.0 %", in the words of
+    its kind ("borne out at …" for a hypothesis, `companion.book.words`)."""
     if not rule:
         return ""
     kind = rule["kind"]
+    held, partly = verdict_words("reproduced", words), verdict_words("partly", words)
     unit, suffix = _unit(units, cid)
     u = (lambda v: f"{_in_unit(float(v), unit, exact=True)} {suffix}".strip())
     if kind == "holds":
-        return "reproduced when it holds"
+        return f"{held} when it holds"
     if kind == "equals":
-        return f"reproduced when it equals {rule['value']}"
+        return f"{held} when it equals {rule['value']}"
     if kind == "close":
-        text = f"reproduced within ±{_in_unit(float(rule['tol']), unit, exact=True)} of {u(rule['target'])}"
+        text = f"{held} within ±{_in_unit(float(rule['tol']), unit, exact=True)} of {u(rule['target'])}"
         if "partly_tol" in rule:
-            text += f", partly within ±{_in_unit(float(rule['partly_tol']), unit, exact=True)}"
+            text += f", {partly} within ±{_in_unit(float(rule['partly_tol']), unit, exact=True)}"
         return text
     sign = "≤" if kind == "at_most" else "≥"
-    text = f"reproduced at {sign} {u(rule['threshold'])}"
+    text = f"{held} at {sign} {u(rule['threshold'])}"
     if "partly_threshold" in rule:
-        text += f", partly at {sign} {u(rule['partly_threshold'])}"
+        text += f", {partly} at {sign} {u(rule['partly_threshold'])}"
     return text
 
 
@@ -144,7 +166,7 @@ def _short(text: str, limit: int = 150) -> str:
     text = " ".join(str(text).split())
     heads = []
     for sep in ("; ", ": ", ". "):
-        parts = text.split(sep)
+        parts = re.split(r"\. (?=[A-Z])", text) if sep == ". " else text.split(sep)  # "incl. the" ends no sentence
         for k in range(1, len(parts)):  # the first boundary of this kind that closes what it opened
             head = sep.join(parts[:k])
             if _balanced(head):

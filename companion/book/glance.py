@@ -17,38 +17,15 @@ committed scoreboard).
 
 from __future__ import annotations
 
-import re
 
 from companion.book.claims import VERDICTS
 from companion.book.display import _short
 from companion.book.preconditions import failed_note
+from companion.book.words import noun, value_label, verdict_badge
 
-__all__ = ["verdict_badge", "group_badge", "headline_block", "landing", "stale_takeaways", "OWN_WORDS"]
+__all__ = ["verdict_badge", "group_badge", "headline_block", "landing", "stale_takeaways", "totals"]
 
-# The book's own goals are met or not, its hypotheses borne out or not; neither is "reproduced" (the
-# colours stay the verdicts'). A group's `own` (companion.book.scoreboard.claim_groups) picks the words.
-OWN_WORDS = {
-    "goals": {"reproduced": "goal met", "partly": "goal partly met", "not reproduced": "goal not met"},
-    "hypotheses": {"reproduced": "borne out", "partly": "partly borne out", "not reproduced": "not borne out"},
-}
-OWN_VALUE_LABEL = {"goals": "Goal", "hypotheses": "Predicted"}
 _HELD_OR_FAILED = ("reproduced", "partly", "not reproduced", "not run at this scale", "reported, not rebuilt")
-
-
-def _slug(verdict: str) -> str:
-    return re.sub(r"[^a-z]+", "-", verdict.lower()).strip("-")
-
-
-def verdict_badge(verdict: str, own: str = "", count: int | None = None) -> str:
-    """A verdict's badge ("goal not met", "borne out" for the book's own), with a count if given."""
-    text = OWN_WORDS.get(own, {}).get(verdict, verdict) if own else verdict
-    text = text if count is None else f"{count}&nbsp;{text}"
-    return f'<span class="verdict-badge verdict-{_slug(verdict)}">{text}</span>'
-
-
-def value_label(own: str) -> str:
-    """What the ledger's `source_value` is for a claim: the source's value, or the book's goal or prediction."""
-    return OWN_VALUE_LABEL.get(own, "Source") if own else "Source"
 
 
 def group_badge(group: dict) -> str:
@@ -60,31 +37,72 @@ def _verdict(row: dict, profile: str) -> str:
     return row["by_profile"].get(profile, {}).get("verdict", row["verdict"])
 
 
-def _counts(rows: list[dict], profile: str, own: str) -> str:
+def _counts(rows: list[dict], profile: str, words: str) -> str:
     seen = [_verdict(r, profile) for r in rows]
-    return " ".join(verdict_badge(v, own, seen.count(v)) for v in VERDICTS if v in seen)
+    return " ".join(verdict_badge(v, words, seen.count(v)) for v in VERDICTS if v in seen)
 
 
-def _chip(row: dict, profile: str, own: str) -> str:
+def _chip(row: dict, profile: str) -> str:
     return (f'<span class="verdict-chip">{{ref}}`{row["id"]} <{row["anchor"]}>`&nbsp;'
-            f'{verdict_badge(_verdict(row, profile), own)}</span>')
+            f'{verdict_badge(_verdict(row, profile), row["words"])}</span>')
+
+
+def _members(rows: list[dict], groups: list[dict]) -> list[dict]:
+    prefixes = {g["prefix"] for g in groups}
+    return [r for r in rows if r["group"] in prefixes]
+
+
+def theirs_line(rows: list[dict], groups: list[dict], profile: str) -> str:
+    """"The sources' 61 claims (S1, S2, S3): <badges>": every claim a source made, counted once."""
+    theirs = [g for g in groups if not g["own"] and g["words"] == "claims" and _members(rows, [g])]
+    rs = _members(rows, theirs)
+    return (f"**The sources' {len(rs)} claims** ({', '.join(g['short'] for g in theirs)}): "
+            f"{_counts(rs, profile, 'claims')}") if rs else ""
+
+
+def own_line(rows: list[dict], groups: list[dict], profile: str, heads: set | frozenset = frozenset()) -> str:
+    """"The book's own 12, set by the book: 9 hypotheses <badges>; 3 goals <badges>", each kind linked to
+    its group on the scoreboard, with the headline ones as chips."""
+    own = [g for g in groups if g["own"] and _members(rows, [g])]
+    if not own:
+        return ""
+    parts = [f"{{ref}}`{noun(g['words'], len(rs))} <scoreboard-{g['prefix'].lower()}>` {_counts(rs, profile, g['words'])}"
+             for g in own for rs in [_members(rows, [g])]]
+    chips = [_chip(r, profile) for r in _members(rows, own) if r["id"] in heads]
+    return (f"**The book's own {len(_members(rows, own))}**, set by the book, not claimed by a source: {'; '.join(parts)}"
+            + (f". Headline: {' '.join(chips)}" if chips else ""))
+
+
+def totals(rows: list[dict], groups: list[dict], profile: str) -> list[str]:
+    """The counts that mean one thing each, as markdown list lines: the sources' claims together; each group
+    of hypotheses a source posed without claiming them (the referees'); the book's own hypotheses and
+    goals, each in its own words. Every item is counted once, reported ones included."""
+    lines = [theirs_line(rows, groups, profile)]
+    for g in groups:
+        rs = _members(rows, [g])
+        if rs and not g["own"] and g["words"] != "claims":
+            lines.append(f"**{g['title']}** ({noun(g['words'], len(rs))}, not claims of the paper): "
+                         f"{_counts(rs, profile, g['words'])}")
+    lines.append(own_line(rows, groups, profile))
+    return [f"- {line}" for line in lines if line]
 
 
 def _claim(row: dict, limit: int = 120) -> str:
     return f"{{ref}}`{row['id']} <{row['anchor']}>` {_short(row['statement'], limit)}"
 
 
-def _values(row: dict, profile: str, own: str) -> str:
-    ours = row["by_profile"].get(profile, {}).get("ours_text", row["ours_text"])
-    return f"{value_label(own)}: {' '.join(str(row['source_value']).split())} · ours: {ours}"
+def _values(row: dict, profile: str) -> str:
+    at = row["by_profile"].get(profile, {})
+    ours = at.get("ours_text", row["ours_text"])
+    what = f" ({row['quantity']}; {at['at']})" if row.get("quantity") and at.get("ours") is not None else ""
+    return f"{value_label(row['words'], row['own'])}: {' '.join(str(row['source_value']).split())} · ours: {ours}{what}"
 
 
 def _table(rows: list[dict], profile: str, groups_by: dict, css: str) -> list[str]:
     lines = ["```{list-table}", ":header-rows: 1", ":widths: 18 50 32", f":class: glance-table {css}", "",
              "* - Verdict", "  - Claim", "  - Source and ours"]
     for r in rows:
-        own = groups_by.get(r["group"], {}).get("own", "")
-        lines += [f"* - {verdict_badge(_verdict(r, profile), own)}", f"  - {_claim(r)}", f"  - {_values(r, profile, own)}"]
+        lines += [f"* - {verdict_badge(_verdict(r, profile), r['words'])}", f"  - {_claim(r)}", f"  - {_values(r, profile)}"]
     return lines + ["```", ""]
 
 
@@ -139,21 +157,22 @@ def landing(doc: dict, profile: str | None = None) -> tuple[str, list[str]]:
     stale = stale_takeaways(rows, groups, profile)
     problems = [f"book/dashboard.yml: the takeaway of {p} no longer matches the scoreboard ({'; '.join(w)}); "
                 "rewrite it or its rests_on" for p, w in stale.items()]
-    lines = [f"**Verdicts at the `{profile}` profile**, source by source, with the headline claims (every claim "
-             "is on the {ref}`scoreboard <scoreboard>`):", ""]
     heads = set(doc.get("headlines", []))
-    for g in sorted(groups, key=lambda g: bool(g.get("own"))):
+    lines = [f"**Verdicts at the `{profile}` profile.** {theirs_line(rows, groups, profile)}. Source by source, with "
+             "the headline claims (every item is on the {ref}`scoreboard <scoreboard>`):", ""]
+    for g in groups:
+        if g["own"]:
+            continue
         members = [r for r in rows if r["group"] == g["prefix"]]
         if not members:
             continue
-        own = g.get("own", "")
         take = (g.get("takeaway") or {}).get("text", "")
         text = f" {' '.join(take.split())}" if take and g["prefix"] not in stale else ""
-        chips = [_chip(r, profile, own) for r in members if r["id"] in heads]
-        kind = {"goals": "goals", "hypotheses": "hypotheses"}.get(own, "claims")
+        chips = [_chip(r, profile) for r in members if r["id"] in heads]
         lines.append(f"- {group_badge(g)} **{{ref}}`{g['title']} <scoreboard-{g['prefix'].lower()}>`** "
-                     f"({len(members)} {kind}): {_counts(members, profile, own)}<br>"
+                     f"({noun(g['words'], len(members))}): {_counts(members, profile, g['words'])}<br>"
                      + (f"{text.strip()} " if text else "") + (f"Headline: {' '.join(chips)}" if chips else ""))
+    lines.append(f"- {own_line(rows, groups, profile, heads)}")
     lines += ["", "**Headline claims**, held and failed alike:", ""]
     lines += headline_block(rows, doc.get("headlines", []), groups, profile=profile)
     return "\n".join(lines).rstrip() + "\n", problems

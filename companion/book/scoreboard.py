@@ -21,22 +21,22 @@ chapter's `claims` function (`companion.book.paper_status`). A claim that a prof
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections import Counter
 from pathlib import Path
 
 from companion.book import reproductions
 from companion.book.claims import GLUE_PREFIX, MIME, VERDICTS, assess, load_ledger
-from companion.book.display import DASHBOARD, _short, anchor, load_dashboard, ours_text, rule_words
+from companion.book.display import DASHBOARD, _short, anchor, load_dashboard, measured_at, ours_text, rule_words
 from companion.book.paper_status import measures as paper_measures
 from companion.book.preconditions import failed_sentence
-from companion.book.scoreboard_page import HEADLINES_LABEL, NOT_REBUILT_LABEL, page  # noqa: F401  (the labels, for readers)
+from companion.book.words import claim_groups, prefix as _prefix
+from companion.book.scoreboard_page import ALL_LABEL, HEADLINES_LABEL, page  # noqa: F401  (the labels, for readers)
 from companion.paths import repo_root
 
 __all__ = ["collect_measures", "build", "main", "why_line", "profile_dirs", "claim_groups", "PROFILE_DIRS"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 PAGE = Path("book") / "scoreboard.md"
 JSON = Path("book") / "chapters" / "scoreboard.json"
 # Where the executed chapters of each profile live; the first is the one the book shows.
@@ -83,11 +83,11 @@ def why_line(row: dict, units: dict) -> str:
         return f"{text[0].upper()}{text[1:]}."
     if row["failed"]:
         return " ".join(failed_sentence(f, f["rule"], row["profile"]) for f in row["failed"])
-    scale = f"{row['profile']} scale"
+    scale = row["by_profile"][row["profile"]]["at"] if row["profile"] in row.get("by_profile", {}) else f"{row['profile']} scale"
     if row["ours"] is None:
         return f"Measured at the `{row['profile']}` profile only, which has not been run here: {_short(row['measure'])}."
     text = _short(row["measure"])
-    return f"{text[0].upper()}{text[1:]} ({scale}); {rule_words(row['rule'], row['id'], units)}."
+    return f"{text[0].upper()}{text[1:]} ({scale}); {rule_words(row['rule'], row['id'], units, row.get('words', ''))}."
 
 
 # ---------------------------------------------------------------- the claims and the page
@@ -132,6 +132,7 @@ def build(root: Path | None = None) -> tuple[str, str]:
     headlines = [h for h in dash["headlines"] if h in ledger]
     groups = claim_groups(dash["sources"], list(ledger))
     own = {g["prefix"]: g["own"] for g in groups}
+    words = {g["prefix"]: g["words"] for g in groups}
     rows = []
     for cid, c in ledger.items():
         r = by_profile[shown][cid]
@@ -143,14 +144,15 @@ def build(root: Path | None = None) -> tuple[str, str]:
             "requires": [{**q, "value": r["preconditions"].get(q["id"])} for q in c.requires],
             "failed": r["failed"], "reason": c.reason,
             "headline": cid in headlines, "anchor": anchor(cid), "group": _prefix(cid),
-            "own": own.get(_prefix(cid), ""),
+            "own": own.get(_prefix(cid), ""), "words": words.get(_prefix(cid), "claims"),
         }
+        row["quantity"] = "" if c.reason else str(dash["quantities"].get(cid, ""))
         row["ours_text"] = ours_text(row["ours"], cid, dash["units"], row["detail"])
-        row["reason_line"] = why_line(row, dash["units"])
         row["by_profile"] = {p: {"ours": a[cid]["ours"], "verdict": a[cid]["verdict"],
                                  "ours_text": _ours_at(a[cid], cid, dash["units"], p, c, coverage),
-                                 "failed": [f["id"] for f in a[cid]["failed"]]}
+                                 "failed": [f["id"] for f in a[cid]["failed"]], "at": measured_at(cid, p, dash)}
                              for p, a in by_profile.items()}
+        row["reason_line"] = why_line(row, dash["units"])
         rows.append(row)
     counts = Counter(r["verdict"] for r in rows)
     doc = {"schema_version": SCHEMA_VERSION, "profiles": list(by_profile),
@@ -172,34 +174,6 @@ def _ours_at(assessed: dict, cid: str, units: dict, profile: str, claim, coverag
     return f"— ({cov.found} of {cov.total} runs)" if cov is not None else "— (not executed at this profile)"
 
 
-def _prefix(cid: str) -> str:
-    return cid.split("-")[0]
-
-
-_SOURCE_PREFIX = re.compile(r"S\d+|R")  # the sources' claims (S1, S2, …) and their referees'; others are the book's
-
-
-def claim_groups(sources: list[dict], ids: list[str]) -> list[dict]:
-    """The scoreboard's groups: those of book/dashboard.yml in its order, then one per claim-id prefix
-    it does not list. `own` says whether a group is the book's own rather than a source's: "goals" or
-    "hypotheses" (`own: true` reads "hypotheses"), "" for a source. A group that does not say is the
-    book's own hypotheses unless its prefix names a source (S1, S2, …) or the referees (R)."""
-    def own_of(prefix: str, value) -> str:
-        if value is None:
-            value = not _SOURCE_PREFIX.fullmatch(prefix)
-        return "hypotheses" if value is True else (value or "")
-
-    out = [{"prefix": g["prefix"], "short": g.get("short", g["prefix"]), "title": g.get("title", g["prefix"]),
-            "note": g.get("note", ""), "own": own_of(g["prefix"], g.get("own")),
-            **({"takeaway": g["takeaway"]} if g.get("takeaway") else {})} for g in sources]
-    listed = {g["prefix"] for g in out}
-    for prefix in dict.fromkeys(_prefix(cid) for cid in ids):
-        if prefix not in listed:
-            own = own_of(prefix, None)
-            out.append({"prefix": prefix, "short": prefix, "title": f"{prefix} claims" + (" of this book" if own else ""),
-                        "note": "", "own": own})
-            listed.add(prefix)
-    return out
 
 
 def _counts(rows: list[dict]) -> dict[str, int]:

@@ -12,14 +12,16 @@ measure (until then one line says the paper profile has no record yet).
 from __future__ import annotations
 
 from companion.book.claims import VERDICTS
+from companion.book.compact import compact_table
 from companion.book.display import badge, ours_text, rule_words
-from companion.book.glance import group_badge, headline_block, value_label, verdict_badge
+from companion.book.glance import group_badge, headline_block, totals
 from companion.book.preconditions import needed_words, requirement, value_words
+from companion.book.words import noun, value_label, verdict_badge
 
-__all__ = ["page", "measured_profiles", "HEADLINES_LABEL", "NOT_REBUILT_LABEL"]
+__all__ = ["page", "measured_profiles", "HEADLINES_LABEL", "ALL_LABEL"]
 
-NOT_REBUILT_LABEL = "scoreboard-not-rebuilt"  # the page's own section for items no chapter rebuilds
 HEADLINES_LABEL = "scoreboard-headlines"
+ALL_LABEL = "scoreboard-all"  # the compact table of every claim
 _MEANING = {
     "reproduced": "our measure passes the claim's rule; the rule's null (what the opposite reading predicts) never passes",
     "partly": "our measure falls between the rule's threshold and its weaker, partly threshold",
@@ -29,6 +31,10 @@ _MEANING = {
     "not run at this scale": "the claim needs a profile that has not been run here",
     "reported, not rebuilt": "no chapter rebuilds the item (data or compute out of reach); the card gives the reason",
 }
+_KINDS = ("A hypothesis (the referees' or the book's own, a statement no source claims) is "
+          f"{verdict_badge('reproduced', 'hypotheses')}, {verdict_badge('partly', 'hypotheses')} or "
+          f"{verdict_badge('not reproduced', 'hypotheses')}; a goal the book sets itself is "
+          f"{verdict_badge('reproduced', 'goals')} or {verdict_badge('not reproduced', 'goals')}, by the same rules.")
 
 
 def _cell(text) -> str:
@@ -50,9 +56,9 @@ def _counts(rows: list[dict]) -> dict[str, int]:
     return {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
 
 
-def counts_line(counts: dict[str, int], own: str = "") -> str:
+def counts_line(counts: dict[str, int], words: str = "") -> str:
     """Badges with their counts inside, for the verdicts that occur."""
-    return " ".join(verdict_badge(v, own, counts[v]) for v in VERDICTS if counts.get(v))
+    return " ".join(verdict_badge(v, words, counts[v]) for v in VERDICTS if counts.get(v))
 
 
 def _in_full(r: dict, units: dict) -> list[str]:
@@ -61,7 +67,7 @@ def _in_full(r: dict, units: dict) -> list[str]:
     if r["reason"]:
         return out
     out.append(f"*Measure* (`{r['profile']}` profile): {_cell(r['measure']).rstrip('.')}.")
-    out.append(f"*Rule:* {rule_words(r['rule'], r['id'], units)}.")
+    out.append(f"*Rule:* {rule_words(r['rule'], r['id'], units, r['words'])}.")
     if r["null"] is not None:
         out.append(f"*Null:* the opposite reading predicts {ours_text(r['null'], r['id'], units)}, "
                    "which the rule does not pass.")
@@ -75,15 +81,17 @@ def _in_full(r: dict, units: dict) -> list[str]:
 
 
 def _card(r: dict, profiles: list[str], units: dict) -> list[str]:
-    verdicts = " ".join(verdict_badge(r["by_profile"][p]["verdict"], r.get("own", ""))
+    verdicts = " ".join(verdict_badge(r["by_profile"][p]["verdict"], r["words"])
                         + (f"&nbsp;({p})" if len(profiles) > 1 else "")
                         for p in profiles)
     head = f"**{r['id']}** {verdicts}"
     if r["section"] and not r["reason"]:
         head += f" · {{ref}}`where it is measured <{r['section']}>`"
-    values = [f"*{value_label(r.get('own', ''))}:* {_cell(r['source_value'])}"]
+    values = [f"*{value_label(r['words'], r['own'])}:* {_cell(r['source_value'])}"]
     if not r["reason"]:
-        values += [f"*Ours ({p}):* {_cell(r['by_profile'][p]['ours_text'])}" for p in profiles]
+        values += [f"*Ours ({r['by_profile'][p]['at']}):* {_cell(r['by_profile'][p]['ours_text'])}"
+                   + (f" ({_cell(r['quantity'])})" if r["quantity"] and r["by_profile"][p]["ours"] is not None else "")
+                   for p in profiles]
     lines = [f"({r['anchor']})=", f"::::{{container}} claim-card verdict-edge-{_slug(r['verdict'])}", head, "",
              _cap(r["statement"]), "", " · ".join(values), "", f"*Why:* {_cell(r['reason_line'])}", ""]
     lines += [":::{dropdown} The rule in full", ":class-container: claim-rule", ""]
@@ -97,9 +105,8 @@ def _slug(verdict: str) -> str:
 
 
 def _group(title: str, label: str, members: list[dict], profiles: list[str], units: dict, note: str = "",
-           own: str = "") -> list[str]:
-    kind = own or "claims"
-    lines = [f"({label})=", f":::::{{dropdown}} {title} ({len(members)} {kind}) {counts_line(_counts(members), own)}",
+           words: str = "") -> list[str]:
+    lines = [f"({label})=", f":::::{{dropdown}} {title} ({noun(words, len(members))}) {counts_line(_counts(members), words)}",
              ":class-container: scoreboard-group", ""]
     if note:
         lines += [_cap(note).rstrip(".") + ".", ""]
@@ -112,42 +119,30 @@ def page(rows: list[dict], groups: list[dict], headlines: list[str], profiles: l
     """The markdown of the scoreboard page."""
     shown = measured_profiles(rows, profiles)
     missing = [p for p in profiles if p not in shown]
-    counts = _counts(rows)
-    lines = [
-        "(scoreboard)=",
-        "# Reproduction scoreboard",
-        "",
-        "Every claim the book checks: what its source says, what the executed chapters measured, and the verdict",
-        "that the claim's rule in `book/claims.yml` gives. Open a group to see its claims; each card links to the",
-        "section of the chapter that measures it and folds its rule in full. The page is generated by",
-        "`companion scoreboard` from the ledger and the executed chapters; the same claims are in",
-        "`book/chapters/scoreboard.json`.",
-        "",
-        f"**All {len(rows)} claims:** {counts_line(counts)}",
-        "",
-    ]
+    lines = ["---", "html_theme.sidebar_secondary.remove: true", "---", "", "(scoreboard)=", "# Reproduction scoreboard", "",
+             "Every claim the book checks, one row each, at the profile the book shows; a row's id opens its card "
+             "below, with the rule in full.", ""]
+    lines += [":::{dropdown} What the verdicts mean", ":class-container: scoreboard-legend", ""]
+    for v in VERDICTS:
+        lines += [f"- {badge(v)} {_MEANING[v]}"]
+    lines += ["", _KINDS, "", ":::", "", f"({ALL_LABEL})="]
+    lines += compact_table(rows, shown[0])
+    lines += [f"({HEADLINES_LABEL})=", "## The counts and the headline claims", ""]
+    lines += totals(rows, groups, shown[0]) + [""]
     if missing:
         lines += [f"Measured at the `{shown[0]}` profile. No claim has a {', '.join(f'`{p}`' for p in missing)}-profile "
                   "value yet (a claim needs every run its comparison reads at that profile; each chapter counts the "
                   "runs committed), so no column is shown for it.", ""]
-    lines += [":::{dropdown} What the verdicts mean", ":class-container: scoreboard-legend", ""]
-    for v in VERDICTS:
-        lines += [f"- {badge(v)} {_MEANING[v]}"]
-    lines += ["", ":::", "", f"({HEADLINES_LABEL})=", "## Headline claims", "",
-              "The central claim of each source and the book's largest non-reproductions.", ""]
+    lines += ["The central claim of each source and the book's largest non-reproductions:", ""]
     lines += headline_block(rows, headlines, groups, profile=shown[0])
     lines += ["## Every claim, by source", ""]
     for g in groups:
-        members = [r for r in rows if r["group"] == g["prefix"] and not r["reason"]]
+        members = [r for r in rows if r["group"] == g["prefix"]]
         if not members:
             continue
-        members.sort(key=lambda r: (not r["headline"], rows.index(r)))
+        members.sort(key=lambda r: (bool(r["reason"]), not r["headline"], rows.index(r)))
         title = f"{group_badge(g)} {g['title']}"
-        lines += _group(title, f"scoreboard-{g['prefix'].lower()}", members, shown, units, g.get("note", ""),
-                        g.get("own", ""))
-    unbuilt = [r for r in rows if r["reason"]]
-    if unbuilt:
-        lines += _group("Reported, not rebuilt", NOT_REBUILT_LABEL, unbuilt, shown[:1], units,
-                        "items of the sources that no chapter rebuilds, with the value the source reports and why "
-                        "it is out of reach here")
+        lines += _group(title, f"scoreboard-{g['prefix'].lower()}", members, shown, units, g.get("note", ""), g["words"])
+    lines += ["The page is generated by `companion scoreboard` from the ledger (`book/claims.yml`) and the executed "
+              "chapters; the same claims are in `book/chapters/scoreboard.json`.", ""]
     return "\n".join(lines).rstrip("\n") + "\n"

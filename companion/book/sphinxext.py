@@ -33,14 +33,11 @@ from pathlib import Path
 from sphinx.util import logging
 
 from companion.book import glance, tables, typography, verdict_strip
+from companion.book.display import DASHBOARD, load_dashboard
 from companion.book.pdf import PDF_NAME
 
 __all__ = ["setup", "build_facts", "git_commit", "book_profile", "pdf_served"]
 
-_COUNT_NAMES = {"reproduced": "n_reproduced", "partly": "n_partly", "not reproduced": "n_not_reproduced",
-                "inconclusive": "n_inconclusive", "not run at this scale": "n_not_run",
-                "reported, not rebuilt": "n_not_rebuilt"}
-MISSES = ("not reproduced", "inconclusive")
 logger = logging.getLogger(__name__)
 
 
@@ -102,17 +99,6 @@ def build_facts(root: Path, *, url: str = "", root_doc: str = "book/intro",
     commit = git_commit(root)
     facts = {"book_commit": commit, "book_date": _build_time(root, commit).strftime("%Y-%m-%d %H:%M UTC")}
     doc = _scoreboard(root)
-    counts = doc.get("counts", {})
-    facts["n_claims"] = str(len(doc.get("claims", [])))
-    for verdict, name in _COUNT_NAMES.items():
-        facts[name] = str(counts.get(verdict, 0))
-    by_id = {c["id"]: c for c in doc.get("claims", [])}
-    misses = [by_id[h] for h in doc.get("headlines", []) if h in by_id and by_id[h]["verdict"] in MISSES]
-    lines = []
-    for c in misses:
-        lines.append(f"- {{ref}}`{c['id']} <claim-{c['id']}>` ({c['verdict']}): {c['statement']} "
-                     f"Source: {c['source_value']}; ours: {c.get('ours_text', c['ours'])}.")
-    facts["headline_misses"] = "\n".join(lines) if lines else "Every headline claim reproduced."
     facts["verdicts_at_a_glance"], problems = glance.landing(doc, book_profile(root))
     facts["book_links"] = _links(url, root_doc, pdf)
     return facts, problems
@@ -137,8 +123,19 @@ def _inject(app, config) -> None:
             continue
         verdict = c.get("by_profile", {}).get(profile, {}).get("verdict", c["verdict"]) if profile else c["verdict"]
         app.companion_strips.setdefault(f"book/{c['chapter']}", []).append(
-            {"id": c["id"], "anchor": c["anchor"], "verdict": verdict, "own": c.get("own", ""),
+            {"id": c["id"], "anchor": c["anchor"], "verdict": verdict, "words": c.get("words", "claims"),
              "statement": c["statement"]})
+    app.companion_answers = {}
+    dash = root / DASHBOARD
+    for chapter, entry in load_dashboard(dash if dash.is_file() else None)["chapters"].items():
+        docname = f"book/chapters/{chapter}"
+        stale = verdict_strip.stale_answer(entry.get("rests_on", {}), app.companion_strips.get(docname, []))
+        if stale:
+            if book_profile(root) is None:
+                logger.warning(f"book/dashboard.yml: the answer of chapter {chapter} no longer matches its verdicts "
+                               f"({'; '.join(stale)}); rewrite it or its rests_on")
+            continue
+        app.companion_answers[docname] = entry.get("answer", "")
 
 
 def _read(app, doctree) -> None:

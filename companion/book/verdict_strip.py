@@ -1,10 +1,11 @@
-"""A chapter opens with its verdicts: a strip of badges under its title, from the scoreboard's data.
+"""A chapter opens with its answer: one or two sentences, then every claim it decides, one line each.
 
 At build time (Sphinx, `companion.book.sphinxext`), every page that measures claims gets, right
-after its title, one line: "Verdicts in this chapter:" and a badge per claim, each linked to the
-claim's card on the scoreboard. Nothing is typed into the notebooks: the claims of a page are those
-whose `chapter` in `book/chapters/scoreboard.json` names it, and their verdicts are the scoreboard's
-at the book's profile. The strip is a placeholder node while reading (doctrees are shared by every
+after its title, its answer (`chapters` in `book/dashboard.yml`, left out with a build warning when a
+verdict it rests on has moved) and a list of its claims: the verdict badge in its kind's words, the
+id linked to the claim's card on the scoreboard, and the statement in one line. Nothing is typed
+into the notebooks: the claims of a page are those whose `chapter` in `book/chapters/scoreboard.json`
+names it, and their verdicts are the scoreboard's at the book's profile. The strip is a placeholder node while reading (doctrees are shared by every
 builder) and becomes HTML when references are resolved, with a link that fits the builder: a
 relative page link in the HTML book, an anchor in the single-page book that the PDF is printed from.
 """
@@ -15,9 +16,10 @@ import html
 
 from docutils import nodes
 
-from companion.book.glance import verdict_badge
+from companion.book.compact import one_line
+from companion.book.words import verdict_badge
 
-__all__ = ["VerdictStrip", "strip_html", "add_strip", "resolve_strips", "SCOREBOARD_DOC"]
+__all__ = ["VerdictStrip", "strip_html", "add_strip", "resolve_strips", "stale_answer", "SCOREBOARD_DOC"]
 
 SCOREBOARD_DOC = "book/scoreboard"
 
@@ -26,16 +28,25 @@ class VerdictStrip(nodes.General, nodes.Element):
     """Placeholder for a chapter's verdict strip; `docname` names the page whose claims it shows."""
 
 
-def strip_html(claims: list[dict], href) -> str:
-    """The strip's HTML; `href(anchor)` gives the link to a claim's card."""
+def strip_html(claims: list[dict], href, answer: str = "") -> str:
+    """The chapter's opening as HTML: its answer (if any), then a line per claim; `href(anchor)` gives
+    the link to a claim's card."""
     items = []
     for c in claims:
-        title = html.escape(f"{c['id']}: {' '.join(c['statement'].split())}", quote=True)
-        items.append(f'<a class="verdict-strip-item" href="{html.escape(href(c["anchor"].lower()), quote=True)}" '
-                     f'title="{title}"><span class="verdict-strip-id">{c["id"]}</span>&nbsp;'
-                     f'{verdict_badge(c["verdict"], c.get("own", ""))}</a>')
-    return ('<p class="verdict-strip"><span class="verdict-strip-label">Verdicts in this chapter:</span> '
-            + " ".join(items) + "</p>")
+        items.append(f'<li>{verdict_badge(c["verdict"], c.get("words", "claims"))} '
+                     f'<a class="verdict-strip-item" href="{html.escape(href(c["anchor"].lower()), quote=True)}">'
+                     f'{c["id"]}</a> {html.escape(one_line(c["statement"], 140))}</li>')
+    head = f'<p class="chapter-answer">{html.escape(" ".join(answer.split()))}</p>' if answer else ""
+    return (f'<div class="verdict-strip">{head}<p class="verdict-strip-label">What this chapter decides '
+            f'(each links to its card on the scoreboard):</p><ul class="chapter-claims">{"".join(items)}</ul></div>')
+
+
+def stale_answer(rests_on: dict, claims: list[dict]) -> list[str]:
+    """["S2-06 is now partly, the answer says not reproduced", …] for a chapter whose answer no longer
+    matches its claims' verdicts (or names a claim the chapter does not decide)."""
+    by_id = {c["id"]: c["verdict"] for c in claims}
+    return [f"{cid} is {by_id.get(cid, 'not decided in this chapter')}, the answer says {expected}"
+            for cid, expected in (rests_on or {}).items() if by_id.get(cid) != expected]
 
 
 def add_strip(doctree: nodes.document, docname: str) -> bool:
@@ -54,6 +65,7 @@ def resolve_strips(app, doctree: nodes.document, fromdocname: str) -> None:
     builder = app.builder
     for node in list(doctree.findall(VerdictStrip)):
         claims = getattr(app, "companion_strips", {}).get(node["docname"], [])
+        answer = getattr(app, "companion_answers", {}).get(node["docname"], "")
         if builder.format != "html" or not claims:
             node.parent.remove(node)
             continue
@@ -65,4 +77,4 @@ def resolve_strips(app, doctree: nodes.document, fromdocname: str) -> None:
 
             def href(anchor: str, base=base) -> str:
                 return f"{base}#{anchor}"
-        node.replace_self(nodes.raw("", strip_html(claims, href), format="html"))
+        node.replace_self(nodes.raw("", strip_html(claims, href, answer), format="html"))

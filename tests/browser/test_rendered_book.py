@@ -366,6 +366,7 @@ PHONE = {"width": 400, "height": 800}
 # The scoreboard fits a few screens: its groups fold, its cards fold their rules, and there is no empty
 # paper column (the long table it replaced was 23,300 px at 1400 px and 66,500 px at 400 px).
 SCOREBOARD_MAX_SCREENS = {1400: 4, 400: 7}
+COMPACT_ROW_PX = {1400: 90, 400: 200}  # the average row of the compact table, a line or three of small type
 
 
 def _scoreboard_json(html_dir: Path) -> dict:
@@ -404,10 +405,18 @@ def test_landing_first_screen_shows_every_headline_verdict(open_page, pages: lis
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1400px", "400px"])
 def test_scoreboard_fits_a_few_screens(open_page, pages: list[str], viewport: dict):
+    """Every claim in one compact table (a short row each), and the rest of the page, its cards folded
+    by group, a few screens."""
     opened = open_page(next(p for p in pages if p.endswith("scoreboard.html")), viewport)
     height = opened.page.evaluate("document.documentElement.scrollHeight")
+    table = opened.page.evaluate("""() => { const t = document.querySelector('article table.compact-table');
+        return t ? {height: t.getBoundingClientRect().height, rows: t.querySelectorAll('tbody tr').length} : null; }""")
+    assert table and table["rows"] > 0, "no compact table on the scoreboard"
+    per_row = table["height"] / table["rows"]
+    assert per_row <= COMPACT_ROW_PX[viewport["width"]], f"a row of the compact table is {per_row:.0f} px tall on average"
     screens = SCOREBOARD_MAX_SCREENS[viewport["width"]]
-    assert height <= screens * 900, f"the scoreboard is {height} px tall at {viewport['width']} px, over {screens} screens"
+    rest = height - table["height"]
+    assert rest <= screens * 900, f"the scoreboard without its table is {rest} px tall at {viewport['width']} px"
     # every claim is one click away: each card sits in a folded group and is there in the page
     doc_ids = opened.page.eval_on_selector_all(".claim-card[id], .claim-card [id^='claim-']", "els => els.map((e) => e.id)")
     assert doc_ids, "no claim cards on the scoreboard"
@@ -439,20 +448,33 @@ def test_no_badge_is_clipped_on_a_phone(open_page, pages: list[str]):
     assert not clipped, f"verdict badges clipped at 400 px: {clipped}"
 
 
-def test_a_chapter_opens_with_its_verdicts(open_page, pages: list[str], html_dir: Path):
+def test_a_chapter_opens_with_its_answer_and_the_claims_it_decides(open_page, pages: list[str], html_dir: Path):
+    """Under every chapter's title: its answer in a sentence or two, then each claim it decides with its
+    verdict and its statement written out (not in a tooltip a phone never shows), on the first screen."""
     doc = _scoreboard_json(html_dir)
-    chapter = "chapters/03_boolean_extrapolation"
-    expected = {c["id"] for c in doc["claims"] if c["chapter"] == chapter and not c["reason"]}
-    opened = open_page(next(p for p in pages if p.endswith(chapter + ".html")), DESKTOP)
-    strip = opened.page.evaluate("""() => { const s = document.querySelector('article p.verdict-strip');
-        if (!s) return null;
-        const h1 = document.querySelector('article h1');
-        return {after_title: !!h1 && h1.compareDocumentPosition(s) === Node.DOCUMENT_POSITION_FOLLOWING,
-                ids: Array.from(s.querySelectorAll('.verdict-strip-id')).map((e) => e.textContent.trim()),
-                top: s.getBoundingClientRect().top}; }""")
-    assert strip, "Chapter 3 has no verdict strip under its title"
-    assert strip["after_title"] and strip["top"] < DESKTOP["height"]
-    assert set(strip["ids"]) == expected
+    chapters = sorted({c["chapter"] for c in doc["claims"] if c["chapter"] and not c["reason"]})
+    for chapter in chapters:
+        expected = {c["id"]: " ".join(c["statement"].split())[:40] for c in doc["claims"]
+                    if c["chapter"] == chapter and not c["reason"]}
+        for size in (DESKTOP, PHONE):
+            opened = open_page(next(p for p in pages if p.endswith(chapter + ".html")), size)
+            strip = opened.page.evaluate("""() => { const s = document.querySelector('article div.verdict-strip');
+                if (!s) return null;
+                const h1 = document.querySelector('article h1'), answer = s.querySelector('p.chapter-answer');
+                return {after_title: !!h1 && h1.compareDocumentPosition(s) === Node.DOCUMENT_POSITION_FOLLOWING,
+                        answer: answer ? answer.innerText.trim() : '',
+                        answer_top: answer ? answer.getBoundingClientRect().top : 1e9,
+                        items: Array.from(s.querySelectorAll('ul.chapter-claims li')).map((li) => ({
+                            id: li.querySelector('a.verdict-strip-item').textContent.trim(), text: li.innerText}))}; }""")
+            opened.page.close()
+            assert strip, f"{chapter} has no opening under its title"
+            assert strip["after_title"], chapter
+            assert len(strip["answer"].split()) >= 12, f"{chapter} opens without its answer"
+            assert strip["answer_top"] < size["height"], f"{chapter}'s answer is below the first screen"
+            shown = {i["id"]: i["text"] for i in strip["items"]}
+            assert set(shown) == set(expected), chapter
+            for cid, start in expected.items():
+                assert start in " ".join(shown[cid].split()), f"{chapter}: {cid}'s statement is not written out"
 
 
 def test_a_chapter_s_tables_are_numbered_and_captioned_above(open_page, pages: list[str]):
@@ -504,6 +526,26 @@ async (timeoutMs) => {
 """
 PHONE_390 = {"width": 390, "height": 844}
 DESKTOP_1366 = {"width": 1366, "height": 900}
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP_1366, PHONE_390], ids=["1366px", "390px"])
+def test_the_first_screens_give_the_counts_and_the_table(open_page, pages: list[str], html_dir: Path, viewport: dict):
+    """Without scrolling: the landing page's count of the sources' own claims by verdict, and the
+    scoreboard's table of every claim (its header and first row)."""
+    doc = _scoreboard_json(html_dir)
+    theirs = [c for c in doc["claims"] if not c["own"] and c["words"] == "claims"]
+    opened = open_page(_landing(pages), viewport)
+    line = opened.page.evaluate("""() => { const el = Array.from(document.querySelectorAll('article p, article li'))
+        .find((e) => e.innerText.includes("The sources’") || e.innerText.includes("The sources'"));
+        return el ? {text: el.innerText, bottom: el.getBoundingClientRect().bottom} : null; }""")
+    assert line, "the landing page does not count the sources' claims"
+    assert f"{len(theirs)} claims" in line["text"] and line["bottom"] <= viewport["height"], line
+    opened = open_page(next(p for p in pages if p.endswith("scoreboard.html")), viewport)
+    table = opened.page.evaluate("""() => { const t = document.querySelector('article table.compact-table');
+        if (!t) return null; const rows = t.querySelectorAll('tbody tr');
+        return {rows: rows.length, first: rows[0].getBoundingClientRect().top}; }""")
+    assert table and table["rows"] == len(doc["claims"]), f"the compact table lists {table} of {len(doc['claims'])}"
+    assert table["first"] < viewport["height"], f"the table starts below the first screen: {table}"
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP_1366, PHONE_390], ids=["1366px", "390px"])

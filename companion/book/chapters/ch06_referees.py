@@ -22,6 +22,7 @@ from companion.book.chapter import Decision, Findings, Runs
 from companion.book.chapters import step_cap
 from companion.book.chapters.frames import open_mass, readout, records_frame
 from companion.book.chapters.interpolator import mdi
+from companion.book.claims import in_words
 from companion.book.chapters.stats import difference_table, minus, paired, sign_flip_p, summarize
 from companion.book.labels import label, task_title
 from companion.book.missing import gather
@@ -571,7 +572,7 @@ def _prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence) -> 
     out["ch6_default_attn_drift"] = num(means.loc[("default", False), "attention_drift"])
     out["ch6_svd_norm_attn_drift"] = num(means.loc[("structured-svd", True), "attention_drift"])
     out["ch6_n_seeds"] = str(frame["seed"].nunique())
-    out.update({f"ch6_{r.id.replace('-', '')}": r.verdict for r in results})
+    out.update({f"ch6_{r.id.replace('-', '')}": in_words(r) for r in results})
     default = _accuracy(frame, "maj3", "no mask", 0.0)
     out.update({f"ch6_gain_{k}": signed(100 * (_accuracy(frame, "maj3", p, c) - default)) for k, (p, c) in GAINS.items()})
     out["ch6_r04"] = f"{claim_measures(frame, qk)['R-04']:g}"

@@ -18,6 +18,7 @@ import torch
 
 from companion.boolean_fourier import cube, evaluate, min_degree_interpolator
 from companion.book.chapters.frames import records_frame
+from companion.book.claims import in_words
 from companion.book.labels import label, task_title
 from companion.book.prose import mean_sd, num, pct, signed
 from companion.experiments.symmetry import METHODS, SEEDS
@@ -209,4 +210,4 @@ def symmetry_numbers(ms: dict, results: Sequence = ()) -> dict[str, str]:
             out[f"ch3_sym_{fn.replace('-', '_')}_{m.replace('-', '_')}_{s}"] = pct(v[s])
     out["ch3_sym_moved_gain"] = signed(100 * ms["moved_gain"])
     out["ch3_sym_threesym_gain"] = signed(100 * ms["threesym_gain"])
-    return out | {f"ch3_verdict_{r.id}": r.verdict for r in results if r.id.startswith("M-")}
+    return out | {f"ch3_verdict_{r.id}": in_words(r) for r in results if r.id.startswith("M-")}
