@@ -1,6 +1,8 @@
 """Colour distances (CIEDE2000 against the published test pairs) and the book's palette: no two
 meanings share a colour."""
 
+import itertools
+
 import pytest
 
 from companion.book import colours, labels
@@ -61,3 +63,45 @@ def test_variants_drawn_together_are_apart_and_a_variant_of_a_method_keeps_its_c
     distance, a, b = colours.closest_pair({v: c for c, v in distinct.items()})
     assert distance >= colours.MIN_APART - 1, f"{a} and {b} are {distance:.1f} apart"
     assert len(distinct) == len(variants), "two variants share a colour"
+
+
+# ColorAide's test suite (facelessuser/coloraide, tests/test_cvd.py): CSS colours through Machado et al.'s
+# severity-1.0 matrices in linear sRGB, as sRGB 0…255 before clipping; `simulate` clips to the gamut.
+MACHADO = [("#ff0000", "deuteranopia", (163.22, 144.28, -28.312)), ("#ff0000", "protanopia", (108.79, 95.027, -12.596)),
+           ("#008000", "deuteranopia", (119.39, 106.36, 24.233)), ("#ffa500", "deuteranopia", (216.62, 192.97, 13.854)),
+           ("#ee82ee", "protanopia", (120.65, 161.38, 241.7)), ("#0000ff", "protanopia", (-124.94, 88.706, 260.74))]
+
+
+@pytest.mark.parametrize("colour, deficiency, published", MACHADO)
+def test_dichromat_simulation_matches_the_published_values(colour, deficiency, published):
+    seen = colours.simulate(colour, deficiency)
+    channels = [int(seen[i:i + 2], 16) for i in (1, 3, 5)]
+    assert channels == pytest.approx([min(255.0, max(0.0, v)) for v in published], abs=0.51)
+
+
+def test_a_dichromat_sees_greys_as_greys_and_an_unknown_deficiency_is_named():
+    for grey in ("#000000", "#4d4d4d", "#8c8c8c", "#ffffff"):
+        assert all(colours.delta_e(colours.simulate(grey, d), grey) < 0.5 for d in colours.DEFICIENCIES)
+    with pytest.raises(ValueError, match="'tritanopia'.*protanopia, deuteranopia"):
+        colours.simulate("#ff0000", "tritanopia")
+
+
+def test_the_methods_a_chapter_draws_together_stay_apart_to_a_dichromat():
+    """Each chapter's methods (its experiments' lists) and Chapter 10's variants that compute a prior differently,
+    with the black of reference lines: at least MIN_APART to a trichromat and MIN_APART_CVD to a protanope and a
+    deuteranope (ALiBi's olive was 6.8 from RoPE's green to a deuteranope; the mimetic start's brown 1.8 from
+    the mask's red to a protanope)."""
+    from companion.book.chapters import ch10_cost as cr
+    from companion.book.chapters.ch09_extrapolation import READINGS
+    from companion.cost import records
+    from companion.experiments import arithmetic, copy_mixture, gotu, images
+    from companion.paths import repo_root
+
+    cpu = cr.frame(records.load(repo_root() / cr.RESULTS / f"{cr.CPU_RESULT}.json"))  # the sweep Chapter 10 draws
+    groups = {"gotu": gotu.METHODS, "arithmetic": arithmetic.METHODS, "images": images.METHODS,
+              "copy-mixture": copy_mixture.METHODS, "extrapolation": READINGS, "cost (CPU)": tuple(set(cpu.variant))}
+    for group, names in groups.items():
+        drawn = {n: labels.colour(n) for n in names} | {"black": "#000000"}
+        for (a, first), (b, second) in itertools.combinations(drawn.items(), 2):
+            assert colours.delta_e(first, second) >= colours.MIN_APART, f"{group}: {a} and {b}"
+            assert colours.dichromat_delta_e(first, second) >= colours.MIN_APART_CVD, f"{group}: {a} and {b} to a dichromat"

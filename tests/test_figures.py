@@ -58,9 +58,13 @@ def test_a_method_keeps_one_colour_and_its_variants_share_it():
 
 # ---------------------------------------------------------------- the figures themselves, on the page
 # Each chapter's figure functions (companion.book.chapters.figures) are drawn from small made-up inputs of the
-# shapes the chapters pass, and `plots.layout_problems` must find nothing: text ≥ 9 pt at the column's
-# width, legends outside every axes' data, a colour bar on every heat map, two or more labels on every
-# log axis.
+# shapes the chapters pass, with the methods each chapter draws together (its experiments' method lists), and
+# `plots.layout_problems` must find nothing: text ≥ 9 pt at the column's width, legends outside every axes'
+# data, a colour bar on every heat map whose scale holds the map's data, two or more labels on every log axis;
+# nor `plots.colour_problems`: every two colours drawn in one axes or shown in one legend at least
+# `colours.MIN_APART` apart, and `colours.MIN_APART_CVD` to a protanope and a deuteranope. The made-up maps
+# reach the values the chapters' do (attention rows that put almost all their weight on one key, a causal prior
+# down to the readout's 1e-12 floor), so that a scale stopping short of them fails here.
 
 import matplotlib  # noqa: E402
 
@@ -86,8 +90,9 @@ def _curves(methods, y="value", steps=(0, 50, 100), seeds=(0, 1, 2), **extra):
 
 
 def _maps(methods, per_row):
+    """Attention maps whose rows sum to 1, some with nearly all of a row on one key (as trained maps have)."""
     rng = _rng()
-    return [(f"{labels.label(m)}: layer {i + 1}, end", rng.uniform(0, 0.6, (16, 16))) for m in methods for i in range(per_row)]
+    return [(f"{labels.label(m)}: layer {i + 1}, end", rng.dirichlet(np.full(16, 0.05), 16)) for m in methods for i in range(per_row)]
 
 
 def _ch01():
@@ -113,24 +118,28 @@ def _ch02():
 
 
 def _ch03():
+    from companion.experiments.gotu import METHODS
+
     tasks = ("2parity", "cyclic3", "maj3", "threesym")
     rng = _rng()
     patterns = {fn: rng.integers(0, 2, (16, 16)) for fn in tasks}
     y = "full-cube accuracy (%)"
-    curves = {fn: _curves(("default", "structured-svd", "structured-opt", "mimetic", "mask", "fixed-mask"), y=y)
-              for fn in tasks}
-    return [f03.masks(patterns, tasks), f03.curves(curves, {fn: 60.0 for fn in tasks}),
+    curves = {fn: _curves(METHODS, y=y) for fn in tasks}
+    points = pd.DataFrame([{"task": fn, "method": m, "seed": s, "split": split, "accuracy": float(rng.uniform(0, 100))}
+                           for fn in tasks for split in ("unseen", "seen") for m in METHODS for s in range(3)])
+    nearest = {fn: {"unseen": 0.5, "seen": 1.0} for fn in tasks}
+    return [f03.masks(patterns, tasks), f03.by_seed(points, nearest), f03.curves(curves, {fn: 60.0 for fn in tasks}),
             f03.maps(_maps(("default", "structured-svd", "mask"), 4))]
 
 
 def _ch04():
     from companion.book.chapters import ch04_arithmetic as ch
+    from companion.experiments.arithmetic import FIGURE2_METHODS, METHODS as methods
 
-    methods = ("default", "structured-svd", "mask", "fixed-mask")
     points = pd.DataFrame([{"method": m, "x": i + 0.1 * k, "mean": 50.0, "below": 5.0, "above": 7.0}
-                           for k, m in enumerate(methods[::2]) for i in range(4)])
+                           for k, m in enumerate(FIGURE2_METHODS) for i in range(4)])
     seeds = pd.DataFrame([{"method": m, "x": i + 0.1 * k, "value": 40.0 + s}
-                          for k, m in enumerate(methods[::2]) for i in range(4) for s in range(3)])
+                          for k, m in enumerate(FIGURE2_METHODS) for i in range(4) for s in range(3)])
     ticks = (list(range(4)), ["0.1 %\n(1,000 pairs)", "0.2 %\n(2,000 pairs)", "0.4 %\n(4,000 pairs)", "1 %\n(10,000 pairs)"])
     digits = pd.DataFrame([{"method": m, "seed": s, "digit": f"c{d}", "value": 90.0 - d - s}
                            for m in methods for s in range(3) for d in range(6)])
@@ -144,7 +153,7 @@ def _ch05():
     from companion.book.chapters.stats import summarize
 
     rng = _rng()
-    order = ("mimetic", "structured-svd", "structured-opt", "mask")
+    order = tuple(m for m in ch.METHODS if m != "default")
     diffs = pd.DataFrame([{"dataset": "digits", "method": m, "seed": s, "difference": float(rng.normal())}
                           for m in order for s in range(5)])
     pairs = pd.DataFrame({"seed": range(5), "default": rng.uniform(3, 4, 5), "mask": rng.uniform(3, 4, 5)})
@@ -181,19 +190,21 @@ def _ch07():
         return pd.DataFrame([{"run": r, "bin": b, "omega": scale * 1.3 ** b, "p0": float(rng.uniform(0, 0.5))}
                              for r in range(3) for b in range(8)]).set_index(["run", "bin"])
 
-    methods = ("goat", "rope", "alibi")
+    from companion.experiments.copy_mixture import METHODS as methods
+
     return [f07.sink({m: curve(0.4) for m in methods}, {m: curve(1.1) for m in methods})]
 
 
 def _ch08():
     from companion.book.chapters.entropic import prior_views
+    from companion.experiments.copy_mixture import METHODS
 
     rng = _rng()
-    gaps = _curves(("goat", "rope", "alibi"), steps=(0, 100, 200, 400))
+    gaps = _curves(METHODS, steps=(0, 100, 200, 400))
     gaps["value"] = gaps["value"] / 400 + 0.002
     views = prior_views(rng.normal(size=(4, 32)), rng.normal(size=(4, 32)))
     panels = {**views, "limit": np.nanmax(np.abs(views["centred"]), axis=(1, 2))}
-    return [f08.gap(gaps, ("goat", "rope", "alibi")), f08.figure1(panels, lag=3)]
+    return [f08.gap(gaps, METHODS), f08.figure1(panels, lag=3)]
 
 
 def _ch09():
@@ -210,9 +221,11 @@ def _ch09():
     grid = pd.DataFrame(rng.uniform(size=(len(ch.READINGS) * 4, 5)), columns=bins,
                         index=pd.MultiIndex.from_product([ch.READINGS, lengths], names=["reading", "length"]))
     i = np.linspace(0, 2047, 24).round()
-    centred = rng.normal(size=(8, 24, 24))
-    head = {"i": i, "centred": centred, "limit": np.abs(centred).max(axis=(1, 2)),
-            "log_causal": -rng.uniform(0, 6, (8, 24, 24))}
+    future = np.triu(np.ones((24, 24), dtype=bool), 1)  # NaN in the readout's centred prior, 0 in its causal one
+    centred = np.where(future, np.nan, rng.normal(size=(8, 24, 24)))
+    prior = np.where(future, 0.0, 10.0 ** -rng.uniform(0, 14, (8, 24, 24)))  # far keys underflow to 0
+    head = {"i": i, "centred": centred, "limit": np.nanmax(np.abs(centred), axis=(1, 2)),
+            "log_causal": np.log10(prior + 1e-12)}
     return [f09.ppl_length(ch.length_curves(lm, "ppl"), lengths, train_len, ch.READINGS),
             f09.position_ce(positions, train_len), f09.key_prior(ch.key_prior_lines(profiles), train_len),
             f09.passkey(ch.length_curves(lm, "span_acc"), lengths, train_len, ch.READINGS),
@@ -220,8 +233,13 @@ def _ch09():
 
 
 def _ch10():
+    from companion.book.chapters import ch10_cost as cr
+    from companion.cost import records
+    from companion.paths import repo_root
+
     lengths = [256, 512, 1024, 2048, 4096]
-    variants = ("sdpa", "goat-lanes", "mask-sdpa", "eager-bias", "flex")
+    # the variants of the committed CPU sweep the chapter draws
+    variants = tuple(dict.fromkeys(cr.frame(records.load(repo_root() / cr.RESULTS / f"{cr.CPU_RESULT}.json")).variant))
     curves = {mode: {v: pd.DataFrame({"L": lengths, "time_ms": [0.1 * i * (n / 256) ** 2 for n in lengths],
                                       "iqr_ms": [0.01] * len(lengths)}) for i, v in enumerate(variants, 1)}
               for mode in ("fwd", "fwd+bwd")}
@@ -242,6 +260,74 @@ def test_chapter_figures_keep_the_layout_rules_on_the_page(chapter):
             assert fig.get_figwidth() <= plots.COLUMN_IN + 1e-9
     finally:
         plt.close("all")
+
+
+@pytest.mark.parametrize("chapter", list(CHAPTER_FIGURES))
+def test_chapter_figures_draw_colours_a_reader_tells_apart(chapter):
+    plots.use_style()
+    try:
+        for i, fig in enumerate(CHAPTER_FIGURES[chapter]()):
+            assert plots.colour_problems(fig) == [], f"{chapter} figure {i + 1}"
+    finally:
+        plt.close("all")
+
+
+def test_colour_problems_names_close_colours_in_an_axes_and_a_legend():
+    """Not vacuous: RoPE's green beside ALiBi's old olive (16 apart to a trichromat, 7 to a deuteranope), two
+    near-oranges, and a legend that gathers two panels' near-reds each fail; the same colours in separate
+    panels without a shared legend, lines marked `SEQUENCE`, and colour-mapped dots do not."""
+    plots.use_style()
+    fig, (a, b, c) = plt.subplots(1, 3)
+    a.plot([0, 1], [0, 1], color="#2ca02c", label="RoPE")
+    a.plot([0, 1], [1, 0], color="#6b7f00", label="ALiBi, once")
+    b.bar([0, 1], [1, 2], color=["#e07b39", "#d95f02"])
+    problems = " | ".join(plots.colour_problems(fig))
+    assert "#2ca02c and #6b7f00 are 6.8 apart to a red-green dichromat" in problems
+    assert "#d95f02 and #e07b39" in problems and "(ΔE00 < 15.0)" in problems
+    plt.close(fig)
+
+    fig, (a, b) = plt.subplots(1, 2)
+    a.plot([0, 1], [0, 1], color="#c0392b", label="mask")
+    b.plot([0, 1], [0, 1], color="#c43c30", label="near-red")
+    assert plots.colour_problems(fig) == []
+    plots.legend_below(fig)
+    assert any(p.startswith("the legend (mask, near-red") for p in plots.colour_problems(fig))
+    plt.close(fig)
+
+    fig, ax = plt.subplots()
+    for k, tone in enumerate(plt.cm.viridis(np.linspace(0, 0.9, 12))):
+        ax.plot([0, 1], [k, k], color=tone, gid=plots.SEQUENCE, label=f"head {k}")
+    ax.scatter([0, 1, 2], [0, 1, 2], c=[0.0, 0.01, 0.02])
+    plots.legend_right(ax)
+    assert plots.colour_problems(fig) == []
+    plt.close(fig)
+
+
+def test_a_heat_map_whose_scale_stops_inside_its_data_is_named():
+    """Chapter 3's attention maps once stopped at 0.6 while the weights reached 1: a value beyond the scale is
+    drawn as its end. The check names such a map, accepts one whose scale holds its data, and ignores
+    NaN cells (drawn blank) and values less than one colour step beyond an end (log10 of 1 + 1e-12 above 0;
+    a readout rounded to two decimals, 80.31, over a limit of 80.3089)."""
+    plots.use_style()
+    fig, (a, b, c, d) = plots.panels(1, 4, height=2.5)
+    weights = np.array([[0.2, 0.8], [1.0, 0.0]])
+    plots.heatmap(a, weights, vmin=0, vmax=0.6, title="stops at 0.6")
+    plots.heatmap(b, weights, vmin=0, vmax=1, title="0 to 1")
+    plots.heatmap(c, [[np.nan, np.log10(1 + 1e-12)], [-12.0, -3.0]], vmin=-12, vmax=0, title="log10")
+    plots.heatmap(d, [[80.31, -2.0], [0.0, -80.0]], cmap="RdBu_r", vmin=-80.3089, vmax=80.3089, title="rounded")
+    problems = plots.layout_problems(fig)
+    plt.close(fig)
+    assert problems == ["the heat map in axes 'stops at 0.6' clips its data: its values span 0…1, its colour scale 0…0.6"]
+
+
+def test_attention_map_grids_scale_to_their_largest_weight():
+    """`map_grid` without a `vmax` puts the largest weight of any panel at the top of its one scale."""
+    plots.use_style()
+    panels_ = [("a: start", [[0.1, 0.9], [0.5, 0.5]]), ("b: end", [[0.3, 0.7], [0.97, 0.03]])]
+    fig = plots.map_grid(panels_, columns=2, panel_height=1.8)
+    assert {image.get_clim() for ax in fig.axes for image in ax.images} == {(0.0, 0.97)}
+    assert plots.layout_problems(fig) == []
+    plt.close(fig)
 
 
 def test_layout_problems_names_each_broken_rule():

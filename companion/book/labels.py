@@ -29,17 +29,23 @@ VARIANTS = {"sdpa": "SDPA, no prior", "goat-lanes": "GOAT lanes (SDPA)",
             "eager-goat": "GOAT, eager", "flex": "GOAT (FlexAttention)"}
 
 # Every method's colour is at least `colours.MIN_APART` (CIEDE2000) from every other method's, from
-# the categorical cycle `plots.PALETTE` and from the ink grey `plots.INK` (tests/test_figures.py).
-_BASE = {"default": "#4d4d4d", "structured-svd": "#e08214", "structured-opt": "#c9a227", "mimetic": "#7f4f24",
+# the categorical cycle `plots.PALETTE` and from the ink grey `plots.INK` (tests/test_colours.py). The
+# methods a chapter draws together are also `colours.MIN_APART_CVD` apart as a protanope or a
+# deuteranope sees them, and every figure is checked as drawn (`plots.colour_problems`): so Part II's
+# mimetic start is a dark brown (the lighter one turned into the mask's red for a dichromat), its
+# optimised structured start an azure (its gold and the SVD start's orange were one yellow), and ALiBi
+# a magenta (its olive and RoPE's green were two greens a reader could not tell apart in Figure 8.1).
+_BASE = {"default": "#4d4d4d", "structured-svd": "#e08214", "structured-opt": "#3399ff", "mimetic": "#552211",
          "mask": "#c0392b", "fixed-mask": "#7d5ba6", "zero-mask": "#00a6a6", "sym-mask": "#e377c2",
          "goat": "#1b6ca8", "goat-uniform": "#9ecae1", "rope": "#2ca02c", "rope-pi": "#98df8a",
-         "alibi": "#6b7f00", "sinusoidal": "#f08880"}
+         "alibi": "#b8008a", "sinusoidal": "#f08880"}
 # A variant that computes a method keeps its colour; the others are shades of it, each distinct from
-# every other variant (Chapter 10 draws them together).
+# every other variant (Chapter 10 draws them together; FlexAttention's GOAT a dark purple, which a
+# dichromat tells from the GOAT lanes' blue by its lightness).
 _VARIANT_COLOUR = {"sdpa": "#4d4d4d", "goat-lanes": _BASE["goat"], "goat-sdpa": "#4292c6", "goat-chunked": "#0b2f5e",
                    "mask-sdpa": _BASE["mask"],
                    "mask-sdpa-math": "#e6550d", "eager-bias": "#969696", "mask-attend": "#fc9272", "mask-flex": "#67000d",
-                   "alibi-sdpa": _BASE["alibi"], "eager-goat": "#9ecae1", "flex": "#6a51a3"}
+                   "alibi-sdpa": _BASE["alibi"], "eager-goat": "#9ecae1", "flex": "#3f007d"}
 COLOURS = {**_BASE, **_VARIANT_COLOUR}
 MARKERS = {"default": "o", "structured-svd": "s", "structured-opt": "D", "mimetic": "v", "mask": "^",
            "fixed-mask": "P", "zero-mask": "X", "sym-mask": "*", "goat": "o", "goat-uniform": "s", "rope": "^", "rope-pi": "v",

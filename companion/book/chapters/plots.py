@@ -5,23 +5,26 @@ is the one way a chapter draws a quantity's mean over seeds with its interval.
 
 A figure is drawn at the width of the text column (`COLUMN_IN`, via `panels`) so that its text keeps its point
 size on the page (a wider figure is shrunk, its text with it). Legends sit outside the data (`legend_below`,
-`legend_right`), heat maps carry a colour bar (`shared_colorbar` for panels on one scale), and a log axis labels
-its ticks (`log_ticks`). `layout_problems` lists what a figure breaks of these rules.
+`legend_right`), heat maps carry a colour bar (`shared_colorbar` for panels on one scale) whose scale holds
+all of the map's data, and a log axis labels its ticks (`log_ticks`). `layout_problems` lists what a figure
+breaks of these rules; `colour_problems` lists the colours drawn side by side that a reader could confuse.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from companion.book.colours import MIN_APART, MIN_APART_CVD, delta_e, dichromat_delta_e
 from companion.book.labels import colour, label
 
 __all__ = ["use_style", "heatmap", "map_grid", "grouped_bars", "mean_interval", "binary_map", "swatches", "PALETTE", "INK", "COLUMN_IN", "MIN_PT", "panels",
-           "mosaic", "picture", "legend_below", "legend_right", "shared_colorbar", "log_ticks", "layout_problems"]
+           "mosaic", "picture", "legend_below", "legend_right", "shared_colorbar", "log_ticks", "layout_problems", "colour_problems", "SEQUENCE"]
 
 # The cycle for things that are not methods (placements, heads, symbols…): neighbours differ in lightness as well
 # as hue, and each is at least `colours.MIN_APART` from every method's colour.
@@ -30,6 +33,7 @@ INK = "#8c8c8c"  # strokes that carry no meaning of their own: lines joining a s
 SEED_LW, SEED_ALPHA, MEAN_LW = 0.6, 0.35, 2.0  # one seed's line, and the mean over seeds drawn over them
 COLUMN_IN = 7.0  # width of the book's text column in inches: a wider figure is shrunk to it
 MIN_PT = 9.0  # the smallest text on the page, in points, after that shrinking
+SEQUENCE = "sequence"  # the gid of lines drawn in shades of one colour map on purpose (an ordered set, not categories)
 
 
 # Every text size of the style, in points: none below MIN_PT at the column's width.
@@ -99,7 +103,8 @@ def mean_interval(ax, data, *, x: str, y: str, hue: str = "method", interval: st
     """Mean of `y` over seeds against `x`, one line per `hue` value, with its spread: `interval` "seeds" (each seed
     a thin line, the mean bold: seeds that split into groups stay visible) or "ci" (95 % bootstrap interval of the
     mean, fixed seed; for quantities whose seeds do not split). `data` is long form (`frames.long_curves`; `units`
-    names its seed column); methods get the book's colours and labels, `labels` overrides a hue's legend text."""
+    names its seed column); methods get the book's colours and labels, `labels` overrides a hue's legend text; a
+    `style` column's legend entries are drawn in `INK` (their dashes, not a colour, tell them apart)."""
     import seaborn as sns
 
     if interval not in ("seeds", "ci"):
@@ -117,6 +122,11 @@ def mean_interval(ax, data, *, x: str, y: str, hue: str = "method", interval: st
                      seed=0, ax=ax, **kwargs)
     names = {h: (labels or {}).get(h, label(h) if hue == "method" else str(h)) for h in order}
     handles, texts = ax.get_legend_handles_labels()
+    if kwargs.get("style") not in (None, hue):  # a line style's entry has no colour of its own: ink, not a method's grey
+        levels = {str(v) for v in data[kwargs["style"]].unique()}
+        for handle, text in zip(handles, texts):
+            if text in levels:
+                handle.set_color(INK)
     if handles:
         ax.legend(handles, [names.get(t, t) for t in texts])
     return ax
@@ -219,10 +229,13 @@ def swatches(fig, image, *, where: str = "outside right center"):
     return fig.legend(handles=handles, loc=where, frameon=False)
 
 
-def map_grid(panels_: Sequence[tuple[str, object]], *, columns: int, vmax: float, panel_height: float,
+def map_grid(panels_: Sequence[tuple[str, object]], *, columns: int, panel_height: float, vmax: float | None = None,
              extra_height: float = 0.5):
     """Attention maps as a grid of (title, map) panels, `columns` per row, titled "method\nwhen" (a
-    title "method: when" is split at the colon), on one 0…`vmax` scale with one shared colour bar."""
+    title "method: when" is split at the colon), on one 0…`vmax` scale with one shared colour bar; `vmax`
+    None is the largest weight of any panel, so that the scale holds every map."""
+    if vmax is None:
+        vmax = max(float(np.nanmax(np.asarray(values, dtype=float))) for _, values in panels_) or 1.0
     rows = -(-len(panels_) // columns)
     fig, axes = panels(rows, columns, height=panel_height * rows + extra_height, squeeze=False)
     for ax, (title, values) in zip(axes.flat, panels_):
@@ -276,7 +289,8 @@ def _is_colorbar(ax) -> bool:
 def layout_problems(fig, *, column: float = COLUMN_IN, min_pt: float = MIN_PT) -> list[str]:
     """What `fig` breaks of the book's figure rules, in words (empty when none): text under `min_pt` once shrunk to
     `column` inches; a legend over an axes' data; a heat map (imshow) with no colour bar on its scale; a log axis
-    with fewer than two labelled ticks. Draws the figure (Agg) to measure it."""
+    with fewer than two labelled ticks; an image whose colour scale stops inside its data's range (a value beyond
+the scale is drawn as the scale's end, so the reader reads it wrong). Draws the figure (Agg) to measure it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.text import Text
 
@@ -310,6 +324,8 @@ def layout_problems(fig, *, column: float = COLUMN_IN, min_pt: float = MIN_PT) -
             if not any(m is image or (m.get_cmap().name == image.get_cmap().name and m.get_clim() == image.get_clim())
                        for m in bars):
                 problems.append(f"the heat map in axes {ax.get_title()!r} has no colour bar")
+            if (clipped := _clipped(image)) is not None:
+                problems.append(f"the heat map in axes {ax.get_title()!r} clips its data: {clipped}")
     for ax in data_axes:
         for name in ("x", "y"):
             if getattr(ax, f"{name}axis").get_scale() not in ("log", "symlog"):
@@ -320,6 +336,80 @@ def layout_problems(fig, *, column: float = COLUMN_IN, min_pt: float = MIN_PT) -
             if shown < 2:
                 problems.append(f"the log {name} axis of {ax.get_title()!r} shows {shown} labelled tick(s)")
     return problems
+
+
+def _clipped(image) -> str | None:
+    """Where the finite values of a colour-mapped image fall outside its norm's limits by more than one of its
+    colour map's steps (closer, they take the end colour anyway: a rounded value a hair past a limit), in words;
+    None when they do not (an RGB picture has no norm to clip)."""
+    values = np.ma.masked_invalid(np.ma.asarray(image.get_array(), dtype=float)).compressed()
+    if np.ndim(image.get_array()) != 2 or not values.size:
+        return None
+    lo, hi = float(values.min()), float(values.max())
+    vmin, vmax = image.norm.vmin, image.norm.vmax
+    slack = max(abs(vmax - vmin) / image.cmap.N, 1e-9 * max(abs(vmin), abs(vmax), 1e-300))
+    if lo >= vmin - slack and hi <= vmax + slack:
+        return None
+    return f"its values span {lo:.3g}…{hi:.3g}, its colour scale {vmin:.3g}…{vmax:.3g}"
+
+
+def colour_problems(fig, *, apart: float = MIN_APART, apart_cvd: float = MIN_APART_CVD) -> list[str]:
+    """The colours of `fig` a reader could confuse, in words (empty when none): two distinct colours drawn in one
+    axes, or shown in one legend, less than `apart` apart (CIEDE2000), or less than `apart_cvd` apart as a
+    protanope or a deuteranope sees them (`colours.dichromat_delta_e`). Counted, at full strength (a faint seed
+    line is its method's colour): lines and their markers, dots, bars, spans, bands and error bars, reference
+    lines in black or grey included. Not counted: colour-mapped images and collections (their scale is a colour
+    bar), text, spines and grids, and lines whose gid is `SEQUENCE`, shades of one colour map drawn on purpose as
+    an ordered set (heads 0…7), in their axes and in a legend."""
+    axes = [ax for ax in fig.axes if not _is_colorbar(ax) and ax.get_visible()]
+    sequence = {c for ax in axes for a in _artists(ax) if a.get_gid() == SEQUENCE for c in _colours(a)}
+    groups = [(f"axes {ax.get_title()!r}", set().union(*(_colours(a) for a in _artists(ax) if a.get_gid() != SEQUENCE)))
+              for ax in axes]
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+    groups += [(f"the legend ({', '.join(t.get_text() for t in legend.get_texts()[:3])}…)",
+                set().union(*(_colours(h) for h in legend.legend_handles if h is not None)) - sequence)
+               for legend in legends]
+    problems: list[str] = []
+    for where, shown in groups:
+        for a, b in itertools.combinations(sorted(shown), 2):
+            if (seen := delta_e(a, b)) < apart:
+                problems.append(f"{where}: {a} and {b} are {seen:.1f} apart (ΔE00 < {apart})")
+            elif (seen := dichromat_delta_e(a, b)) < apart_cvd:
+                problems.append(f"{where}: {a} and {b} are {seen:.1f} apart to a red-green dichromat (ΔE00 < {apart_cvd})")
+    return list(dict.fromkeys(problems))
+
+
+def _artists(ax) -> list:
+    return [*ax.lines, *ax.collections, *ax.patches]
+
+
+def _colours(artist) -> set[str]:
+    """The colours ("#rrggbb") an artist shows as categories: a line's (and its markers' fill), a patch's fill (its
+    edge if unfilled), a collection's fills (a line collection's strokes); none for a colour-mapped collection."""
+    from matplotlib.collections import Collection, LineCollection
+    from matplotlib.colors import to_hex, to_rgba_array
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    if artist is None or not artist.get_visible() or artist.get_alpha() == 0:
+        return set()
+    if isinstance(artist, Line2D):
+        if not len(artist.get_xdata()) or artist.get_linestyle() in ("None", "") and artist.get_marker() in (None, "", "None", " "):
+            return set()
+        shown = [artist.get_color()]
+        if artist.get_marker() not in (None, "", "None", " "):
+            shown.append(artist.get_markerfacecolor())
+    elif isinstance(artist, Patch):
+        shown = [artist.get_facecolor() if artist.get_fill() else artist.get_edgecolor()]
+    elif isinstance(artist, Collection):
+        if artist.get_array() is not None:
+            return set()
+        faces = artist.get_facecolor()
+        shown = list(artist.get_edgecolor() if isinstance(artist, LineCollection) or not len(faces) else faces)
+    else:
+        return set()
+    rgba = [c for c in to_rgba_array([c for c in shown if not (isinstance(c, str) and c.lower() == "none")]) if c[3] > 0]
+    return {to_hex(c[:3]) for c in rgba} - {"#ffffff"}  # white on the white page is no colour (a legend's title entry)
 
 
 def _has_swatches(fig, image) -> bool:

@@ -80,6 +80,7 @@ def curves(curves: Mapping[str, pd.DataFrame], interpolator: Mapping[str, float]
     return fig
 
 
-def maps(panels: Sequence[tuple[str, object]], *, columns: int = 4, vmax: float = 0.6):
-    """Attention maps, one row per method, `columns` per row, on one 0…`vmax` scale (`plots.map_grid`)."""
+def maps(panels: Sequence[tuple[str, object]], *, columns: int = 4, vmax: float | None = None):
+    """Attention maps, one row per method, `columns` per row, on one 0…`vmax` scale
+    (`plots.map_grid`; None: the largest weight shown, so that the scale holds every map)."""
     return plots.map_grid(panels, columns=columns, vmax=vmax, panel_height=1.75, extra_height=0.5)

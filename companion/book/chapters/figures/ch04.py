@@ -52,14 +52,14 @@ def curves(data: pd.DataFrame, *, dashes: Mapping[str, object] | None = None, he
 
 
 def digits(data: pd.DataFrame):
-    """Accuracy of each answer digit (`ch04.digit_frame`), mean bar per method, whiskers over seeds;
-    legend below."""
+    """Accuracy of each answer digit (`ch04.digit_frame`), mean bar per method, black whiskers over seeds (seaborn's
+    dark grey ones read as the default's bars); legend below."""
     import seaborn as sns
 
     fig, ax = plots.panels(height=3.6)
     methods = list(dict.fromkeys(data.method))
     sns.barplot(data, x="digit", y="value", hue=data.method.map(label), hue_order=[label(m) for m in methods],
-                palette=[colour(m) for m in methods], errorbar=("pi", 100), capsize=0.2, err_kws={"linewidth": 1}, ax=ax)
+                palette=[colour(m) for m in methods], errorbar=("pi", 100), capsize=0.2, err_kws={"linewidth": 1, "color": "k"}, ax=ax)
     ax.set(xlabel="answer digit ($c_0$ = units)", ylabel="digit accuracy (%)", ylim=(0, 105))
     plots.legend_below(fig, ncols=3)
     return fig

@@ -64,8 +64,9 @@ def curves(data: pd.DataFrame, dataset: str, methods: Sequence[str], y: str = "t
     return fig
 
 
-def maps(panels: Sequence[tuple[str, object]], *, columns: int = 3, vmax: float = 0.5):
-    """Attention maps, `columns` panels per method row, on one 0…`vmax` scale (`plots.map_grid`)."""
+def maps(panels: Sequence[tuple[str, object]], *, columns: int = 3, vmax: float | None = None):
+    """Attention maps, `columns` panels per method row, on one 0…`vmax` scale
+    (`plots.map_grid`; None: the largest weight shown, so that the scale holds every map)."""
     return plots.map_grid(panels, columns=columns, vmax=vmax, panel_height=2.1, extra_height=0.4)
 
 

@@ -52,12 +52,15 @@ def position_ce(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], train_len: 
 
 
 def key_prior(lines: pd.DataFrame, train_len: int):
-    """GOAT's key prior u(j): one panel per reading (rows) and layer (columns), a colour per head, the
-    trained prior solid and the seeded start dashed (`lines` is `ch09_extrapolation.key_prior_lines`);
-    the training length dotted; one legend below."""
+    """GOAT's key prior u(j): one panel per reading (rows) and layer (columns), a colour per head (shades of
+    viridis in head order when there are more heads than `plots.PALETTE` has colours), the trained prior solid
+    and the seeded start dashed (`lines` is `ch09_extrapolation.key_prior_lines`); the training length dotted;
+    one legend below."""
     readings, layers = list(dict.fromkeys(lines["reading"])), sorted(lines["layer"].unique())
     heads = list(dict.fromkeys(lines["head"]))
-    tones = plots.PALETTE if len(heads) <= len(plots.PALETTE) else plt.cm.viridis(np.linspace(0, 0.9, len(heads)))
+    # more heads than the cycle has colours: shades of viridis, an ordered set the colour check leaves alone
+    sequence = len(heads) > len(plots.PALETTE)
+    tones = plt.cm.viridis(np.linspace(0, 0.9, len(heads))) if sequence else plots.PALETTE
     fig, axes = plots.panels(len(readings), len(layers), height=2.0 * len(readings) + 1.2, sharex=True,
                              sharey=True, squeeze=False)
     for r, reading in enumerate(readings):
@@ -69,7 +72,7 @@ def key_prior(lines: pd.DataFrame, train_len: int):
                     one = panel[(panel["head"] == head) & (panel["line"] == what)]
                     if len(one):
                         ax.plot(one["j"], one["u"], color=tones[k], lw=1.1, dashes=dashes,
-                                label=head if what == "trained" else None)
+                                label=head if what == "trained" else None, gid=plots.SEQUENCE if sequence else None)
             ax.axvline(train_len, **_TRAIN)
             ax.set_title(f"{reading}, layer {layer}" if len(layers) < 3 else f"layer {layer}")
             if c == 0:
@@ -119,7 +122,8 @@ def depth(grids: Mapping[str, pd.DataFrame]):
 def head_prior(panels: Mapping[str, np.ndarray], *, per_row: int = 4):
     """One model's prior per head at the farthest length (`panels` is `ch09_extrapolation.head_prior`):
     the row-centred log-prior on one symmetric scale for all heads (the largest |K| of any head), then
-    the causal prior in log10 on −6…0, `per_row` heads a row; one colour bar per scale."""
+    the causal prior in log10 from its smallest value to 0 (the readout's floor, −12, where the prior underflows;
+    future keys blank, as in the row above), `per_row` heads a row; one colour bar per scale."""
     heads = len(panels["limit"])
     per_row = min(per_row, heads)
     block = -(-heads // per_row)
@@ -128,15 +132,17 @@ def head_prior(panels: Mapping[str, np.ndarray], *, per_row: int = 4):
     step = max(1, len(where) // 3)
     ticks = [str(int(p)) if k % step == 0 else "" for k, p in enumerate(where)]
     lim = float(np.nanmax(panels["limit"])) or 1.0  # a flat prior (all 0) still gets a scale
+    shown = {"centred": panels["centred"], "log_causal": np.where(np.isnan(panels["centred"]), np.nan, panels["log_causal"])}
+    low = min(float(np.floor(np.nanmin(shown["log_causal"]))), -1.0) if np.isfinite(shown["log_causal"]).any() else -1.0
     scales = (("centred", dict(cmap="RdBu_r", vmin=-lim, vmax=lim), "row-centred log-prior K (nats)"),
-              ("log_causal", dict(cmap="Blues", vmin=-6, vmax=0), "causal prior (log10)"))
+              ("log_causal", dict(cmap="Blues", vmin=low, vmax=0), "causal prior (log10)"))
     for b, (key, scale, name) in enumerate(scales):
         part = axes[b * block:(b + 1) * block]
         for h, ax in enumerate(part.flat):
             if h >= heads:
                 ax.set_visible(False)
                 continue
-            image = plots.heatmap(ax, panels[key][h], colorbar=False, xlabels=ticks, ylabels=ticks,
+            image = plots.heatmap(ax, shown[key][h], colorbar=False, xlabels=ticks, ylabels=ticks,
                                   title=f"head {h}", **scale)
             if h % per_row:
                 ax.set_yticklabels([])
