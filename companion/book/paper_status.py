@@ -26,14 +26,17 @@ import pandas as pd
 
 from companion.book.chapter import claims, module_of
 from companion.book.claims import verdict_table
+from companion.book.display import load_dashboard, ours_text
+from companion.book.predictions import load_predictions, score, sentence, when
 from companion.experiments.chapters import CHAPTERS, chapter_key, chapter_runs
 from companion.host import machine
+from companion.identity import run_id
 from companion.paths import repo_root
 from companion.store import RunStore
 from companion.sweep import stored_record
 
 __all__ = ["PAPER_DIR", "Coverage", "paper_store", "coverage", "available", "provenance", "status_text", "status_markdown",
-           "paper_claims",
+           "paper_claims", "predictions_text",
            "paper_table", "measures", "older_runs", "OLDER_DIR"]
 
 PAPER_DIR = Path("results") / "paper"
@@ -89,11 +92,30 @@ def status_text(chapter: str, root: Path | None = None) -> str:
             f"`companion paper {cov.chapter}` makes the missing ones on a GPU, a window at a time.")
 
 
+def predictions_text(chapter: str, root: Path | None = None) -> str:
+    """The chapter's predictions at `paper` ("" if none), in its claims' units, each scored once its
+    records are complete, with when they were committed relative to its records (`predictions.when`)."""
+    key = chapter_key(chapter)
+    name = CHAPTERS[key][0]
+    mine = [p for p in load_predictions(root).values() if p.chapter == name]
+    if not mine:
+        return ""
+    units = load_dashboard()["units"]
+    results = {r.id: r for r in (paper_claims(module_of(key), key, root) or [])}
+    lines = [f"{p.claim} " + sentence(p, score(p, results[p.claim].measure, results[p.claim].verdict)
+                                      if p.claim in results else None,
+                                      fmt=lambda x, cid=p.claim: ours_text(x, cid, units))
+             for p in mine]
+    ids = [run_id(c) for c in chapter_runs(key, "paper")]
+    return f" Its predictions at this scale, {when(name, ids, mine[0].made, root)}: " + "; ".join(lines) + "."
+
+
 def status_markdown(chapter: str, root: Path | None = None):
-    """`status_text` as Markdown, for `{glue:md}` (its code spans render as code, in plain weight)."""
+    """`status_text` as Markdown, for `{glue:md}` (its code spans render as code, in plain weight), with the
+    chapter's predictions at that scale and their scores (`predictions_text`)."""
     from IPython.display import Markdown
 
-    return Markdown(status_text(chapter, root))
+    return Markdown(status_text(chapter, root) + predictions_text(chapter, root))
 
 
 def provenance(records) -> str:

@@ -29,6 +29,7 @@ from companion.book import reproductions
 from companion.book.claims import GLUE_PREFIX, MIME, VERDICTS, assess, load_ledger
 from companion.book.display import DASHBOARD, _short, anchor, load_dashboard, measured_at, ours_text, rule_words
 from companion.book.paper_status import measures as paper_measures
+from companion.book.predictions import load_predictions, score, sentence
 from companion.book.preconditions import failed_sentence
 from companion.book.words import claim_groups, prefix as _prefix
 from companion.book.scoreboard_page import ALL_LABEL, HEADLINES_LABEL, page  # noqa: F401  (the labels, for readers)
@@ -133,6 +134,7 @@ def build(root: Path | None = None) -> tuple[str, str]:
     groups = claim_groups(dash["sources"], list(ledger))
     own = {g["prefix"]: g["own"] for g in groups}
     words = {g["prefix"]: g["words"] for g in groups}
+    predictions = load_predictions(root)
     rows = []
     for cid, c in ledger.items():
         r = by_profile[shown][cid]
@@ -153,6 +155,8 @@ def build(root: Path | None = None) -> tuple[str, str]:
                                  "failed": [f["id"] for f in a[cid]["failed"]], "at": measured_at(cid, p, dash)}
                              for p, a in by_profile.items()}
         row["reason_line"] = why_line(row, dash["units"])
+        row["prediction"] = _predicted(predictions.get(cid), row["by_profile"].get("paper", {}),
+                                       lambda x, cid=cid: ours_text(x, cid, dash["units"]))
         rows.append(row)
     counts = Counter(r["verdict"] for r in rows)
     doc = {"schema_version": SCHEMA_VERSION, "profiles": list(by_profile),
@@ -162,6 +166,15 @@ def build(root: Path | None = None) -> tuple[str, str]:
            "groups": groups, "headlines": headlines, "claims": rows}
     text = page(rows, groups, headlines, list(by_profile), dash["units"])
     return text, json.dumps(doc, indent=1, sort_keys=False) + "\n"
+
+
+def _predicted(prediction, paper: dict, fmt) -> str:
+    """The claim's paper-profile prediction in words (its units), scored once the paper profile measured it
+    ("" if none)."""
+    if prediction is None:
+        return ""
+    measured = paper.get("ours") is not None and not isinstance(paper.get("ours"), (bool, list, str))
+    return sentence(prediction, score(prediction, paper["ours"], paper["verdict"]) if measured else None, fmt)
 
 
 def _ours_at(assessed: dict, cid: str, units: dict, profile: str, claim, coverage: dict) -> str:

@@ -94,6 +94,8 @@ def _card(r: dict, profiles: list[str], units: dict) -> list[str]:
                    for p in profiles]
     lines = [f"({r['anchor']})=", f"::::{{container}} claim-card verdict-edge-{_slug(r['verdict'])}", head, "",
              _cap(r["statement"]), "", " · ".join(values), "", f"*Why:* {_cell(r['reason_line'])}", ""]
+    if r.get("prediction"):
+        lines += [f"*At paper scale, written before its records:* {_cell(r['prediction'])}.", ""]
     lines += [":::{dropdown} The rule in full", ":class-container: claim-rule", ""]
     for sentence in _in_full(r, units):
         lines += [sentence, ""]
