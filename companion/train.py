@@ -228,10 +228,13 @@ def train_stacked(models: Sequence[nn.Module], task: Task, cfg: TrainConfig, *,
 
 def _train(net: nn.Module, models: list[nn.Module], task: Task, cfg: TrainConfig,
            generators: list[torch.Generator], callbacks: list[list[Callback]], progress: bool,
-           shared_eval: bool = False) -> list[History]:
+           shared_eval: bool = False, stop_after: int | None = None) -> list[History]:
     """The one loop. `net` is what trains: `models[0]` itself (alone), or the stack of `models`
     (`net.members` = M), whose batch is the members' batches one after another and whose loss is the
-    sum of theirs. Losses stay on the device until the end (no host synchronisation per step)."""
+    sum of theirs. Losses stay on the device until the end (no host synchronisation per step).
+
+    `stop_after` (a replay, `companion.replay`): stop after that many updates, with no evaluations;
+    the schedule is still the whole run's, so those updates are the run's first ones."""
     start = time.perf_counter()
     members = getattr(net, "members", 0)
     device, total = model_device(net), total_steps(task, cfg)
@@ -257,8 +260,11 @@ def _train(net: nn.Module, models: list[nn.Module], task: Task, cfg: TrainConfig
                 for cb in callbacks[m]:
                     cb(step, model, metrics)
 
+    if stop_after is not None and not 0 < stop_after <= total:
+        raise ValueError(f"stop_after={stop_after} updates, but the run has {total}; replay 1 to {total}.")
     net.train()
-    checkpoint(0)
+    if stop_after is None:
+        checkpoint(0)
     batches = [_batches(task, cfg.batch_size, g) for g in generators]
     outputs = getattr(task, "outputs", None)  # a decoder task's loss positions (`Task.outputs`)
     for step in tqdm(range(1, total + 1), disable=not progress, desc="train", leave=False):
@@ -289,6 +295,8 @@ def _train(net: nn.Module, models: list[nn.Module], task: Task, cfg: TrainConfig
         opt.step()
         sched.step()
         losses.append(loss.detach())
+        if step == stop_after:
+            break
         if step == total or (cfg.eval_every and step % cfg.eval_every == 0):
             checkpoint(step)
     per_member = torch.stack(losses).reshape(len(losses), -1).T.tolist() if losses else [[] for _ in models]
