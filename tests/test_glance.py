@@ -235,3 +235,27 @@ def test_printing_opens_the_scoreboard_folds_only(tmp_path):
     assert out == tmp_path / "print.html"
     assert out.read_text() == ('<details open class="sd-sphinx-override sd-dropdown x"><details class="admonition hide">'
                                '<details open class="sd-dropdown">')
+
+
+def test_a_card_gives_a_second_profile_only_where_scale_can_change_its_value():
+    """Cards of exact and float64 checks, benchmarks and reported claims carry one badge; a card whose value
+    comes from trained runs carries one per profile; the page's line counts those with a paper verdict,
+    which are Chapter 8's three (its nine records are committed) and no claim of a chapter without them."""
+    from companion.book.scoreboard_page import _card, _other_profile_line
+
+    dash = load_dashboard()
+    units = dash["units"]
+    profiles = DOC["profiles"]
+    assert profiles == ["ci", "paper"]
+    for c in DOC["claims"]:
+        assert c["scaled"] == (not c["reason"] and c["id"] not in dash["measured_at"]), c["id"]
+        head = _card(c, profiles, units)[2]
+        assert head.count("verdict-badge") == (2 if c["scaled"] else 1), (c["id"], head)
+        assert ("&nbsp;(paper)" in head) == c["scaled"]
+    measured = sorted(c["id"] for c in DOC["claims"] if c["scaled"] and c["by_profile"]["paper"]["ours"] is not None)
+    assert measured == ["S3-05", "S3-06", "S3-07"]
+    line = _other_profile_line(DOC["claims"], "paper")
+    scaled = sum(c["scaled"] for c in DOC["claims"])
+    assert f"({scaled} claims)" in line and ": 3 have one, from {doc}`Chapter 8 <chapters/08_copy_mixture>`;" in line
+    page = (ROOT / "book" / "scoreboard.md").read_text()
+    assert line in page and "no column is shown" not in page

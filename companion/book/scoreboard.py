@@ -149,6 +149,9 @@ def build(root: Path | None = None) -> tuple[str, str]:
             "own": own.get(_prefix(cid), ""), "words": words.get(_prefix(cid), "claims"),
         }
         row["quantity"] = "" if c.reason else str(dash["quantities"].get(cid, ""))
+        # a value from trained runs, which a profile's scale can change; an exact or float64 check, a
+        # committed benchmark or a reported claim has one value at every profile
+        row["scaled"] = bool(c.rebuilt and cid not in dash.get("measured_at", {}))
         row["ours_text"] = ours_text(row["ours"], cid, dash["units"], row["detail"])
         row["by_profile"] = {p: {"ours": a[cid]["ours"], "verdict": a[cid]["verdict"],
                                  "ours_text": _ours_at(a[cid], cid, dash["units"], p, c, coverage),

@@ -11,6 +11,8 @@ measure (until then one line says the paper profile has no record yet).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from companion.book.claims import VERDICTS
 from companion.book.compact import compact_table
 from companion.book.display import badge, ours_text, rule_words
@@ -81,6 +83,7 @@ def _in_full(r: dict, units: dict) -> list[str]:
 
 
 def _card(r: dict, profiles: list[str], units: dict) -> list[str]:
+    profiles = profiles if r.get("scaled", True) else profiles[:1]  # a check has one value at every scale
     verdicts = " ".join(verdict_badge(r["by_profile"][p]["verdict"], r["words"])
                         + (f"&nbsp;({p})" if len(profiles) > 1 else "")
                         for p in profiles)
@@ -100,6 +103,19 @@ def _card(r: dict, profiles: list[str], units: dict) -> list[str]:
     for sentence in _in_full(r, units):
         lines += [sentence, ""]
     return lines + [":::", "::::", ""]
+
+
+def _other_profile_line(rows: list[dict], profile: str) -> str:
+    """What a second profile's verdicts cover: how many claims it measured, in which chapters, and what the
+    cards show for the rest."""
+    scaled = [r for r in rows if r.get("scaled")]
+    measured = [r for r in scaled if r["by_profile"][profile]["ours"] is not None]
+    chapters = sorted({r["chapter"] for r in measured if r.get("chapter")})
+    where = ", ".join(f"{{doc}}`Chapter {int(Path(c).name.split('_')[0])} <{c}>`" for c in chapters)
+    where = f", from {where}" if where else ""
+    return (f"Each card whose value comes from trained runs ({len(scaled)} claims) also gives its `{profile}`-profile "
+            f"verdict: {len(measured)} have one{where}; the others say how many of their chapter's runs are committed "
+            "at that profile. Exact and float64 checks, benchmarks and reported claims have one value at every scale.")
 
 
 def _slug(verdict: str) -> str:
@@ -135,6 +151,8 @@ def page(rows: list[dict], groups: list[dict], headlines: list[str], profiles: l
         lines += [f"Measured at the `{shown[0]}` profile. No claim has a {', '.join(f'`{p}`' for p in missing)}-profile "
                   "value yet (a claim needs every run its comparison reads at that profile; each chapter counts the "
                   "runs committed), so no column is shown for it.", ""]
+    for p in shown[1:]:
+        lines += [_other_profile_line(rows, p), ""]
     lines += ["The central claim of each source and the book's largest non-reproductions:", ""]
     lines += headline_block(rows, headlines, groups, profile=shown[0])
     lines += ["## Every claim, by source", ""]
