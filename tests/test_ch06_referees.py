@@ -351,7 +351,7 @@ def test_prose_numbers_cover_every_glue_the_text_cites(frame, qk):
     own = {"ch6_paper_status"}
     code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
     assert all(f'"{name}"' in code for name in own)
-    glued = set(ch.prose_numbers(frame, qk, results, drifts, drifts)) | set(ch.step_cap_glue(None))
+    glued = set(ch.prose_numbers(frame, qk, results, drifts, drifts)) | set(ch.step_cap_glue(None)) | set(ch.decided_numbers([]))
     assert cited and cited - own <= glued
 
 
@@ -564,3 +564,31 @@ def test_free_rows_are_the_queries_a_hard_mask_does_not_pin():
     rows = ch.free_rows(ch._pattern(TaskConfig.of("boolean", function="2parity", n_bits=N_BITS), "support"))
     assert ch.free_drift(record, rows) == pytest.approx(MASK_FREE)
     assert ch.free_drift(SimpleNamespace(drift={"maps": {}}), rows) != ch.free_drift(SimpleNamespace(drift={"maps": {}}), rows)
+
+
+def test_chapter_3s_s2_10_and_s2_23_are_decided_where_the_mask_can_move(runs, qk_runs, movable):
+    """The synthetic own-rate runs: the all-zero mask (0.9 each) over no mask (0.9, 0.85, 0.95) on Majority gains
+    0, on 2Parity 0 (0.75 each); the correct mask over the fixed one where it matters (Majority only) 0. Both
+    claims decided by their own rules and preconditions, glued with their names; at a profile without the
+    runs nothing is decided and the glue reads "—"."""
+    from companion.book.chapter import Runs
+
+    cap = ch.step_cap_measures(_with_log_mask(runs), movable)
+    parts = step_cap.decided_claims(cap)
+    assert parts["measures"] == {"S2-10": 0.0, "S2-23": 0.0}
+    assert parts["preconditions"] == {"S2-10": {"mask-can-move": 25.0},
+                                      "S2-23": {"mask-can-move": 25.0, "mask-gains": 1}}
+    grids = {"referee": _with_log_mask(runs), "qk-norm": qk_runs}
+    full = ch.decide(Runs("ci", SEEDS, {**grids, "mask-moves": movable}))
+    assert [(r.id, r.verdict, r.decided) for r in full.decided] == [("S2-10", "reproduced", True),
+                                                                     ("S2-23", "reproduced", True)]
+    assert not any(r.decided for r in full.results) and {"S2-10", "S2-23"}.isdisjoint(r.id for r in full.results)
+    assert full.numbers["ch6_S210_decided"] == "0.0 points, reproduced"
+    bare = ch.decide(Runs("paper", SEEDS, {**grids, "mask-moves": {}}))
+    assert bare.decided == () and bare.numbers["ch6_S223_decided"] == "—"
+    # where the mask gains nowhere, S2-23 stays inconclusive by its mask-gains precondition
+    none = step_cap.decided_claims({**cap, "matters": []})
+    from companion.book.claims import record_decided
+
+    r = record_decided("S2-23", none["measures"]["S2-23"], preconditions=none["preconditions"]["S2-23"], glue=False)
+    assert (r.verdict, r.failed) == ("inconclusive", ["mask-gains"])

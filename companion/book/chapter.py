@@ -25,7 +25,7 @@ from types import MappingProxyType, ModuleType
 from typing import Any
 
 import companion.book.chapters
-from companion.book.claims import ClaimResult, _in_kernel, glue_result, record_all
+from companion.book.claims import ClaimResult, _in_kernel, glue_result, record_all, record_decided
 from companion.book.prose import glue_all
 
 __all__ = ["Runs", "Findings", "Decision", "claims", "module_name", "module_of"]
@@ -67,9 +67,11 @@ class Findings:
     results: tuple[ClaimResult, ...]
     numbers: Mapping[str, Any]
     parts: Mapping[str, Any]
+    decided: tuple[ClaimResult, ...] = ()  # claims measured at their `decided` budget (`record_decided`)
 
     def __post_init__(self):
         object.__setattr__(self, "results", tuple(self.results))
+        object.__setattr__(self, "decided", tuple(self.decided))
         object.__setattr__(self, "numbers", _frozen(self.numbers))
         object.__setattr__(self, "parts", _frozen(self.parts))
 
@@ -79,7 +81,7 @@ class Findings:
     def record(self) -> list[ClaimResult]:
         """In a notebook: glue every claim (`claim:<id>`) and every prose number, once; returns the
         results for the verdict table. Outside a kernel nothing is glued."""
-        for r in self.results:
+        for r in (*self.results, *self.decided):
             glue_result(r)
         if self.numbers and _in_kernel():
             glue_all(dict(self.numbers))
@@ -92,6 +94,7 @@ class Decision:
 
     def __init__(self):
         self.results: list[ClaimResult] = []
+        self.decided: list[ClaimResult] = []
         self.numbers: dict[str, Any] = {}
         self.parts: dict[str, Any] = {}
 
@@ -103,6 +106,14 @@ class Decision:
         self.results += found
         return found
 
+    def decided_claims(self, measures: Mapping[str, Any], *, preconditions: Mapping[str, Mapping[str, Any]],
+                       details: Mapping[str, str] | None = None) -> list[ClaimResult]:
+        """Measure these claims at their ledger's `decided` budget (`record_decided`, without glue)."""
+        found = [record_decided(cid, m, preconditions=dict(preconditions[cid]), detail=(details or {}).get(cid, ""),
+                                glue=False) for cid, m in measures.items()]
+        self.decided += found
+        return found
+
     def glue(self, numbers: Mapping[str, Any]) -> None:
         """Numbers the prose cites; a name given twice is an error, not an overwrite."""
         twice = sorted(set(numbers) & set(self.numbers))
@@ -111,7 +122,7 @@ class Decision:
         self.numbers.update(numbers)
 
     def done(self, **parts: Any) -> Findings:
-        return Findings(self.results, self.numbers, parts)
+        return Findings(self.results, self.numbers, parts, self.decided)
 
 
 def claims(module: ModuleType, profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +39,16 @@ __all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "assess", "record",
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "inconclusive", "not run at this scale", "reported, not rebuilt")
 INCONCLUSIVE, NOT_RUN, NOT_REBUILT = VERDICTS[3], VERDICTS[4], VERDICTS[5]
+DECISIONS = VERDICTS[:3]  # the verdicts that decide a claim
 RULE_KINDS = ("holds", "at_most", "at_least", "close", "equals")
 NUMERIC_RULES = ("at_most", "at_least", "close", "equals")
 LEDGER = Path("book") / "claims.yml"
 GLUE_PREFIX = "claim:"
+DECIDED_PREFIX = "decided:"  # the glue of a claim's measure at the budget where its preconditions hold
 MIME = "application/vnd.companion.claim+json"
 _BASE = ("id", "source", "location", "statement", "source_value", "chapter", "section")
 _MEASURED = ("measure", "profile", "rule")  # required unless the entry is reported, not rebuilt
-_OPTIONAL = ("null", "why", "requires")
+_OPTIONAL = ("null", "why", "requires", "decided")
 _FIELDS = _BASE + _MEASURED  # kept for readers of the old name
 _KNOWN = _BASE + _MEASURED + _OPTIONAL + ("reason",)
 
@@ -71,6 +73,7 @@ class Claim:
     why: str = ""
     requires: tuple = field(default=(), hash=False)
     reason: str = ""
+    decided: dict | None = field(default=None, hash=False)  # {budget, measure, section}: see `record_decided`
 
     @property
     def rebuilt(self) -> bool:
@@ -88,6 +91,7 @@ class ClaimResult:
     detail: str = ""
     preconditions: dict = field(default_factory=dict, hash=False)  # {name: measured value}
     failed: list = field(default_factory=list, hash=False)  # names of the preconditions that failed
+    decided: bool = False  # measured at the claim's `decided` budget, not at its profile (`record_decided`)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         return {"text/plain": repr(self), MIME: asdict(self)}
@@ -147,6 +151,17 @@ def _check_entry(cid: str, row: dict) -> dict:
         seen.add(req["id"])
         _check_rule(f"{cid} (precondition {req['id']})", req["rule"])
     kw["requires"] = tuple({"id": str(r["id"]), "rule": r["rule"], "says": r["says"].strip()} for r in reqs)
+    if "decided" in row:
+        dec = row["decided"]
+        if not isinstance(dec, dict) or set(dec) != {"budget", "measure", "section"} or not all(
+                isinstance(v, str) and v.strip() for v in dec.values()):
+            raise ValueError(f"claim {cid}: `decided` needs exactly the sentences budget (where its preconditions "
+                             "hold), measure (what is measured there) and section (the label where it is), "
+                             f"got {dec!r}.")
+        if not reqs:
+            raise ValueError(f"claim {cid}: `decided` is for a claim whose preconditions fail at its profile; "
+                             "this one has no `requires`.")
+        kw["decided"] = {k: v.strip() for k, v in dec.items()}
     return kw
 
 
@@ -273,15 +288,32 @@ def record(claim_id: str, measure: Any, *, detail: str = "", preconditions: dict
     return glue_result(result, glue=True)
 
 
+def record_decided(claim_id: str, measure: Any, *, preconditions: dict[str, Any], detail: str = "",
+                   ledger: dict[str, Claim] | None = None, glue: bool | None = None) -> ClaimResult:
+    """Measure a claim at its `decided` budget, the smallest setting where the preconditions its profile
+    fails hold (the ledger's `decided`: budget, measure, section), by the claim's own rule and
+    preconditions; glued as `decided:<id>` (`glue` as in `record`). The scoreboard shows it beside the
+    profile's verdict and, where that verdict is inconclusive, decides the claim by it."""
+    ledger = ledger if ledger is not None else load_ledger()
+    claim = ledger.get(claim_id)
+    if claim is None or claim.decided is None:
+        raise KeyError(f"claim {claim_id} has no `decided` entry in the ledger (budget, measure, section); "
+                       "add one to book/claims.yml before measuring it at another budget.")
+    result = record(claim_id, measure, detail=detail, preconditions=preconditions, ledger=ledger, glue=False)
+    result = replace(result, decided=True)
+    return result if glue is False else glue_result(result, glue=glue)
+
+
 def glue_result(result: ClaimResult, *, glue: bool | None = None) -> ClaimResult:
-    """Glue a decided claim as `claim:<id>` (`glue` as in `record`: None glues only inside a kernel)."""
+    """Glue a decided claim as `claim:<id>`, or `decided:<id>` for a measure at its `decided` budget (`glue`
+    as in `record`: None glues only inside a kernel)."""
     if glue is False or (glue is None and not _in_kernel()):
         return result
     try:
         from myst_nb import glue as myst_glue
     except ImportError:  # outside a book environment the verdict is still returned
         return result
-    myst_glue(GLUE_PREFIX + result.id, result, display=False)
+    myst_glue((DECIDED_PREFIX if result.decided else GLUE_PREFIX) + result.id, result, display=False)
     return result
 
 

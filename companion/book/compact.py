@@ -42,6 +42,9 @@ def _ours(row: dict, profile: str) -> str:
     if row["reason"]:
         return "not rebuilt: " + one_line(row["reason"], 110)
     at = row["by_profile"][profile]
+    if at.get("decides"):  # inconclusive at the profile, decided where its preconditions hold
+        dec = at["decided"]
+        return f'**{_cell(dec["ours_text"])}** <span class="claim-quantity">{one_line(dec["measure"], 110)}</span>'
     if at["ours"] is None:
         return _cell(at["ours_text"])
     what = f' <span class="claim-quantity">{_cell(row["quantity"])}</span>' if row["quantity"] else ""
@@ -54,7 +57,7 @@ def compact_table(rows: list[dict], profile: str) -> list[str]:
              "* - Claim", "  - Source", "  - Ours", "  - Verdict", "  - Where"]
     for r in rows:
         at = r["by_profile"][profile]
-        where = "" if r["reason"] else f'<br><span class="claim-at">{_cell(at["at"])}</span>'
+        where = "" if r["reason"] else f'<br><span class="claim-at">{_cell(at.get("decides") or at["at"])}</span>'
         lines += [f"* - {{ref}}`{r['id']} <{r['anchor']}>` {one_line(r['statement'], 110)}",
                   f"  - {one_line(r['source_value'], 90)}",
                   f"  - {_ours(r, profile)}",

@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 from companion.book import reproductions
-from companion.book.claims import GLUE_PREFIX, MIME, VERDICTS, assess, load_ledger
+from companion.book.claims import DECIDED_PREFIX, DECISIONS, GLUE_PREFIX, INCONCLUSIVE, MIME, VERDICTS, assess, load_ledger
 from companion.book.display import DASHBOARD, _short, anchor, load_dashboard, measured_at, ours_text, rule_words
 from companion.book.paper_status import measures as paper_measures
 from companion.book.predictions import load_predictions, score, sentence
@@ -58,21 +58,32 @@ def profile_dirs(root: Path) -> dict[str, Path]:
 
 def collect_measures(chapters_dir: Path) -> dict[str, dict]:
     """Every `claim:<id>` glued in the executed notebooks of `chapters_dir`: id → {measure, detail,
-    preconditions, notebook}."""
+    preconditions, notebook}, and under "decided" the same for a `decided:<id>` (its `decided` budget)."""
     found: dict[str, dict] = {}
+    decided: dict[str, dict] = {}
     for nb_path in sorted(chapters_dir.glob("*.ipynb")):
         nb = json.loads(nb_path.read_text())
         for cell in nb.get("cells", []):
             for out in cell.get("outputs", []):
                 name = out.get("metadata", {}).get("scrapbook", {}).get("name", "")
-                if not name.startswith(GLUE_PREFIX) or _MIME not in out.get("data", {}):
+                if not name.startswith((GLUE_PREFIX, DECIDED_PREFIX)) or _MIME not in out.get("data", {}):
                     continue
                 rec = out["data"][_MIME]
                 cid = name[len(GLUE_PREFIX):]
+                if name.startswith(DECIDED_PREFIX):  # the claim at its `decided` budget (`record_decided`)
+                    cid = name[len(DECIDED_PREFIX):]
+                    entry = decided.setdefault(cid, {})
+                    if entry:
+                        raise ValueError(f"claim {cid} is decided twice: in {entry['notebook']} and {nb_path.name}.")
+                    entry.update(measure=rec["measure"], detail=rec.get("detail", ""),
+                                 preconditions=rec.get("preconditions", {}), notebook=nb_path.name)
+                    continue
                 if cid in found:
                     raise ValueError(f"claim {cid} is measured twice: in {found[cid]['notebook']} and {nb_path.name}.")
                 found[cid] = {"measure": rec["measure"], "detail": rec.get("detail", ""),
                               "preconditions": rec.get("preconditions", {}), "notebook": nb_path.name}
+    for cid, entry in decided.items():
+        found.setdefault(cid, {})["decided"] = entry
     return found
 
 
@@ -83,7 +94,13 @@ def why_line(row: dict, units: dict) -> str:
         text = _cell(row["reason"]).rstrip(".")
         return f"{text[0].upper()}{text[1:]}."
     if row["failed"]:
-        return " ".join(failed_sentence(f, f["rule"], row["profile"]) for f in row["failed"])
+        text = " ".join(failed_sentence(f, f["rule"], row["profile"]) for f in row["failed"])
+        dec = row.get("by_profile", {}).get(row["profile"], {}).get("decided")
+        if dec is not None and row["by_profile"][row["profile"]].get("decides"):
+            text += (f" Decided {_cell(dec['budget']).split(':', 1)[0]} (its budget in the card): "
+                     f"{_cell(dec['measure'])}, {dec['ours_text']}; "
+                     f"{rule_words(row['rule'], row['id'], units, row.get('words', ''))}.")
+        return text
     scale = row["by_profile"][row["profile"]]["at"] if row["profile"] in row.get("by_profile", {}) else f"{row['profile']} scale"
     if row["ours"] is None:
         return f"Measured at the `{row['profile']}` profile only, which has not been run here: {_short(row['measure'])}."
@@ -105,6 +122,15 @@ def _assess_all(ledger, measures: dict[str, dict]) -> dict[str, dict]:
                     "preconditions": pre,
                     "failed": [{"id": f, "says": reqs[f]["says"], "rule": reqs[f]["rule"], "value": pre.get(f)}
                                for f in failed]}
+        dec = m.get("decided")
+        if dec is not None and c.decided is not None:
+            dv, dfailed = assess(c, dec["measure"], dec["preconditions"])
+            out[cid]["decided"] = {**c.decided, "ours": dec["measure"], "verdict": dv, "detail": dec["detail"],
+                                   "preconditions": dec["preconditions"], "failed": dfailed}
+            if v == INCONCLUSIVE and dv in DECISIONS:  # decided where its preconditions hold
+                out[cid]["verdict"] = dv
+        elif dec is not None:
+            raise ValueError(f"claim {cid} is measured at a `decided` budget the ledger does not give it.")
     return out
 
 
@@ -156,6 +182,7 @@ def build(root: Path | None = None) -> tuple[str, str]:
         row["by_profile"] = {p: {"ours": a[cid]["ours"], "verdict": a[cid]["verdict"],
                                  "ours_text": _ours_at(a[cid], cid, dash["units"], p, c, coverage),
                                  "failed": [f["id"] for f in a[cid]["failed"]], "at": measured_at(cid, p, dash)}
+                             | _decided_at(a[cid], cid, p, dash["units"])
                              for p, a in by_profile.items()}
         row["reason_line"] = why_line(row, dash["units"])
         row["prediction"] = _predicted(predictions.get(cid), row["by_profile"].get("paper", {}),
@@ -169,6 +196,25 @@ def build(root: Path | None = None) -> tuple[str, str]:
            "groups": groups, "headlines": headlines, "claims": rows}
     text = page(rows, groups, headlines, list(by_profile), dash["units"])
     return text, json.dumps(doc, indent=1, sort_keys=False) + "\n"
+
+
+def _decided_at(assessed: dict, cid: str, profile: str, units: dict) -> dict:
+    """A claim's measure at its `decided` budget, as the scoreboard shows it ({} without one): under "decided",
+    its value in words, verdict, budget and section; and, where it decides the claim (the profile's own verdict
+    inconclusive), under "decides" the label "inconclusive at ci; decided where …" that the compact table shows
+    with that value in place of the profile's."""
+    dec = assessed.get("decided")
+    if dec is None:
+        return {}
+    shown = {"ours": dec["ours"], "ours_text": ours_text(dec["ours"], cid, units, dec["detail"]),
+             "verdict": dec["verdict"], "budget": dec["budget"], "section": dec["section"],
+             "measure": dec["measure"], "failed": list(dec["failed"])}
+    out = {"decided": shown}
+    if assessed["verdict"] == dec["verdict"] and dec["verdict"] in DECISIONS and assessed["ours"] is not None \
+            and not dec["failed"]:
+        where = dec["budget"].split(":", 1)[0]
+        out["decides"] = f"inconclusive at {profile}; decided {where}"
+    return out
 
 
 def _predicted(prediction, paper: dict, fmt) -> str:

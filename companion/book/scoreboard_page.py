@@ -85,7 +85,8 @@ def _in_full(r: dict, units: dict) -> list[str]:
 def _card(r: dict, profiles: list[str], units: dict) -> list[str]:
     profiles = profiles if r.get("scaled", True) else profiles[:1]  # a check has one value at every scale
     verdicts = " ".join(verdict_badge(r["by_profile"][p]["verdict"], r["words"])
-                        + (f"&nbsp;({p})" if len(profiles) > 1 else "")
+                        + (f"&nbsp;({r['by_profile'][p]['decides']})" if r["by_profile"][p].get("decides")
+                           else f"&nbsp;({p})" if len(profiles) > 1 else "")
                         for p in profiles)
     head = f"**{r['id']}** {verdicts}"
     if r["section"] and not r["reason"]:
@@ -95,6 +96,12 @@ def _card(r: dict, profiles: list[str], units: dict) -> list[str]:
         values += [f"*Ours ({r['by_profile'][p]['at']}):* {_cell(r['by_profile'][p]['ours_text'])}"
                    + (f" ({_cell(r['quantity'])})" if r["quantity"] and r["by_profile"][p]["ours"] is not None else "")
                    for p in profiles]
+    for p in profiles:
+        dec = r["by_profile"][p].get("decided")
+        if dec is not None:
+            values.append(f"*Ours, decided {_cell(dec['budget'])}:* {_cell(dec['ours_text'])}, "
+                          f"{verdict_badge(dec['verdict'], r['words'])} ({_cell(dec['measure'])}; "
+                          f"{{ref}}`where <{dec['section']}>`)")
     lines = [f"({r['anchor']})=", f"::::{{container}} claim-card verdict-edge-{_slug(r['verdict'])}", head, "",
              _cap(r["statement"]), "", " · ".join(values), "", f"*Why:* {_cell(r['reason_line'])}", ""]
     if r.get("prediction"):

@@ -115,6 +115,16 @@ def step_cap_glue(cap: dict | None) -> dict[str, str]:
     return out | {k: "—" for k in template} | {f"ch6_{c}": "—" for c in ("M07", "M08", "M09", "R01")}
 
 
+DECIDED_HERE = ("S2-10", "S2-23")  # Chapter 3's claims this chapter decides where the mask can move
+
+
+def decided_numbers(decided: Sequence) -> dict[str, str]:
+    """"ch6_S210_decided" …: each decided claim's measure in points and its verdict in words; "—" for a claim
+    not decided here (a profile without the `mask-moves` runs)."""
+    found = {r.id: f"{signed(100 * r.measure)} points, {in_words(r)}" for r in decided}
+    return {f"ch6_{cid.replace('-', '')}_decided": found.get(cid, "—") for cid in DECIDED_HERE}
+
+
 def verdicts(frame: pd.DataFrame, qk: pd.DataFrame, cap: dict | None) -> dict[str, dict]:
     """`record_all`'s {"measures", "details", "preconditions"} of every claim, in verdict-table order: R-01 … R-07,
     then M-07 … M-09 from `cap` (`step_cap_measures`; None without `mask-moves` runs: R-01, M-07 … M-09 undecided)."""
@@ -589,6 +599,8 @@ def decide(runs: Runs) -> Findings:
     soft = {task: misspecified_drift(referee, task, 1.0) for task in TASKS}
     d = Decision()
     results = d.claims(**verdicts(frame, qk, cap))
+    decided = d.decided_claims(**step_cap.decided_claims(cap)) if cap is not None else []
+    d.glue(decided_numbers(decided))  # Chapter 3's S2-10 and S2-23, decided where the mask can move
     d.glue(prose_numbers(frame, qk, results, drifts, soft))
     d.glue(step_cap_glue(cap))
     return d.done(frame=frame, qk=qk, cap=cap)

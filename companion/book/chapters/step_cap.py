@@ -31,7 +31,7 @@ from companion.train import adam_step_bound, lr_curve, prior_lr_sum, total_steps
 
 __all__ = ["CROSSING", "cumulative_lr", "cap", "largest_move", "step_ratio", "learnable", "cap_precondition",
            "method_caps", "cap_glue", "movable_frame", "movable_table", "measures", "step_cap_claims", "step_cap_preconditions",
-           "step_cap_details", "step_cap_numbers", "paper_caps", "paper_cap_numbers",
+           "step_cap_details", "step_cap_numbers", "decided_claims", "paper_caps", "paper_cap_numbers",
            "placeholder_measures"]
 
 CROSSING = 20.0  # the distance between a closed (−10) and an open (+10) entry of a ±10 mask
@@ -172,6 +172,27 @@ def step_cap_claims(ms: dict) -> dict[str, float]:
             "M-08": round(max(p.mean_diff for p in ms["learn"].values()), 4),
             "M-09": round(max((ms["recover"][t] for t in ms["matters"]), default=0.0), 4),
             "R-01": round(max(ms["drifts"][t] for t in tasks), 4)}
+
+
+def decided_claims(ms: dict) -> dict[str, dict]:
+    """S2-10 and S2-23 where the mask can move (their ledger's `decided`): inconclusive at the model's learning
+    rate, whose cap keeps a ±10 entry from crossing, they are measured on the `mask-moves` runs by their own
+    rules and preconditions. S2-10: largest mean gain of the all-zero mask at its own rate over no mask, over
+    2Parity and 3-bit Majority. S2-23: largest mean paired gain of the correct mask at its own rate over the
+    fixed one, on the tasks where that mask is ≥ 2 points above no mask (`matters`, chosen by rule).
+    {"measures", "details", "preconditions"} as `Decision.decided_claims` takes them; 4 digits."""
+    zero = {t: ms["accuracy"][(t, "all-zero")] - ms["accuracy"][(t, "no mask")] for t in TASKS}
+    can = {"mask-can-move": round(ms["own_cap"], 4)}
+    gains = [ms["learn"][t].mean_diff for t in ms["matters"]]
+    return {
+        "measures": {"S2-10": round(max(zero.values()), 4), "S2-23": round(max(gains, default=0.0), 4)},
+        "details": {"S2-10": "; ".join(f"{task_title(t)} {signed(100 * v)} points (to {pct(ms['accuracy'][(t, 'all-zero')])})"
+                                       for t, v in zero.items()),
+                    "S2-23": "; ".join(f"{task_title(t)} {signed(100 * p.mean_diff)} points, 95% interval "
+                                       f"[{100 * p.lo:.1f}, {100 * p.hi:.1f}]" for t, p in ms["learn"].items()
+                                       if t in ms["matters"]) or "no task where the mask gains"},
+        "preconditions": {"S2-10": can, "S2-23": can | {"mask-gains": len(ms["matters"])}},
+    }
 
 
 def step_cap_preconditions(ms: dict) -> dict[str, dict[str, float]]:
