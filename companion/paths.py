@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["repo_root", "data_roots", "ladder_root"]
+__all__ = ["repo_root", "data_roots", "ladder_root", "decisive_root"]
 
 
 def repo_root(start: str | os.PathLike | None = None) -> Path:
@@ -38,3 +38,8 @@ def data_roots(root: str | os.PathLike = "") -> list[Path]:
 def ladder_root() -> Path:
     """The scale ladder's committed records, `<repo root>/results/ladder` (`companion ladder`)."""
     return repo_root() / "results" / "ladder"
+
+
+def decisive_root() -> Path:
+    """The decisive searches' committed records, `<repo root>/results/decisive` (`companion decisive`)."""
+    return repo_root() / "results" / "decisive"

@@ -138,10 +138,17 @@ def prior_lr_sum(cfg: TrainConfig, total: int) -> float:
     return scale * math.fsum(lr_curve(cfg, total))
 
 
+ONECYCLE_BASE_MOMENTUM = 0.85  # torch's OneCycleLR cycles Adam's β₁ between this and 0.95 (cycle_momentum)
+
+
 def adam_step_bound(cfg: TrainConfig) -> float:
     """(1 − β₁)/√(1 − β₂): the most one Adam update can move a parameter, in learning rates, when
-    (1 − β₁) > √(1 − β₂) (3.16 at the default betas); otherwise 1 (Kingma & Ba 2015 §2.1)."""
+    (1 − β₁) > √(1 − β₂) (3.16 at the default betas); otherwise 1 (Kingma & Ba 2015 §2.1). Under the
+    onecycle schedule β₁ is not `cfg.betas[0]`: OneCycleLR cycles it down to 0.85 at the peak learning rate,
+    so the bound takes that smallest β₁ (1.06 at β₂ = 0.98, where the configured 0.9 would give 1)."""
     b1, b2 = cfg.betas
+    if cfg.schedule == "onecycle":
+        b1 = ONECYCLE_BASE_MOMENTUM
     return max(1.0, (1 - b1) / math.sqrt(1 - b2))
 
 

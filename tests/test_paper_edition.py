@@ -89,10 +89,10 @@ def test_training_at_paper_without_a_gpu_states_its_cost_and_waits_for_yes(monke
         return {"seconds": 36.0}
 
     before = sorted(p.name for p in (ROOT / "results" / "paper").iterdir())
-    assert runner.train_paper(["08_copy_mixture"], "paper", estimate=estimate) == 2
+    assert runner.train_paper(["09_extrapolation"], "paper", estimate=estimate) == 2  # 08's records are all here
     err = capsys.readouterr().err
-    assert err.startswith("9 runs in 3 groups are missing at profile 'paper'. This machine has no GPU: ")
-    assert "the first group, copymix/" in err and "probed at 36 s" in err
-    assert "`companion paper 08`" in err and "repeat the command with --yes" in err
+    assert err.startswith("20 runs in 10 groups are missing at profile 'paper'. This machine has no GPU: ")
+    assert "the first group, charlm/goat seeds 0,1,2" in err and "probed at 36 s" in err
+    assert "`companion paper 09`" in err and "repeat the command with --yes" in err
     assert len(probed) == 1  # one probe, the other groups scaled
     assert sorted(p.name for p in (ROOT / "results" / "paper").iterdir()) == before  # nothing trained

@@ -174,3 +174,24 @@ def test_step_ratio_names_a_record_without_the_measure():
     stale = replace(rec, drift={k: v for k, v in rec.drift.items() if k != "mask_step"})
     with pytest.raises(ValueError, match="mask_step"):
         step_cap.step_ratio(stale)
+
+
+def test_the_onecycle_bound_takes_the_smallest_beta1_the_schedule_sets():
+    """OneCycleLR cycles Adam's β₁ down to 0.85 at its peak whatever the config says, so the hard bound there
+    is 0.15/√(1 − β₂) (1.06 at β₂ = 0.98), not the configured β₁'s (1.0): the committed arithmetic mask with its
+    own rate moved 1.013 times its cap, which the configured β₁ would call impossible."""
+    import torch
+
+    cfg = TrainConfig(lr=1e-3, betas=(0.9, 0.98), steps=100, schedule="onecycle", warmup=0.1)
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.AdamW([p], lr=cfg.lr, betas=cfg.betas)
+    from companion.train import _schedule
+
+    sched, beta1 = _schedule(opt, cfg, 100), []
+    for _ in range(100):
+        beta1.append(opt.param_groups[0]["betas"][0])
+        opt.step()
+        sched.step()
+    assert min(beta1) == pytest.approx(0.85) and max(beta1) == pytest.approx(0.95)
+    assert adam_step_bound(cfg) == pytest.approx(0.15 / math.sqrt(0.02))
+    assert adam_step_bound(replace(cfg, schedule="cosine")) == pytest.approx(1.0)

@@ -82,8 +82,8 @@ def _files_digest(h, base: Path, paths) -> None:
 
 def input_hash(root: Path, name: str, profile: str) -> str:
     """What an executed chapter depends on: its source, the profile, the package, the ledger and the
-    committed data a chapter reads (the run records in results/, the scale ladder's included, the
-    benchmarks in benchmarks/results/)."""
+    committed data a chapter reads (the run records in results/, the scale ladder's and the decisive
+    searches' included, the benchmarks in benchmarks/results/)."""
     h = hashlib.sha256()
     h.update(profile.encode())
     src = root / SOURCE_DIR / f"{name}.ipynb"
@@ -91,7 +91,7 @@ def input_hash(root: Path, name: str, profile: str) -> str:
     h.update(code_version(everything=True).encode())
     data = [root / "book" / "claims.yml", *(root / "benchmarks" / "results").rglob("*.json"),
             *(root / "results" / "ci").glob("*.json"), *(root / "results" / "paper").rglob("*.json"),
-            *(root / "results" / "ladder").glob("*.json")]
+            *(root / "results" / "ladder").glob("*.json"), *(root / "results" / "decisive").glob("*.json")]
     _files_digest(h, root, [p for p in data if p.is_file()])
     return h.hexdigest()
 

@@ -208,7 +208,7 @@ def _decided_at(assessed: dict, cid: str, profile: str, units: dict) -> dict:
         return {}
     shown = {"ours": dec["ours"], "ours_text": ours_text(dec["ours"], cid, units, dec["detail"]),
              "verdict": dec["verdict"], "budget": dec["budget"], "section": dec["section"],
-             "measure": dec["measure"], "failed": list(dec["failed"])}
+             "measure": dec["measure"], "failed": list(dec["failed"]), "preconditions": dict(dec["preconditions"])}
     out = {"decided": shown}
     if assessed["verdict"] == dec["verdict"] and dec["verdict"] in DECISIONS and assessed["ours"] is not None \
             and not dec["failed"]:

@@ -1,4 +1,4 @@
-"""Command line: `companion list | sweep | paper | ladder | chapters | check-sources | scoreboard | claim | reproduce`.
+"""Command line: `companion list | sweep | paper | ladder | decisive | chapters | check-sources | scoreboard | claim | reproduce`.
 
 Each command lives in the module that owns its concept; a module joins the CLI by exposing
 `add_commands(subparsers)`, which registers its subcommands with `func=` set to a callable taking
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from companion.cli.values import Parser
 
-_COMMAND_MODULES = ("companion.cli.runs", "companion.cli.paper", "companion.cli.ladder", "companion.book.runner", "companion.book.scoreboard",
+_COMMAND_MODULES = ("companion.cli.runs", "companion.cli.paper", "companion.cli.ladder", "companion.cli.decisive", "companion.book.runner", "companion.book.scoreboard",
                     "companion.book.claim_cli", "companion.book.reproduce")
 
 

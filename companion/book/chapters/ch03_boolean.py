@@ -18,7 +18,8 @@ from companion.book.chapter import Decision, Findings, Runs
 from companion.book.chapters.budget import budget as run_budget
 from companion.book.chapters.frames import long_curves, map_panels, open_mass_frame, readout, records_frame
 from companion.book.chapters.interpolator import N_BITS, READINGS, references
-from companion.book.chapters import step_cap
+from companion.book.chapters import decisive, step_cap
+from companion.book.claims import in_words
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
 from companion.book.prose import mean_sd, num, pct
@@ -613,6 +614,27 @@ def figure5_numbers(maps: pd.DataFrame, seed: int, ret: dict | None = None, resu
             "ch3_mask_end": num(_open_share(maps, "mask", "final"))}
 
 
+def fitted_cube(records: Sequence, fit: float = FIT) -> float:
+    """S2-06 … S2-08's measure on a list of mask runs: their mean full-cube accuracy over the runs that fit the
+    seen set (seen accuracy ≥ `fit`), or over all of them when none does."""
+    fitted = [r for r in records if r.metrics["seen"]["acc"] >= fit] or list(records)
+    return float(np.mean([r.metrics["cube"]["acc"] for r in fitted]))
+
+
+def cyclic3_decided(d: Decision, profile: str) -> dict[str, str]:
+    """S2-07 decided at the first budget of its search (`companion.book.chapters.decisive`) where at least half
+    the mask's runs fit Cyclic3's seen set, at `ci` (the search grows the `ci` model's updates); the glue
+    "ch3_S207_search" (where it held) and "ch3_S207_decided" (the measure and verdict), "—" at other profiles
+    or without the search's records."""
+    found = decisive.decided("S2-07", fitted_cube) if profile == "ci" else None
+    if found is None:
+        return {"ch3_S207_search": decisive.search_words("S2-07") if profile == "ci" else "—", "ch3_S207_decided": "—"}
+    r = d.decided_claims(found["measures"], preconditions=found["preconditions"], details=found["details"])[0]
+    share = found["preconditions"]["S2-07"]["mask-fits-seen"]
+    return {"ch3_S207_search": f"{decisive.search_words('S2-07')}, where {pct(share, 0)} of the mask's runs fit",
+            "ch3_S207_decided": f"{pct(r.measure)}, {in_words(r)}"}
+
+
 def decide(runs: Runs) -> Findings:
     """Every claim of the chapter in its verdict table's order (masks S2-11; Tables 1 and 4, S2-05 … S2-10;
     learning the mask, S2-23; Figure 5, S2-12; symmetry, M-01 … M-06) and the numbers its prose cites; parts
@@ -631,6 +653,7 @@ def decide(runs: Runs) -> Findings:
     tm = table1_measures(frame, refs["nearest"], space=space, caps=caps)
     d.claims(table_claims(tm), details=table_claim_details(tm), preconditions=table_preconditions(tm))
     d.glue(table_numbers(tm, d.results) | space_numbers(space))
+    d.glue(cyclic3_decided(d, runs.profile))  # S2-07 where the mask fits Cyclic3 (a decisive search)
     hl = headline(frame)
     d.glue(headline_numbers(hl))
     lg = learning_gain(frame)  # Table 5's question: what does learning the mask add over fixing it?

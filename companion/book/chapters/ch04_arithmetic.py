@@ -18,17 +18,18 @@ import numpy as np
 import pandas as pd
 
 from companion.book.chapter import Decision, Findings, Runs
+from companion.book.chapters import decisive
 from companion.book.chapters.budget import budget as run_budget
 from companion.book.chapters.frames import curves, records_frame
 from companion.book.chapters.stats import Paired, Summary, difference_table, minus, paired, summarize
 from companion.book.chapters.step_cap import cap_glue, method_caps
-from companion.book.claims import load_ledger
+from companion.book.claims import in_words, load_ledger
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
 from companion.book.prose import diff_interval, mean_sd, num, pct, signed
 from companion.experiments import get_experiment
-from companion.experiments.arithmetic import (FIGURE2_METHODS, FRACTIONS, LONG_BUDGET, METHODS, MUL_METHODS,
-                                              TABLE8_FRACTION)
+from companion.experiments.arithmetic import (FIGURE2_METHODS, FRACTIONS, LONG_BUDGET, METHODS, MOVABLE_LR,
+                                              MUL_METHODS, TABLE8_FRACTION)
 from companion.sweep import ensure_grid
 from companion.tasks.arithmetic import ArithmeticTask, decode
 
@@ -490,6 +491,63 @@ def prose_numbers(records: Mapping[tuple[str, float, str], Sequence], frame: pd.
             | _reach_numbers(curves_at) | _budget_gap_numbers(frame, profile) | _digit_numbers(frame))
 
 
+def movable(frame: pd.DataFrame, records: Mapping) -> dict | None:
+    """S2-24 where the mask can move (its ledger's `decided`): the learnable mask on addition at 0.4 % with its
+    own learning rate (`MOVABLE_LR`, the grid's "movable" cell, `ci` only) against the fixed mask and the default
+    of the same seeds at the stated budget. {"measures", "preconditions", "details"} as
+    `Decision.decided_claims` takes them, and under "numbers" what the prose cites; None without the cell."""
+    add = TABLE8_FRACTION["add"]
+    key = ("add", add, "movable")
+    if key not in records:
+        return None
+    own = _cell(frame, "add", add, "movable")
+    mask = dict(zip(own.seed, 100 * own["test.seq_acc"]))
+    base = {m: dict(zip(g.seed, 100 * g["test.seq_acc"])) for m, g in _cell(frame, "add", add).groupby("method")}
+    learn, gain = paired(mask, base["fixed-mask"]), paired(mask, base["default"])
+    cap = method_caps(records[key], ("mask",))["mask"]
+    return {"measures": {"S2-24": round(learn.mean_diff / 100, 4)},
+            "preconditions": {"S2-24": {"mask-gains": round(gain.mean_diff / 100, 4), "mask-can-move": cap}},
+            "details": {"S2-24": "learnable mask at its own rate − fixed, " + _interval_points(learn)},
+            "numbers": {"ch4_movable_lr": f"{MOVABLE_LR:g}", "ch4_movable_cap": num(cap, 2),
+                        "ch4_movable_mask": _percent(summarize(list(mask.values())).mean),
+                        "ch4_movable_learn": f"{_signed_points(learn.mean_diff)} ({_interval_points(learn)})"}}
+
+
+MOVABLE_NUMBERS = ("ch4_movable_lr", "ch4_movable_cap", "ch4_movable_mask", "ch4_movable_learn", "ch4_S224_decided")
+
+
+def movable_numbers(moves: dict | None, decided: Sequence) -> dict[str, str]:
+    """The prose's numbers of the movable cell and S2-24's decided verdict ("—" each without the cell)."""
+    if moves is None:
+        return {k: "—" for k in MOVABLE_NUMBERS}
+    r = next(r for r in decided if r.id == "S2-24")
+    return moves["numbers"] | {"ch4_S224_decided": in_words(r)}
+
+
+def mul_gain(records) -> float:
+    """S2-16's measure on a search rung's records: the mean paired gain of the mask over the default in test
+    sequence accuracy (fraction), paired by seed."""
+    by = {m: {r.seed: r.metrics["test"]["seq_acc"] for r in records if r.config.method == m} for m in ("mask", "default")}
+    return paired(by["mask"], by["default"]).mean_diff
+
+
+def multiplication_decided(d: Decision, profile: str) -> dict[str, str]:
+    """S2-16 decided at the first budget of its search (`companion.book.chapters.decisive`) where some method
+    learns multiplication (best mean test sequence accuracy ≥ 5 %), at `ci`; the glue "ch4_S216_search", the
+    search's outcome as a clause: where it held and the verdict there, or what was tried ("—" at other
+    profiles)."""
+    if profile != "ci":
+        return {"ch4_S216_search": "—"}
+    found = decisive.decided("S2-16", mul_gain)
+    if found is None:
+        return {"ch4_S216_search": decisive.search_words("S2-16") + ", so S2-16 stays inconclusive"}
+    r = d.decided_claims(found["measures"], preconditions=found["preconditions"], details=found["details"])[0]
+    best = found["preconditions"]["S2-16"]["a-method-learns"]
+    return {"ch4_S216_search": f"finds it at {decisive.search_words('S2-16')}, where the better method reaches "
+                               f"{pct(best)}; there the mask gains {_signed_points(100 * r.measure)} over the default, "
+                               f"and S2-16, decided at that budget, is {in_words(r)}"}
+
+
 def decide(runs: Runs) -> Findings:
     """Every claim (Table 8, Figure 2, the budget check) with its verdict and every number the prose cites
     (verdicts and Adam's step cap included); parts: `frame` (`runs_frame` of every run), `caps` (`table8_caps`)."""
@@ -499,7 +557,10 @@ def decide(runs: Runs) -> Findings:
     d = Decision()
     results = d.claims(claim_measures(frame, profile), details=claim_details(frame, profile),
                        preconditions=claim_preconditions(frame, profile, caps))
-    d.glue(prose_numbers(records, frame, profile) | verdict_numbers(results) | cap_glue("4", caps))
+    moves = movable(frame, records)  # S2-24 where the mask can move
+    decided = d.decided_claims(**{k: v for k, v in moves.items() if k != "numbers"}) if moves else []
+    d.glue(prose_numbers(records, frame, profile) | verdict_numbers(results) | cap_glue("4", caps)
+           | movable_numbers(moves, decided) | multiplication_decided(d, profile))
     return d.done(frame=frame, caps=caps)
 
 

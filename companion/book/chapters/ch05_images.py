@@ -22,12 +22,13 @@ from companion.book.chapters.budget import budget as run_budget
 from companion.book.chapters.frames import long_curves, open_mass_frame, records_frame
 from companion.book.chapters.stats import Paired, difference_table, minus, paired, summarize, summary_table
 from companion.book.chapters.step_cap import cap_glue, method_caps
+from companion.book.claims import in_words
 from companion.book.labels import label, task_title
 from companion.book.missing import gather
 from companion.book.parameters import check_parameters
 from companion.book.prose import num, pct, signed
 from companion.experiments import get_experiment, get_grid
-from companion.experiments.images import LM_METHODS, METHODS, WINDOW
+from companion.experiments.images import LM_METHODS, METHODS, MOVABLE_CELL, MOVABLE_LR, WINDOW
 from companion.masks import causal_local_pattern, patch_pattern
 from companion.sweep import ensure_many
 from companion.tasks.images import load_digits_images
@@ -73,11 +74,15 @@ def load(profile: str, seeds: Sequence[int] | None = None, *, text_seeds: Sequen
     check_parameters(profile, seeds, jobs)
     check_parameters(profile, text_seeds)
     cells = get_grid("images-and-language").cells(profile)
-    images = [k for k in cells if k != "text"]
-    blocks, text = gather(
+    images = [k for k in cells if k not in ("text", MOVABLE_CELL)]
+    moves = [MOVABLE_CELL] if MOVABLE_CELL in cells else []
+    blocks, text, movable = gather(
         lambda: ensure_many([cells[k] for k in images], profile, seeds, store=store, jobs=jobs, train=train),
-        lambda: ensure_many([cells["text"]], profile, text_seeds, store=store, jobs=jobs, train=train))
-    return Runs(profile, seeds, {"images": dict(zip(images, blocks)), "text": text[0]})
+        lambda: ensure_many([cells["text"]], profile, text_seeds, store=store, jobs=jobs, train=train),
+        lambda: ensure_many([cells[k] for k in moves], profile, seeds, store=store, jobs=jobs, train=train)
+        if moves else [])
+    return Runs(profile, seeds, {"images": dict(zip(images, blocks)), "text": text[0],
+                                 "movable": movable[0] if movable else []})
 
 
 def budget(profile: str, datasets: Sequence[str]) -> pd.DataFrame:
@@ -337,6 +342,39 @@ def prose_numbers(t3m: dict, fixed: dict[str, Paired], inc: dict, ppl: Paired, s
     return out
 
 
+def movable(frame: pd.DataFrame, records: Sequence) -> dict | None:
+    """S2-28 where the mask can move (its ledger's `decided`): on the digits, the fixed mask minus the learnable
+    mask with its own learning rate (`MOVABLE_LR`, the grid's `MOVABLE_CELL`, `ci` only), paired by seed, its
+    interval's largest |end|, as the claim's rule reads it. {"measures", "preconditions", "details", "numbers"}
+    (as `Decision.decided_claims` takes the first three); None without the cell."""
+    if not records:
+        return None
+    own = records_frame(records)
+    mask = dict(zip(own.seed, own["test.acc"]))
+    diff = paired(_by_seed(frame, "digits", "fixed-mask"), mask)
+    learns = round(float(frame[(frame.dataset == "digits") & (frame.method == "default")]["test.acc"].mean()), 4)
+    cap = method_caps(list(records), ("mask",))["mask"]
+    return {"measures": {"S2-28": round(max(abs(diff.lo), abs(diff.hi)), 4)},
+            "preconditions": {"S2-28": {"default-learns-images": learns, "mask-can-move": cap}},
+            "details": {"S2-28": f"fixed − learnable at its own rate, 8×8 digits: {signed(100 * diff.mean_diff, 1)} points, "
+                                 f"95 % interval [{num(100 * diff.lo, 1)}, {num(100 * diff.hi, 1)}]"},
+            "numbers": {"ch5_movable_lr": f"{MOVABLE_LR:g}", "ch5_movable_cap": num(cap, 2),
+                        "ch5_movable_mask": pct(float(np.mean(list(mask.values())))),
+                        "ch5_movable_diff": f"{signed(100 * diff.mean_diff, 1)} points (95 % interval "
+                                            f"[{num(100 * diff.lo, 1)}, {num(100 * diff.hi, 1)}])"}}
+
+
+MOVABLE_NUMBERS = ("ch5_movable_lr", "ch5_movable_cap", "ch5_movable_mask", "ch5_movable_diff", "ch5_S228_decided")
+
+
+def movable_numbers(moves: dict | None, decided: Sequence) -> dict[str, str]:
+    """The prose's numbers of the movable cell and S2-28's decided verdict ("—" each without the cell)."""
+    if moves is None:
+        return {k: "—" for k in MOVABLE_NUMBERS}
+    r = next(r for r in decided if r.id == "S2-28")
+    return moves["numbers"] | {"ch5_S228_decided": in_words(r)}
+
+
 def decide(runs: Runs) -> Findings:
     """Every claim of Tables 3, 5 and 6 with its verdict, and the numbers the prose cites (for the first image set,
     with Adam's step cap). Parts: `frame`, `text`, `dataset` (the first image set), `masks` (`patterns`), `t3`,
@@ -355,7 +393,10 @@ def decide(runs: Runs) -> Findings:
     moved = mask_movement(images, masks)
     d = Decision()
     results = d.claims(claim_measures(t3m, fixed, ppl), preconditions=claim_preconditions(t3m, text, caps))
+    moves = movable(frame, runs.blocks.get("movable", [])) if "digits" in images else None  # S2-28 where it moves
+    decided = d.decided_claims(**{k: v for k, v in moves.items() if k != "numbers"}) if moves else []
     d.glue(prose_numbers(t3m, fixed, inc, ppl, shares, masks, moved, results, dataset=first)
-           | {"ch5_dataset": "8×8 digits" if first == "digits" else task_title(first)} | cap_glue("5", caps))
+           | {"ch5_dataset": "8×8 digits" if first == "digits" else task_title(first)} | cap_glue("5", caps)
+           | movable_numbers(moves, decided))
     return d.done(frame=frame, text=text, dataset=first, masks=masks, t3=t3, t5=t5, t3m=t3m, fixed=fixed,
                   shares=shares, pairs=pairs, ppl=ppl, inc=inc, caps=caps, moved=moved)

@@ -1,0 +1,67 @@
+"""`companion decisive`: run each decisive search (`companion.experiments.decisive`) into `results/decisive`,
+rung by rung in order, and stop a search at the first rung where its claim's precondition holds;
+`--status` prints what each search has tried, training nothing.
+
+Resumable by construction: a finished group is a stored record per seed, and the next call skips it. One
+worker by default (`--jobs`), so a search runs in the background beside other work.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from companion.cli.values import fail, folder, positive_int
+from companion.experiments.decisive import SEARCHES, first_holding, rung_configs
+from companion.paths import decisive_root
+from companion.store import RunStore, StoreError
+from companion.sweep import run_missing
+
+__all__ = ["add_commands"]
+
+
+def _line(claim: str, row: dict) -> str:
+    search = SEARCHES[claim]
+    value = "—" if row["value"] is None else f"{row['value']:.2f}"
+    return (f"{claim}/{row['factor']}x ({row['steps']} updates): {row['found']} of {row['total']} runs; "
+            f"{search.precondition} {value}{' (holds)' if row['holds'] else ''}")
+
+
+def _cmd_decisive(args) -> int:
+    claims = [c.strip() for c in args.only.split(",") if c.strip()] if args.only is not None else list(SEARCHES)
+    unknown = [c for c in claims if c not in SEARCHES]
+    if unknown or not claims:
+        what = f"unknown search {unknown[0]!r}" if unknown else f"--only {args.only!r} names no search"
+        return fail("decisive", f"{what}; valid: {', '.join(SEARCHES)}")
+    store = RunStore(args.store or decisive_root(), read_only=args.status)
+    for claim in claims:
+        while True:
+            tried, found = first_holding(claim, store.load)
+            last = tried[-1]
+            if args.status or found is not None or last["found"] == last["total"]:
+                for row in tried:
+                    print(_line(claim, row))
+                if found is None and not args.status and last["found"] == last["total"]:
+                    print(f"{claim}: no rung of {SEARCHES[claim].factors} times the updates meets "
+                          f"{SEARCHES[claim].precondition}; the claim stays inconclusive.")
+                break
+            print(f"{claim}/{last['factor']}x: making {last['total'] - last['found']} of {last['total']} runs",
+                  flush=True)
+            try:
+                run_missing(rung_configs(claim, last["factor"]), store, "local", True, {"jobs": args.jobs})
+            except StoreError as err:
+                print(f"companion decisive: error: {err}", file=sys.stderr)
+                return 2
+            except RuntimeError as err:
+                print(f"companion decisive: {err}", file=sys.stderr)
+                return 1
+    return 0
+
+
+def add_commands(subparsers) -> None:
+    p = subparsers.add_parser("decisive", help="run the decisive searches (resumable) to the first rung where each "
+                                               "claim's precondition holds, or print what they tried")
+    p.add_argument("--status", action="store_true", help="print each search's rungs; train nothing")
+    p.add_argument("--only", default=None, help="comma-separated claims (default all): " + ", ".join(SEARCHES))
+    p.add_argument("--jobs", type=positive_int, default=1, help="worker processes (default 1)")
+    p.add_argument("--store", default=None, type=folder, help="run store folder (default results/decisive)")
+    p.set_defaults(func=_cmd_decisive)

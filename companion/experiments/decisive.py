@@ -1,0 +1,104 @@
+"""Decisive budgets: for a claim left inconclusive at `ci` by a precondition the `ci` budget cannot meet, the
+smallest larger budget at which that precondition holds, found by a measured search.
+
+A search names the claim, the runs its measure reads (experiment, methods, seeds), the budgets to try in
+order (multiples of the `ci` updates, so a rung's runs are ordinary runs of the chapter's experiment:
+`companion sweep … --set train.steps=…` makes the same ones) and the precondition that stops it. `companion
+decisive` trains the rungs in order into `results/decisive` and stops at the first where the precondition
+holds (resumable: a finished group is its records, and a later call skips it); the chapter reads the rungs
+tried and decides the claim on the first that holds, by the claim's own rule (`record_decided`). Where no
+rung holds, the claim stays inconclusive and the chapter says which budgets were tried.
+
+- S2-07 (Cyclic3 extrapolates with the mask): at `ci` fewer than half of the mask's runs fit Cyclic3's seen
+  set (seen accuracy ≥ 99 %), so its extrapolation cannot be read on runs that learned the task. The search
+  multiplies the updates (2, 4, 8, 16 times the `ci` 250, evaluations at the same fifths).
+- S2-16 (multiplication from 3 % of the pairs): at `ci` no method learns it (best mean test sequence accuracy
+  below 5 %), so a gain of the mask over the default cannot be read. The search multiplies the updates of
+  the default and the mask (2, 4, 8, 16 times the `ci` 200).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+from companion.config import RunConfig, apply_overrides
+from companion.experiments import get_experiment
+
+__all__ = ["Search", "SEARCHES", "FIT", "rung_configs", "rung_overrides", "fit_share", "best_mean", "first_holding"]
+
+FIT = 0.99  # a run fits the seen set at this seen accuracy (Chapter 3's FIT)
+
+
+def fit_share(records: Sequence) -> float:
+    """The share of `records` whose seen accuracy is at least `FIT`."""
+    return sum(r.metrics["seen"]["acc"] >= FIT for r in records) / len(records) if records else 0.0
+
+
+@dataclass(frozen=True)
+class Search:
+    """`claim`'s search: `methods` of `experiment` with `seeds`, at each of `factors` times the `ci` updates in
+    order, until `holds(records of that rung)`; `precondition` names what `holds` checks (the ledger's)."""
+
+    claim: str
+    experiment: str
+    methods: tuple[str, ...]
+    seeds: tuple[int, ...]
+    factors: tuple[int, ...]
+    precondition: str
+    holds: Callable[[Sequence], bool]
+    value: Callable[[Sequence], float]  # the precondition's measured value on a rung (what the ledger's rule reads)
+
+
+def best_mean(records: Sequence, metric: str = "seq_acc") -> float:
+    """The highest mean test `metric` of any method among `records` (mean over each method's seeds)."""
+    by: dict[str, list[float]] = {}
+    for r in records:
+        by.setdefault(r.config.method, []).append(r.metrics["test"][metric])
+    return max((sum(v) / len(v) for v in by.values()), default=0.0)
+
+
+SEARCHES: dict[str, Search] = {
+    "S2-07": Search("S2-07", "gotu-cyclic3", ("mask",), (0, 1, 2, 3, 4), (2, 4, 8, 16), "mask-fits-seen",
+                    holds=lambda recs: fit_share(recs) >= 0.5, value=fit_share),
+    "S2-16": Search("S2-16", "arith-mul", ("default", "mask"), (0, 1, 2, 3, 4), (2, 4, 8, 16), "a-method-learns",
+                    holds=lambda recs: best_mean(recs) >= 0.05, value=best_mean),
+}
+
+
+def rung_overrides(cfg: RunConfig, factor: int) -> tuple[str, ...]:
+    """The overrides of a rung: `factor` times the updates, evaluations at the same fractions of the run."""
+    return (f"train.steps={cfg.train.steps * factor}", f"train.eval_every={cfg.train.eval_every * factor}")
+
+
+def rung_configs(claim: str, factor: int) -> list[RunConfig]:
+    """Every config of one rung of `claim`'s search (each method and seed), in whole groups."""
+    search = SEARCHES[claim]
+    if factor not in search.factors:
+        raise ValueError(f"{claim}'s search tries {search.factors} times the ci updates, not {factor}.")
+    presets = get_experiment(search.experiment).configs("ci")
+    out = []
+    for m in search.methods:
+        base = apply_overrides(presets[m], list(rung_overrides(presets[m], factor)))
+        out += [replace(base, seed=s) for s in search.seeds]
+    return out
+
+
+def first_holding(claim: str, load: Callable[[RunConfig], object | None]) -> tuple[list[dict], int | None]:
+    """The rungs tried, in order, as {factor, steps, found, total, value, holds}, up to the first whose
+    precondition holds (its factor second; None when none does or a rung is incomplete). `load(cfg)` gives
+    a stored record or None."""
+    search, tried = SEARCHES[claim], []
+    for factor in search.factors:
+        cfgs = rung_configs(claim, factor)
+        recs = [load(c) for c in cfgs]
+        found = [r for r in recs if r is not None]
+        row = {"factor": factor, "steps": cfgs[0].train.steps, "found": len(found), "total": len(cfgs),
+               "value": search.value(found) if len(found) == len(cfgs) else None, "holds": False}
+        tried.append(row)
+        if len(found) < len(cfgs):
+            return tried, None
+        if search.holds(found):
+            row["holds"] = True
+            return tried, factor
+    return tried, None
