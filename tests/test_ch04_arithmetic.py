@@ -12,12 +12,12 @@ from companion.config import TrainConfig
 from companion.train import prior_lr_sum
 from companion.book.chapters import ch04_arithmetic as ch
 from companion.experiments import load_experiments
-from companion.experiments.arithmetic import METHODS, arithmetic_cells
+from companion.experiments.arithmetic import METHODS, MOVABLE_LR, arithmetic_cells
 from companion.tasks.arithmetic import ArithmeticTask
 
 load_experiments()
 SEEDS = (0, 1, 2)
-STEPS = {("add", "base"): 250, ("add", "long"): 500, ("mul", "base"): 200}
+STEPS = {("add", "base"): 250, ("add", "long"): 500, ("mul", "base"): 200, ("add", "movable"): 250}
 # Final test sequence accuracy per (op, fraction, budget, method), one value per seed.
 SEQ = {
     ("add", 0.004, "base", "default"): (0.00, 0.01, 0.02),
@@ -49,6 +49,7 @@ SEQ = {
     ("mul", 0.03, "base", "structured-opt"): (0.05, 0.05, 0.05),
     ("mul", 0.03, "base", "mimetic"): (0.01, 0.01, 0.01),
     ("mul", 0.03, "base", "fixed-mask"): (0.02, 0.02, 0.02),
+    ("add", 0.004, "movable", "mask"): (0.70, 0.72, 0.85),  # the mask at its own rate (S2-24's decided cell)
 }
 # Per-digit accuracy on multiplication: c0 … c5 of each seed (the rest of the methods: 0.1 everywhere).
 DIGITS = {"default": [(0.88, 0.17, 0.11, 0.10, 0.16, 0.88), (0.89, 0.18, 0.11, 0.12, 0.16, 0.88),
@@ -72,7 +73,8 @@ def _record(key, method, seed):
     test = {"seq_acc": seq, "digit_acc": float(np.mean(digits)), **{f"digit{d}_acc": v for d, v in enumerate(digits)}}
     kind, trainable = {"mask": ("mask", True), "fixed-mask": ("mask", False)}.get(method, ("none", True))
     config = SimpleNamespace(experiment=f"arith-{op}", profile="ci", method=method, seed=seed,
-                             train=TrainConfig(lr=1e-3, steps=STEPS[(op, budget)], schedule="onecycle", warmup=0.1),
+                             train=TrainConfig(lr=1e-3, steps=STEPS[(op, budget)], schedule="onecycle", warmup=0.1,
+                                               prior_lr=MOVABLE_LR if budget == "movable" else 0.0),
                              model=SimpleNamespace(prior=SimpleNamespace(kind=kind, trainable=trainable)))
     return SimpleNamespace(config=config, seed=seed, run_id=f"{op}-{fraction}-{budget}-{method}-{seed}", wall_time=1.0,
                            metrics={"test": test, "train": {"seq_acc": min(1.0, seq + 0.01)}},
@@ -104,7 +106,7 @@ def test_load_reads_the_arithmetic_grid_from_the_store_and_decide_frames_every_r
     assert all({r.seed for r in records} == {0, 1} for records in runs["arithmetic"].values())
     frame = ch.decide(runs)["frame"]
     assert list(frame.columns[:5]) == ["op", "fraction", "budget", "steps", "experiment"]
-    assert len(frame) == sum(len(records) for records in runs["arithmetic"].values()) == 2 * (6 + 2 + 2 + 2 + 5 + 2 + 2)
+    assert len(frame) == sum(len(records) for records in runs["arithmetic"].values()) == 2 * (6 + 2 + 2 + 2 + 5 + 2 + 2 + 1)
 
 
 def test_claim_measures_at_ci(ci):
@@ -327,7 +329,17 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(monkeypat
     assert {r.id: r.detail for r in results if r.detail} == {k: v for k, v in ch.claim_details(frame, "ci").items() if v}
     # the prose numbers, the verdicts and Adam's step cap are glued once, from the same decision
     found = ch.decide(Runs("ci", SEEDS, {"arithmetic": grid}))
-    assert dict(found.numbers) == (ch.prose_numbers(grid, frame, "ci") | ch.verdict_numbers(found.results)
-                                   | cap_glue("4", ch.table8_caps(grid)))
+    searched = {"ch4_S216_search"}  # the decisive search's outcome, read from results/decisive (tests/test_decisive.py)
+    assert {k: v for k, v in found.numbers.items() if k not in searched} == (
+        ch.prose_numbers(grid, frame, "ci") | ch.verdict_numbers(found.results) | cap_glue("4", ch.table8_caps(grid))
+        | ch.movable_numbers(ch.movable(frame, grid), found.decided))
     assert found.numbers["ch4_verdict_S2-24"] == "inconclusive" and "ch4_cap" in found.numbers
+    # S2-24 where the mask can move: its own-rate runs (0.70, 0.72, 0.85) minus the fixed mask (0.60, 0.70, 0.79),
+    # +6.0 points: past the partly line of 5, not reproduced; the step cap of a 0.2 rate over 250 onecycle updates
+    s224 = next(r for r in found.decided if r.id == "S2-24")
+    assert (s224.measure, s224.verdict, s224.decided) == (pytest.approx(0.06), "not reproduced", True)
+    assert s224.preconditions["mask-can-move"] == pytest.approx(25.0, abs=1e-3)
+    assert found.numbers["ch4_S224_decided"] == "not reproduced" and found.numbers["ch4_movable_lr"] == "0.2"
+    bare = ch.decide(Runs("ci", SEEDS, {"arithmetic": {k: v for k, v in grid.items() if k[2] != "movable"}}))
+    assert "S2-24" not in {r.id for r in bare.decided} and bare.numbers["ch4_S224_decided"] == "—"
     assert found["frame"].equals(frame) and found["caps"] == ch.table8_caps(grid)

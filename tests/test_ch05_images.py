@@ -14,7 +14,7 @@ from companion.train import prior_lr_sum
 from companion.book.chapters import ch05_images as ch
 from companion.book.chapters.stats import Paired
 from companion.experiments import get_experiment, get_grid
-from companion.experiments.images import METHODS
+from companion.experiments.images import METHODS, MOVABLE_LR
 from companion.masks import causal_local_pattern, patch_pattern
 from companion.runs import run
 
@@ -48,7 +48,8 @@ def test_methods_differ_only_where_they_should():
 
 def test_the_grid_reads_the_digits_at_ci_and_cifar_at_paper():
     grid = get_grid("images-and-language")
-    assert list(grid.cells("ci")) == ["digits", "text"]
+    assert list(grid.cells("ci")) == ["digits", "text", "digits-movable"]
+    assert grid.cells("ci")["digits-movable"].overrides == (f"train.prior_lr={MOVABLE_LR}",)
     assert list(grid.cells("paper")) == ["cifar10", "cifar100", "text"]
 
 
@@ -91,11 +92,11 @@ def _maps(method: str) -> dict:
             "steps": [0, 10]}
 
 
-def _record(experiment: str, method: str, seed: int, metrics: dict, drift=None) -> SimpleNamespace:
+def _record(experiment: str, method: str, seed: int, metrics: dict, drift=None, prior_lr: float = 0.0) -> SimpleNamespace:
     kind, trainable = {"mask": ("mask", True), "zero-mask": ("mask", True), "fixed-mask": ("mask", False)}.get(
         method, ("none", True))
     config = SimpleNamespace(experiment=experiment, profile="ci", method=method, seed=seed,
-                             train=TrainConfig(lr=3e-3, steps=300, schedule="cosine", warmup=0.1),
+                             train=TrainConfig(lr=3e-3, steps=300, schedule="cosine", warmup=0.1, prior_lr=prior_lr),
                              model=SimpleNamespace(prior=SimpleNamespace(kind=kind, trainable=trainable)))
     return SimpleNamespace(config=config, seed=seed, run_id=f"{experiment}-{method}-{seed}", wall_time=1.0,
                            metrics=metrics, drift=drift)
@@ -111,16 +112,20 @@ def runs():
                       _maps(m)) for m in METHODS for s in range(3)]
     text = [_record("lm-local", m, s, {"test": {"ppl": PPL[m, s], "ce": float(np.log(PPL[m, s])), "bpc": 3.0}})
             for m in ("default", "mask") for s in range(3)]
+    # the learnable mask at its own rate (S2-28's decided cell): 1, 0 and 2 points above the fixed mask
+    movable = [_record("vit-digits", "mask", s, {"test": {"acc": _acc("fixed-mask", s) + d, "ce": 0.3},
+                                                  "train": {"acc": 1.0, "ce": 0.0}}, _maps("mask"), prior_lr=MOVABLE_LR)
+               for s, d in zip(range(3), (0.01, 0.0, 0.02))]
     asked = []
 
     def ensure_many(requests, profile, seeds, jobs=None, store=None, train=True):
-        asked.append(([r.experiment for r in requests], list(seeds)))
-        return [images if r.experiment == "vit-digits" else text for r in requests]
+        asked.append(([r.experiment + ("*" if r.overrides else "") for r in requests], list(seeds)))
+        return [movable if r.overrides else images if r.experiment == "vit-digits" else text for r in requests]
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ch, "ensure_many", ensure_many)
         out = ch.load("ci", range(3), text_seeds=range(3))
-    assert asked == [(["vit-digits"], [0, 1, 2]), (["lm-local"], [0, 1, 2])]
+    assert asked == [(["vit-digits"], [0, 1, 2]), (["lm-local"], [0, 1, 2]), (["vit-digits*"], [0, 1, 2])]
     return out
 
 
@@ -134,7 +139,8 @@ def test_load_gives_the_image_and_the_text_runs(runs):
     from companion.book.chapter import Runs
 
     assert isinstance(runs, Runs) and runs.profile == "ci" and runs.seeds == (0, 1, 2)
-    assert list(runs.blocks) == ["images", "text"] and list(runs["images"]) == ["digits"]
+    assert list(runs.blocks) == ["images", "text", "movable"] and list(runs["images"]) == ["digits"]
+    assert len(runs["movable"]) == 3 and {r.config.train.prior_lr for r in runs["movable"]} == {MOVABLE_LR}
     assert len(runs["images"]["digits"]) == 18 and {r.config.experiment for r in runs["text"]} == {"lm-local"}
 
 
@@ -255,13 +261,15 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(runs, loa
     asked = []
 
     def ensure_many(requests, profile, seeds, **kw):
-        asked.append(([r.experiment for r in requests], list(seeds), kw))
-        return [runs["text"] if r.experiment == "lm-local" else records["digits"] for r in requests]
+        asked.append(([r.experiment + ("*" if r.overrides else "") for r in requests], list(seeds), kw))
+        return [runs["text"] if r.experiment == "lm-local" else runs["movable"] if r.overrides else records["digits"]
+                for r in requests]
 
     monkeypatch.setattr(ch, "ensure_many", ensure_many)
     results = claims(ch, "ci", [0, 1, 2], jobs=2, store="st", train=False)
     kw = {"jobs": 2, "store": "st", "train": False}
-    assert asked == [(["vit-digits"], [0, 1, 2], kw), (["lm-local"], [0, 1, 2], kw)]  # given seeds: text too
+    assert asked == [(["vit-digits"], [0, 1, 2], kw), (["lm-local"], [0, 1, 2], kw),
+                     (["vit-digits*"], [0, 1, 2], kw)]  # given seeds: text and the movable cell too
     ledger = load_ledger()
     assert sorted(r.id for r in results) == sorted(
         c for c, v in ledger.items() if v.chapter.endswith("05_images_and_language") and v.rebuilt)
@@ -279,17 +287,25 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(runs, loa
     shares = ch.open_share(ch.map_frame(records, masks))
     moved = ch.mask_movement(records, masks)
     assert dict(found.numbers) == (ch.prose_numbers(t3m, fixed, inc, ppl, shares, masks, moved, found.results)
-                                   | {"ch5_dataset": "8×8 digits"} | cap_glue("5", ch.image_caps(records)))
+                                   | {"ch5_dataset": "8×8 digits"} | cap_glue("5", ch.image_caps(records))
+                                   | ch.movable_numbers(ch.movable(frame, runs["movable"]), found.decided))
+    # S2-28 where the mask can move: fixed minus the own-rate mask per seed −1, 0, −2 points; the interval's
+    # largest |end| is past the partly line of 2 points, so not reproduced there
+    s228 = next(r for r in found.decided if r.id == "S2-28")
+    diff = ch.paired({0: 0.0, 1: 0.0, 2: 0.0}, {0: 0.01, 1: 0.0, 2: 0.02})
+    assert s228.measure == pytest.approx(round(max(abs(diff.lo), abs(diff.hi)), 4)) and s228.decided
+    assert s228.preconditions["mask-can-move"] == pytest.approx(0.17 * 151, rel=1e-3)
     assert {f"ch5_verdict_{r.id.replace('-', '_')}" for r in found.results} <= set(found.numbers)
     assert found["dataset"] == "digits" and found["shares"].equals(shares)
     assert (found["ppl"].mean_diff, found["ppl"].lo, found["ppl"].hi) == (ppl.mean_diff, ppl.lo, ppl.hi)
     asked.clear()
     claims(ch)
     kw = {"jobs": None, "store": None, "train": True}
-    assert asked == [(["vit-digits"], list(ch.SEEDS), kw), (["lm-local"], list(ch.TEXT_SEEDS), kw)]
+    assert asked == [(["vit-digits"], list(ch.SEEDS), kw), (["lm-local"], list(ch.TEXT_SEEDS), kw),
+                     (["vit-digits*"], list(ch.SEEDS), kw)]
     asked.clear()
     ch.load("ci", [0, 1], text_seeds=[0, 1, 2, 3])
-    assert [seeds for _, seeds, _ in asked] == [[0, 1], [0, 1, 2, 3]]
+    assert [seeds for _, seeds, _ in asked] == [[0, 1], [0, 1, 2, 3], [0, 1]]
 
 
 def test_missing_image_and_text_runs_are_counted_together(monkeypatch):
@@ -302,7 +318,7 @@ def test_missing_image_and_text_runs_are_counted_together(monkeypatch):
     monkeypatch.setattr(ch, "ensure_many", ensure_many)
     with pytest.raises(MissingRuns) as err:
         ch.load("ci", [0, 1], text_seeds=[0, 1, 2], train=False)
-    assert (err.value.found, err.value.total) == (2, 5)
+    assert (err.value.found, err.value.total) == (3, 7)  # the images, the text and the movable cell
 
 
 def test_paired_vs_default_reads_as_a_table_for_people():

@@ -131,3 +131,38 @@ def test_the_command_prints_what_each_search_tried(capsys):
     assert out == ["S2-07/2x (500 updates): 5 of 5 runs; mask-fits-seen 0.80 (holds)"]
     assert main(["decisive", "--status", "--only", "S9-99"]) != 0
     assert "unknown search 'S9-99'" in capsys.readouterr().err
+
+
+def _mul(steps: int) -> list[dict]:
+    out = []
+    for path in sorted(DECISIVE.glob("*.json")):
+        rec = json.loads(path.read_text())
+        cfg = rec["config"]
+        if cfg["experiment"] == "arith-mul" and cfg["train"]["steps"] == steps:
+            out.append(rec)
+    return out
+
+
+def test_the_committed_s2_16_search_recomputed_from_its_files():
+    """From the JSON alone, rung by rung (200 · 2, 4, 8, 16 updates): the best method's mean test sequence accuracy,
+    the first rung where it reaches 5 % (S2-16's a-method-learns), and what the scoreboard does with it: decide S2-16
+    there by the mask's mean paired gain, or leave it inconclusive when no complete rung reaches 5 %."""
+    row = next(c for c in DOC["claims"] if c["id"] == "S2-16")
+    for factor in SEARCHES["S2-16"].factors:
+        runs = _mul(200 * factor)
+        if len(runs) < 10:
+            assert row["verdict"] == "inconclusive" and "decided" not in row["by_profile"]["ci"]
+            return
+        by = {m: {r["seed"]: r["metrics"]["test"]["seq_acc"] for r in runs if r["config"]["method"] == m}
+              for m in ("default", "mask")}
+        assert sorted(by["default"]) == sorted(by["mask"]) == [0, 1, 2, 3, 4]
+        best = max(sum(v.values()) / 5 for v in by.values())
+        if best >= 0.05:
+            gain = sum(by["mask"][s] - by["default"][s] for s in range(5)) / 5
+            dec = row["by_profile"]["ci"]["decided"]
+            assert dec["ours"] == pytest.approx(round(gain, 4), abs=1e-4)
+            assert dec["preconditions"] == {"a-method-learns": round(best, 4)}
+            assert row["verdict"] == dec["verdict"] != "inconclusive"
+            return
+    assert row["verdict"] == "inconclusive" and "decided" not in row["by_profile"]["ci"]
+    assert row["by_profile"]["ci"]["failed"] == ["a-method-learns"]
