@@ -61,6 +61,7 @@ def _verdicts(ci_pre, decided_measure, decided_pre=FREE):
     measures = {"S2-10": {"measure": 0.0, "preconditions": ci_pre,
                           "decided": {"measure": decided_measure, "preconditions": decided_pre, "detail": ""}}}
     out = _assess_all({"S2-10": LEDGER["S2-10"]}, measures)["S2-10"]
+    assert out.get("decides", False) == (out["verdict"] != "inconclusive" and ci_pre == STUCK)  # who decided it
     return out["verdict"], out["decided"]["verdict"]
 
 
@@ -69,6 +70,7 @@ def test_the_scoreboard_decides_only_an_inconclusive_claim_and_only_by_a_decisio
     assert _verdicts(STUCK, 0.125) == ("not reproduced", "not reproduced")  # the null decides it against
     assert _verdicts(STUCK, 0.0, STUCK) == ("inconclusive", "inconclusive")  # still cannot move: still undecided
     assert _verdicts(FREE, 0.125) == ("reproduced", "not reproduced")  # a decided profile keeps its own verdict
+    assert _verdicts(FREE, 0.0) == ("reproduced", "reproduced")  # both agree: still the profile's, not "decided"
 
 
 def test_a_decided_measure_the_ledger_does_not_give_is_an_error():

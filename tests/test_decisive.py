@@ -109,7 +109,7 @@ def test_the_committed_s2_07_search_recomputed_from_its_files():
 
 def test_a_sample_of_the_s2_07_search_retrained():
     """The 2x rung's group retrained: to the bit on a host like the one that made it; elsewhere its first 20
-    losses within the replay tolerance and the same runs fitting the seen set."""
+    updates replayed within the replay tolerance (`companion.replay`)."""
     cfgs = rung_configs("S2-07", 2)
     store = RunStore(DECISIVE, read_only=True)
     committed = [store.load(c) for c in cfgs]
@@ -119,10 +119,9 @@ def test_a_sample_of_the_s2_07_search_retrained():
         strip = lambda r: ({k: v for k, v in r.curves.items() if k != "wall_time"}, r.metrics, r.drift)  # noqa: E731
         for old, new in zip(committed, run_group(cfgs)):
             assert strip(new) == strip(old), new.run_id
-    else:
+    else:  # 500 updates on other kernels may move a seen accuracy across 99 % (seed 0 fits at 99.03 %): replay only
         for old, losses in zip(committed, replay(cfgs, 20)):
             assert compare(old, losses, host).ok
-        assert fit_share(run_group(cfgs)) == fit_share(committed)
 
 
 def test_the_command_prints_what_each_search_tried(capsys):

@@ -129,6 +129,7 @@ def _assess_all(ledger, measures: dict[str, dict]) -> dict[str, dict]:
                                    "preconditions": dec["preconditions"], "failed": dfailed}
             if v == INCONCLUSIVE and dv in DECISIONS:  # decided where its preconditions hold
                 out[cid]["verdict"] = dv
+                out[cid]["decides"] = True
         elif dec is not None:
             raise ValueError(f"claim {cid} is measured at a `decided` budget the ledger does not give it.")
     return out
@@ -210,8 +211,7 @@ def _decided_at(assessed: dict, cid: str, profile: str, units: dict) -> dict:
              "verdict": dec["verdict"], "budget": dec["budget"], "section": dec["section"],
              "measure": dec["measure"], "failed": list(dec["failed"]), "preconditions": dict(dec["preconditions"])}
     out = {"decided": shown}
-    if assessed["verdict"] == dec["verdict"] and dec["verdict"] in DECISIONS and assessed["ours"] is not None \
-            and not dec["failed"]:
+    if assessed.get("decides"):
         where = dec["budget"].split(":", 1)[0]
         out["decides"] = f"inconclusive at {profile}; decided {where}"
     return out

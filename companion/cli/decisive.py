@@ -8,13 +8,11 @@ worker by default (`--jobs`), so a search runs in the background beside other wo
 
 from __future__ import annotations
 
-import sys
-
+from companion.cli.training import train_missing
 from companion.cli.values import fail, folder, positive_int
 from companion.experiments.decisive import SEARCHES, first_holding, rung_configs
 from companion.paths import decisive_root
-from companion.store import RunStore, StoreError
-from companion.sweep import run_missing
+from companion.store import RunStore
 
 __all__ = ["add_commands"]
 
@@ -46,14 +44,9 @@ def _cmd_decisive(args) -> int:
                 break
             print(f"{claim}/{last['factor']}x: making {last['total'] - last['found']} of {last['total']} runs",
                   flush=True)
-            try:
-                run_missing(rung_configs(claim, last["factor"]), store, "local", True, {"jobs": args.jobs})
-            except StoreError as err:
-                print(f"companion decisive: error: {err}", file=sys.stderr)
-                return 2
-            except RuntimeError as err:
-                print(f"companion decisive: {err}", file=sys.stderr)
-                return 1
+            code = train_missing("decisive", rung_configs(claim, last["factor"]), store, args.jobs)
+            if code:
+                return code
     return 0
 
 

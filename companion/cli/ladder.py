@@ -7,13 +7,11 @@ One worker by default (`--jobs`), so the ladder runs in the background beside ot
 
 from __future__ import annotations
 
-import sys
-
+from companion.cli.training import train_missing
 from companion.cli.values import fail, folder, positive_int
 from companion.experiments.ladder import FAMILIES, rung_configs, rung_order
 from companion.paths import ladder_root
-from companion.store import RunStore, StoreError
-from companion.sweep import run_missing
+from companion.store import RunStore
 
 __all__ = ["add_commands"]
 
@@ -35,14 +33,9 @@ def _cmd_ladder(args) -> int:
             print(f"{label}: {have} of {len(cfgs)} runs stored")
             continue
         print(f"{label}: making {len(cfgs) - have} of {len(cfgs)} runs", flush=True)
-        try:
-            run_missing(cfgs, store, "local", True, {"jobs": args.jobs})
-        except StoreError as err:
-            print(f"companion ladder: error: {err}", file=sys.stderr)
-            return 2
-        except RuntimeError as err:
-            print(f"companion ladder: {err}", file=sys.stderr)
-            return 1
+        code = train_missing("ladder", cfgs, store, args.jobs)
+        if code:
+            return code
     return 0
 
 

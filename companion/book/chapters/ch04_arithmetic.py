@@ -22,7 +22,7 @@ from companion.book.chapters import decisive
 from companion.book.chapters.budget import budget as run_budget
 from companion.book.chapters.frames import curves, records_frame
 from companion.book.chapters.stats import Paired, Summary, difference_table, minus, paired, summarize
-from companion.book.chapters.step_cap import cap_glue, method_caps
+from companion.book.chapters.step_cap import cap_glue, method_caps, own_rate_glue
 from companion.book.claims import in_words, load_ledger
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
@@ -513,15 +513,12 @@ def movable(frame: pd.DataFrame, records: Mapping) -> dict | None:
                         "ch4_movable_learn": f"{_signed_points(learn.mean_diff)} ({_interval_points(learn)})"}}
 
 
-MOVABLE_NUMBERS = ("ch4_movable_lr", "ch4_movable_cap", "ch4_movable_mask", "ch4_movable_learn", "ch4_S224_decided")
+MOVABLE_NUMBERS = ("ch4_movable_lr", "ch4_movable_cap", "ch4_movable_mask", "ch4_movable_learn")
 
 
 def movable_numbers(moves: dict | None, decided: Sequence) -> dict[str, str]:
     """The prose's numbers of the movable cell and S2-24's decided verdict ("—" each without the cell)."""
-    if moves is None:
-        return {k: "—" for k in MOVABLE_NUMBERS}
-    r = next(r for r in decided if r.id == "S2-24")
-    return moves["numbers"] | {"ch4_S224_decided": in_words(r)}
+    return own_rate_glue(moves, decided, "S2-24", "ch4_S224_decided", MOVABLE_NUMBERS)
 
 
 def mul_gain(records) -> float:

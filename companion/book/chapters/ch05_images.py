@@ -21,8 +21,7 @@ from companion.book.chapters import frames
 from companion.book.chapters.budget import budget as run_budget
 from companion.book.chapters.frames import long_curves, open_mass_frame, records_frame
 from companion.book.chapters.stats import Paired, difference_table, minus, paired, summarize, summary_table
-from companion.book.chapters.step_cap import cap_glue, method_caps
-from companion.book.claims import in_words
+from companion.book.chapters.step_cap import cap_glue, method_caps, own_rate_glue
 from companion.book.labels import label, task_title
 from companion.book.missing import gather
 from companion.book.parameters import check_parameters
@@ -364,15 +363,12 @@ def movable(frame: pd.DataFrame, records: Sequence) -> dict | None:
                                             f"[{num(100 * diff.lo, 1)}, {num(100 * diff.hi, 1)}])"}}
 
 
-MOVABLE_NUMBERS = ("ch5_movable_lr", "ch5_movable_cap", "ch5_movable_mask", "ch5_movable_diff", "ch5_S228_decided")
+MOVABLE_NUMBERS = ("ch5_movable_lr", "ch5_movable_cap", "ch5_movable_mask", "ch5_movable_diff")
 
 
 def movable_numbers(moves: dict | None, decided: Sequence) -> dict[str, str]:
     """The prose's numbers of the movable cell and S2-28's decided verdict ("—" each without the cell)."""
-    if moves is None:
-        return {k: "—" for k in MOVABLE_NUMBERS}
-    r = next(r for r in decided if r.id == "S2-28")
-    return moves["numbers"] | {"ch5_S228_decided": in_words(r)}
+    return own_rate_glue(moves, decided, "S2-28", "ch5_S228_decided", MOVABLE_NUMBERS)
 
 
 def decide(runs: Runs) -> Findings:

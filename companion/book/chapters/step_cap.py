@@ -21,6 +21,7 @@ import pandas as pd
 
 from companion.book.chapters.frames import flat_records
 from companion.book.chapters.stats import Paired, paired
+from companion.book.claims import in_words
 from companion.book.labels import task_title
 from companion.book.prose import num, pct, signed
 from companion.config import TrainConfig
@@ -31,7 +32,7 @@ from companion.train import adam_step_bound, lr_curve, prior_lr_sum, total_steps
 
 __all__ = ["CROSSING", "cumulative_lr", "cap", "largest_move", "step_ratio", "learnable", "cap_precondition",
            "method_caps", "cap_glue", "movable_frame", "movable_table", "measures", "step_cap_claims", "step_cap_preconditions",
-           "step_cap_details", "step_cap_numbers", "decided_claims", "paper_caps", "paper_cap_numbers",
+           "step_cap_details", "step_cap_numbers", "decided_claims", "own_rate_glue", "paper_caps", "paper_cap_numbers",
            "placeholder_measures"]
 
 CROSSING = 20.0  # the distance between a closed (−10) and an open (+10) entry of a ±10 mask
@@ -193,6 +194,17 @@ def decided_claims(ms: dict) -> dict[str, dict]:
                                        if t in ms["matters"]) or "no task where the mask gains"},
         "preconditions": {"S2-10": can, "S2-23": can | {"mask-gains": len(ms["matters"])}},
     }
+
+
+def own_rate_glue(moves: dict | None, decided: Sequence, claim: str, verdict_name: str,
+                  names: Sequence[str]) -> dict[str, str]:
+    """The prose's numbers of a chapter's own-rate cell (`moves["numbers"]`, as its `movable` gives them) and
+    `claim`'s decided verdict in words under `verdict_name`; "—" for each of `names` and `verdict_name` where the
+    chapter has no such cell (a profile without it)."""
+    if moves is None:
+        return {k: "—" for k in (*names, verdict_name)}
+    r = next(r for r in decided if r.id == claim)
+    return dict(moves["numbers"]) | {verdict_name: in_words(r)}
 
 
 def step_cap_preconditions(ms: dict) -> dict[str, dict[str, float]]:
