@@ -51,7 +51,7 @@ __all__ = ["StackedLinear", "StackedLayerNorm", "StackedEmbedding", "stack", "un
 MAX_MEMBERS = 8  # the default cap on a group's size (executors split larger groups)
 # What stacks, each kind checked member by member against its run alone (tests/test_batched.py).
 STACKED_ARCHS = ("encoder", "decoder", "vit")
-STACKED_POSITIONS = ("learned", "none", "sinusoidal", "rope")
+STACKED_POSITIONS = ("learned", "none", "sinusoidal", "sinusoidal-matched", "sincos-2d", "rope")
 STACKED_PRIORS = ("none", "mask", "alibi", "goat")
 
 

@@ -125,8 +125,10 @@ class ModelConfig(_Checked):
         qk_norm: LayerNorm each head's queries and keys before the scores (QK normalisation).
         positions: how tokens learn where they sit: "learned" (a trained embedding per position,
             the model then reads at most the task's length), "sinusoidal" (Vaswani et al., added to
-            the embeddings), "rope" (rotary, applied to each head's queries and keys) or "none"
-            (only the prior or the causal mask tells positions apart); see `companion.priors.POSITIONS`.
+            the embeddings; "sinusoidal-matched" scaled to the learned embeddings' starting scale),
+            "sincos-2d" (their 2-D form for a ViT's square grid of patches), "rope" (rotary, applied
+            to each head's queries and keys) or "none" (only the prior or the causal mask tells
+            positions apart); see `companion.priors.POSITIONS`.
         prior: the attention prior.
         symmetric: bit positions (token indices without the CLS token) over which the model is made
             exactly symmetric (`companion.symmetry`): their tokens share one position embedding and a
@@ -182,6 +184,12 @@ class ModelConfig(_Checked):
             raise ValueError(
                 f"qk_init {self.qk_init!r} writes the pattern through the learned position embeddings; "
                 f"it needs positions='learned' (got {self.positions!r})."
+            )
+        if self.positions == "sincos-2d" and (self.arch != "vit" or self.pool != "mean" or self.d_model % 4):
+            raise ValueError(
+                "positions 'sincos-2d' encode a square grid of patches with a quarter of the width per axis "
+                f"and sine: they need arch='vit', pool='mean' (no CLS token) and d_model a multiple of 4; got "
+                f"arch={self.arch!r}, pool={self.pool!r}, d_model={self.d_model}."
             )
         if self.positions == "rope" and self.head_dim % 2:
             raise ValueError(f"RoPE rotates pairs of channels: d_head must be even, got {self.head_dim}.")

@@ -5,7 +5,9 @@
 - `RotaryEmbedding` / `apply_rotary` (Su et al., arXiv 2104.09864): rotate channel pairs of q and
   k by p·θ_k, θ_k = base^(−2k/d), so that ⟨R_m q, R_n k⟩ depends on m − n only.
 - `SinusoidalPositions` (Vaswani et al. 2017): `sinusoidal_positions` (in `companion.priors`) added
-  to the token stream. All three answer the prior protocol of `companion.priors`.
+  to the token stream; `SinCos2DPositions` its two-dimensional form for a square grid of patches
+  (half the channels encode the row, half the column, as MAE's and DeiT III's ViTs do). All four
+  answer the prior protocol of `companion.priors`.
 
 Notable choices: ALiBi is top-left aligned like `attend(causal=True)`; above the diagonal
 −m(i − j) is positive, which causal masking hides (use `symmetric=True`, −m|i − j|, without it).
@@ -24,8 +26,8 @@ from torch import Tensor
 
 from companion.priors import Prior, PriorContext, sinusoidal_positions
 
-__all__ = ["ALiBi", "alibi_slopes", "RotaryEmbedding", "SinusoidalPositions", "apply_rotary", "rotary_angles",
-           "sinusoidal_positions"]
+__all__ = ["ALiBi", "alibi_slopes", "RotaryEmbedding", "MATCHED_SCALE", "SinusoidalPositions", "SinCos2DPositions", "apply_rotary",
+           "rotary_angles", "sinusoidal_positions", "sincos_2d_positions"]
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
@@ -212,13 +214,62 @@ class RotaryEmbedding(Prior):
         return f"dim={self.dim}, base={self.base:g}, interleaved={self.interleaved}{pi}"
 
 
+# "sinusoidal-matched": the encoding scaled so that its entries' root mean square, 1/√2 unscaled, equals the
+# standard deviation 0.02 that the model's token and learned position embeddings start from
+# (`companion.model.init_weights_`): fixed positions on the scale learned ones start at, where the unscaled
+# encoding outweighs a token's embedding about 35 to 1.
+MATCHED_SCALE = 0.02 * math.sqrt(2)
+
+
 class SinusoidalPositions(Prior):
-    """Fixed sinusoidal absolute positions added to the token stream (no parameters)."""
+    """Fixed sinusoidal absolute positions added to the token stream (no parameters), times `scale`
+    (1 for "sinusoidal", `MATCHED_SCALE` for "sinusoidal-matched")."""
+
+    def __init__(self, scale: float = 1.0):
+        super().__init__()
+        self.scale = scale
 
     @classmethod
     def from_config(cls, kind: str, ctx: PriorContext) -> "SinusoidalPositions":
+        return cls(MATCHED_SCALE if kind == "sinusoidal-matched" else 1.0)
+
+    def embed(self, h: Tensor) -> Tensor:
+        """h (b, n, d) + scale · PE (n, d)."""
+        pe = sinusoidal_positions(h.shape[-2], h.shape[-1], dtype=h.dtype).to(h.device)
+        return h + pe if self.scale == 1.0 else h + self.scale * pe
+
+    def extra_repr(self) -> str:
+        return "" if self.scale == 1.0 else f"scale={self.scale:g}"
+
+
+def sincos_2d_positions(side: int, d: int, *, base: float = 10000.0, dtype=torch.float32) -> Tensor:
+    """The 2-D sinusoidal encoding of a side × side grid read row by row, shape (side², d): channels
+    0 … d/2 − 1 are `sinusoidal_positions` of the row, d/2 … d − 1 those of the column, so each axis
+    gets d/4 frequencies (He et al. 2022's MAE; Beyer et al. 2022). The width must be a multiple of 4."""
+    if d % 4:
+        raise ValueError(f"2-D sinusoidal positions give each axis sin and cos pairs, so the width must be a "
+                         f"multiple of 4 (got {d}).")
+    axis = sinusoidal_positions(side, d // 2, base=base, dtype=torch.float64)
+    rows = axis.repeat_interleave(side, dim=0)  # patch p = r·side + c reads row r
+    cols = axis.repeat(side, 1)  # … and column c
+    return torch.cat([rows, cols], dim=-1).to(dtype)
+
+
+class SinCos2DPositions(Prior):
+    """Fixed 2-D sinusoidal positions of a square grid of patches added to the token stream (no
+    parameters). A model with a CLS token or a sequence whose length is not a square has no grid to
+    read: a ValueError says so."""
+
+    @classmethod
+    def from_config(cls, kind: str, ctx: PriorContext) -> "SinCos2DPositions":
         return cls()
 
     def embed(self, h: Tensor) -> Tensor:
-        """h (b, n, d) + PE (n, d)."""
-        return h + sinusoidal_positions(h.shape[-2], h.shape[-1], dtype=h.dtype).to(h.device)
+        """h (b, n, d) + PE (n, d), n = side² patches in row-major order."""
+        n = h.shape[-2]
+        side = math.isqrt(n)
+        if side * side != n:
+            raise ValueError(f"2-D sinusoidal positions need a square grid of patches, got {n} tokens (a CLS "
+                             "token, or a sequence?); use them on a ViT with pool='mean', or positions "
+                             "'sinusoidal' for a sequence.")
+        return h + sincos_2d_positions(side, h.shape[-1], dtype=h.dtype).to(h.device)

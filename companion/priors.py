@@ -61,6 +61,8 @@ PRIORS = {
 POSITIONS = {
     "rope": "companion.positions:RotaryEmbedding",
     "sinusoidal": "companion.positions:SinusoidalPositions",
+    "sinusoidal-matched": "companion.positions:SinusoidalPositions",
+    "sincos-2d": "companion.positions:SinCos2DPositions",
 }
 
 

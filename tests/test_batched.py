@@ -62,7 +62,9 @@ CASES = {
     "decoder-goat-uniform": ("charlm", "goat-uniform", _SHORT),  # K ≡ 0 at init, s = 0
     "decoder-goat-seeded": ("passkey", "goat", _SHORT),  # random α and sink MLP, ALiBi recency slopes
     "decoder-sinusoidal": ("charlm", "sinusoidal", _SHORT),
+    "decoder-sinusoidal-matched": ("charlm", "sinusoidal", ["model.positions=sinusoidal-matched", *_SHORT]),
     "vit-mask": ("vit-digits", "mask", ["task.eval_points=64", *_SHORT]),  # patch embedding in = 4, 10 classes
+    "vit-sincos-2d": ("vit-digits", "default", ["model.positions=sincos-2d", "task.eval_points=64", *_SHORT]),
 }
 # one stacked forward and backward exactly equal those alone (module docstring)
 BITWISE = torch.__version__.startswith("2.14")
@@ -226,7 +228,8 @@ def test_every_registered_kind_stacks_and_a_new_one_is_refused_until_tested(monk
     assert batchable(cfg)
     monkeypatch.setitem(POSITIONS, "xpos", POSITIONS["rope"])  # a kind registered later, no test covers yet
     cfg = replace(cfg, model=replace(cfg.model, positions="xpos"))
-    assert why_not_batchable(cfg) == "positions 'xpos' (stacked: learned, none, sinusoidal, rope)"
+    assert why_not_batchable(cfg) == ("positions 'xpos' (stacked: learned, none, sinusoidal, sinusoidal-matched, "
+                                      "sincos-2d, rope)")
 
 
 def test_group_validation_says_why(monkeypatch):

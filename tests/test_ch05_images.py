@@ -12,6 +12,7 @@ import torch
 from companion.config import TrainConfig
 from companion.train import prior_lr_sum
 from companion.book.chapters import ch05_images as ch
+from companion.book.chapters import positions as pos
 from companion.book.chapters.stats import Paired
 from companion.experiments import get_experiment, get_grid
 from companion.experiments.images import METHODS, MOVABLE_LR
@@ -48,7 +49,9 @@ def test_methods_differ_only_where_they_should():
 
 def test_the_grid_reads_the_digits_at_ci_and_cifar_at_paper():
     grid = get_grid("images-and-language")
-    assert list(grid.cells("ci")) == ["digits", "text", "digits-movable"]
+    assert list(grid.cells("ci")) == ["digits", "text", "digits-movable", "digits-sincos", "text-sinusoidal",
+                                      "text-matched"]
+    assert grid.cells("ci")["text-matched"].overrides == ("model.positions=sinusoidal-matched",)
     assert grid.cells("ci")["digits-movable"].overrides == (f"train.prior_lr={MOVABLE_LR}",)
     assert list(grid.cells("paper")) == ["cifar10", "cifar100", "text"]
 
@@ -116,17 +119,32 @@ def runs():
     movable = [_record("vit-digits", "mask", s, {"test": {"acc": _acc("fixed-mask", s) + d, "ce": 0.3},
                                                   "train": {"acc": 1.0, "ce": 0.0}}, _maps("mask"), prior_lr=MOVABLE_LR)
                for s, d in zip(range(3), (0.01, 0.0, 0.02))]
+    # the default models with sinusoidal positions (S1-10): the digits 1 point above the default on every seed; the
+    # character model's perplexity 10 % (scaled) and 20 % (unscaled) above the default's 10
+    sincos = [_record("vit-digits", "default", s, {"test": {"acc": _acc("default", s) + 0.01, "ce": 0.3},
+                                                    "train": {"acc": 1.0, "ce": 0.0}}, _maps("default")) for s in range(3)]
+    matched = [_record("lm-local", "default", s, {"test": {"ppl": 11.0 + 0.1 * s, "ce": 2.4, "bpc": 3.4}}) for s in range(3)]
+    unscaled = [_record("lm-local", "default", s, {"test": {"ppl": 12.0, "ce": 2.5, "bpc": 3.6}}) for s in range(3)]
     asked = []
 
     def ensure_many(requests, profile, seeds, jobs=None, store=None, train=True):
         asked.append(([r.experiment + ("*" if r.overrides else "") for r in requests], list(seeds)))
-        return [movable if r.overrides else images if r.experiment == "vit-digits" else text for r in requests]
+        return [_pick(r, images, text, movable, sincos, matched, unscaled) for r in requests]
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ch, "ensure_many", ensure_many)
         out = ch.load("ci", range(3), text_seeds=range(3))
-    assert asked == [(["vit-digits"], [0, 1, 2]), (["lm-local"], [0, 1, 2]), (["vit-digits*"], [0, 1, 2])]
+    assert asked == [(["vit-digits"], [0, 1, 2]), (["lm-local"], [0, 1, 2]), (["vit-digits*", "vit-digits*"], [0, 1, 2]),
+                     (["lm-local*", "lm-local*"], [0, 1, 2])]
     return out
+
+
+def _pick(request, images, text, movable, sincos, matched, unscaled):
+    """The fake records of one request of Chapter 5's grid, by its cell's overrides."""
+    if not request.overrides:
+        return images if request.experiment == "vit-digits" else text
+    return {f"train.prior_lr={MOVABLE_LR}": movable, "model.positions=sincos-2d": sincos,
+            "model.positions=sinusoidal-matched": matched, "model.positions=sinusoidal": unscaled}[request.overrides[0]]
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +157,8 @@ def test_load_gives_the_image_and_the_text_runs(runs):
     from companion.book.chapter import Runs
 
     assert isinstance(runs, Runs) and runs.profile == "ci" and runs.seeds == (0, 1, 2)
-    assert list(runs.blocks) == ["images", "text", "movable"] and list(runs["images"]) == ["digits"]
+    assert list(runs.blocks) == ["images", "text", "movable", "sincos", "sinusoidal", "matched"]
+    assert list(runs["images"]) == ["digits"]
     assert len(runs["movable"]) == 3 and {r.config.train.prior_lr for r in runs["movable"]} == {MOVABLE_LR}
     assert len(runs["images"]["digits"]) == 18 and {r.config.experiment for r in runs["text"]} == {"lm-local"}
 
@@ -262,14 +281,15 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(runs, loa
 
     def ensure_many(requests, profile, seeds, **kw):
         asked.append(([r.experiment + ("*" if r.overrides else "") for r in requests], list(seeds), kw))
-        return [runs["text"] if r.experiment == "lm-local" else runs["movable"] if r.overrides else records["digits"]
-                for r in requests]
+        return [_pick(r, records["digits"], runs["text"], runs["movable"], runs["sincos"], runs["matched"],
+                      runs["sinusoidal"]) for r in requests]
 
     monkeypatch.setattr(ch, "ensure_many", ensure_many)
     results = claims(ch, "ci", [0, 1, 2], jobs=2, store="st", train=False)
     kw = {"jobs": 2, "store": "st", "train": False}
     assert asked == [(["vit-digits"], [0, 1, 2], kw), (["lm-local"], [0, 1, 2], kw),
-                     (["vit-digits*"], [0, 1, 2], kw)]  # given seeds: text and the movable cell too
+                     (["vit-digits*", "vit-digits*"], [0, 1, 2], kw),
+                     (["lm-local*", "lm-local*"], [0, 1, 2], kw)]  # given seeds: text and the extra cells too
     ledger = load_ledger()
     assert sorted(r.id for r in results) == sorted(
         c for c, v in ledger.items() if v.chapter.endswith("05_images_and_language") and v.rebuilt)
@@ -277,18 +297,34 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(runs, loa
     inc = ch.inconsistency(ch.table3(frame), ch.table5(frame), frame)
     ppl = ch.perplexity_interval(ch.perplexity_pairs(text))
     measures = ch.claim_measures(t3m, fixed, ppl)
-    assert [r.id for r in results] == list(measures)  # the verdict table's order
-    assert {r.id: r.measure for r in results} == pytest.approx(measures)
-    assert {r.id: r.preconditions for r in results if r.preconditions} == ch.claim_preconditions(
+    assert [r.id for r in results] == [*measures, "S2-20", "S1-10"]  # the verdict table's order
+    assert {r.id: r.measure for r in results if r.id in measures} == pytest.approx(measures)
+    assert {r.id: r.preconditions for r in results if r.preconditions and r.id in measures} == ch.claim_preconditions(
         t3m, text, ch.image_caps(records))
     # the prose numbers (the verdicts among them), the image set's name and Adam's step cap, glued once
     found = ch.decide(runs)
     masks = ch.patterns(records)
     shares = ch.open_share(ch.map_frame(records, masks))
     moved = ch.mask_movement(records, masks)
-    assert dict(found.numbers) == (ch.prose_numbers(t3m, fixed, inc, ppl, shares, masks, moved, found.results)
+    first = [r for r in found.results if r.id in measures]
+    fixed_pos = {k: runs[k] for k in ("sinusoidal", "matched", "sincos")}
+    assert dict(found.numbers) == (ch.prose_numbers(t3m, fixed, inc, ppl, shares, masks, moved, first)
                                    | {"ch5_dataset": "8×8 digits"} | cap_glue("5", ch.image_caps(records))
-                                   | ch.movable_numbers(ch.movable(frame, runs["movable"]), found.decided))
+                                   | ch.movable_numbers(ch.movable(frame, runs["movable"]), found.decided)
+                                   | {"ch5_verdict_S2_20": "not reproduced"}
+                                   | pos.numbers(pos.changes(text, frame, fixed_pos), "not reproduced"))
+    # S2-20 on the same cell reads the interval's lower end: −1, 0, −2 points give a mean of −1 and a lower end
+    # below −2, past the partly line
+    s220 = next(r for r in found.results if r.id == "S2-20")
+    assert s220.measure == pytest.approx(round(diff_lo := ch.paired({0: 0.0, 1: 0.0, 2: 0.0},
+                                                                    {0: 0.01, 1: 0.0, 2: 0.02}).lo, 4))
+    assert diff_lo < -0.02 and s220.verdict == "not reproduced" and s220.preconditions["mask-can-move"] > 20
+    # S1-10 reads the scaled encoding: +10, +11, +12 % against the default's 10, an interval far past 2 %
+    s110 = next(r for r in found.results if r.id == "S1-10")
+    change = ch.summarize([0.10, 0.11, 0.12])
+    assert s110.measure == pytest.approx(round(max(abs(change.lo), abs(change.hi)), 4), abs=1e-4)
+    assert s110.verdict == "not reproduced" and s110.preconditions == {"default-learns-text": 3.0}
+    assert list(found["positions"]["Seeds"]) == [3, 3, 3, 3, 3]
     # S2-28 where the mask can move: fixed minus the own-rate mask per seed −1, 0, −2 points; the interval's
     # largest |end| is past the partly line of 2 points, so not reproduced there
     s228 = next(r for r in found.decided if r.id == "S2-28")
@@ -302,10 +338,11 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(runs, loa
     claims(ch)
     kw = {"jobs": None, "store": None, "train": True}
     assert asked == [(["vit-digits"], list(ch.SEEDS), kw), (["lm-local"], list(ch.TEXT_SEEDS), kw),
-                     (["vit-digits*"], list(ch.SEEDS), kw)]
+                     (["vit-digits*", "vit-digits*"], list(ch.SEEDS), kw),
+                     (["lm-local*", "lm-local*"], list(ch.TEXT_SEEDS), kw)]
     asked.clear()
     ch.load("ci", [0, 1], text_seeds=[0, 1, 2, 3])
-    assert [seeds for _, seeds, _ in asked] == [[0, 1], [0, 1, 2, 3], [0, 1]]
+    assert [seeds for _, seeds, _ in asked] == [[0, 1], [0, 1, 2, 3], [0, 1], [0, 1, 2, 3]]
 
 
 def test_missing_image_and_text_runs_are_counted_together(monkeypatch):
@@ -318,7 +355,7 @@ def test_missing_image_and_text_runs_are_counted_together(monkeypatch):
     monkeypatch.setattr(ch, "ensure_many", ensure_many)
     with pytest.raises(MissingRuns) as err:
         ch.load("ci", [0, 1], text_seeds=[0, 1, 2], train=False)
-    assert (err.value.found, err.value.total) == (3, 7)  # the images, the text and the movable cell
+    assert (err.value.found, err.value.total) == (4, 10)  # the images, the text and the extra cells of each
 
 
 def test_paired_vs_default_reads_as_a_table_for_people():

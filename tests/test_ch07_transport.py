@@ -337,9 +337,10 @@ def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
     results = claims(ch, store="there", train=False)
     assert [c[:3] for c in calls] == [("copymix", "ci", [0, 1, 2]), ("charlm", "ci", [0, 1])]
     assert calls[0][3] == calls[1][3] == {"jobs": None, "store": "there", "train": False}
-    assert [r.id for r in results] == ["S3-01", "S3-02", "S3-03", "S3-04", "S3-22", "S3-20", "S3-23"]
+    assert [r.id for r in results] == ["S3-01", "S3-02", "S3-03", "S3-04", "S3-22", "S3-20", "S3-23", "S3-21"]
     eot, thm, curves = ch.propositions(), ch.theorem(runs), ch.sink_curves(control)
-    expect = {**ch.claim_measures(eot, thm, curves), **ch.sensitivity_measures(ch.sensitivity())}
+    expect = {**ch.claim_measures(eot, thm, curves), **ch.sensitivity_measures(ch.sensitivity()),
+              "S3-21": ch.bochner.measure(ch.bochner.goat_checks())}
     stored = record_all(expect, preconditions=ch.claim_preconditions(ch.sink_heads(control)))
     assert [(r.id, r.measure, r.verdict) for r in results] == [(r.id, r.measure, r.verdict) for r in stored]
     assert results[3].preconditions == ch.claim_preconditions(ch.sink_heads(control))["S3-04"]
@@ -361,8 +362,9 @@ def test_decide_glues_every_number_the_text_cites_once():
     models = {"goat": _model(GOAT), "rope": _model(replace(BASE, positions="rope")), "alibi": _model(ALIBI)}
     runs = {m: [_record(m, s, model) for s in (0, 1)] for m, model in models.items()}
     found = ch.decide(Runs("ci", (0, 1), {"copymix": runs, "control": runs}))
-    assert [r.id for r in found.results] == ["S3-01", "S3-02", "S3-03", "S3-04", "S3-22", "S3-20", "S3-23"]
-    assert set(found.parts) == {"eot", "thm", "curves", "control", "heads", "control_heads", "sens"}
+    assert [r.id for r in found.results] == ["S3-01", "S3-02", "S3-03", "S3-04", "S3-22", "S3-20", "S3-23", "S3-21"]
+    assert set(found.parts) == {"eot", "thm", "curves", "control", "heads", "control_heads", "sens", "bochner",
+                                "outside"}
     cells = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "07_transport.ipynb").read_text())["cells"]
     cited = {name for c in cells if c["cell_type"] == "markdown"
              for name in re.findall(r"\{glue:[a-z]+\}`([^`]+)`", "".join(c["source"]))}

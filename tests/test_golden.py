@@ -59,6 +59,9 @@ CASES = {
     "passkey-goat": ("passkey", "goat", (*DECODER, "readouts=", "stack=2")),
     "vit-mask": ("vit-digits", "mask", ("task.eval_points=64", "train.batch_size=16", "stack=2")),
     "text-local-mask": ("lm-local", "mask", (*DECODER, "stack=2")),
+    "text-sinusoidal-matched": ("lm-local", "default", (*DECODER, "model.positions=sinusoidal-matched", "stack=2")),
+    "vit-sincos-2d": ("vit-digits", "default", ("model.positions=sincos-2d", "task.eval_points=64",
+                                                "train.batch_size=16", "stack=2")),
 }
 # the loss curve's tolerances on a host that computes otherwise (module docstring): the first two
 # losses, then the whole curve

@@ -118,3 +118,57 @@ def test_position_interpolation_squeezes_long_inputs_into_the_training_range():
     short = rope(q[:, :, :16], k[:, :, :16])
     torch.testing.assert_close(short[1], apply_rotary(k[:, :, :16]), rtol=0, atol=0)
     assert "interpolate=16" in repr(rope)
+
+
+def test_sincos_2d_encodes_the_row_in_one_half_and_the_column_in_the_other():
+    from companion.positions import sincos_2d_positions, sinusoidal_positions
+
+    side, d = 4, 16
+    pe = sincos_2d_positions(side, d, dtype=torch.float64)
+    axis = sinusoidal_positions(side, d // 2, dtype=torch.float64)
+    assert pe.shape == (side * side, d)
+    for p in range(side * side):  # patch p = r·side + c, as F.unfold lays out the patches
+        r, c = divmod(p, side)
+        assert torch.equal(pe[p, : d // 2], axis[r]) and torch.equal(pe[p, d // 2:], axis[c])
+    # patches in one row share the first half, patches in one column the second
+    assert torch.equal(pe[0, : d // 2], pe[3, : d // 2]) and not torch.equal(pe[0, d // 2:], pe[3, d // 2:])
+    with pytest.raises(ValueError, match="multiple of 4"):
+        sincos_2d_positions(4, 18)
+
+
+def test_sincos_2d_needs_a_square_grid_and_a_vit_without_cls():
+    from companion.config import ModelConfig
+    from companion.positions import SinCos2DPositions
+
+    with pytest.raises(ValueError, match="square grid"):
+        SinCos2DPositions().embed(torch.zeros(1, 17, 8))  # 16 patches and a CLS token
+    with pytest.raises(ValueError, match="pool='mean'"):
+        ModelConfig(arch="vit", d_model=32, n_layers=1, n_heads=4, pool="cls", patch_size=2, positions="sincos-2d")
+    with pytest.raises(ValueError, match="arch='vit'"):
+        ModelConfig(arch="decoder", d_model=32, n_layers=1, n_heads=4, positions="sincos-2d")
+    h = torch.randn(2, 16, 8, dtype=torch.float64)
+    from companion.positions import sincos_2d_positions
+
+    assert torch.equal(SinCos2DPositions().embed(h), h + sincos_2d_positions(4, 8, dtype=torch.float64))
+
+
+def test_the_matched_encoding_starts_on_the_scale_of_the_learned_embeddings():
+    """"sinusoidal-matched" is the encoding times MATCHED_SCALE: its entries' root mean square equals the 0.02 the
+    model draws its embeddings with; "sinusoidal" adds the encoding itself, bit for bit as before."""
+    from companion.config import ModelConfig
+    from companion.model import Transformer, init_weights_
+    from companion.positions import MATCHED_SCALE, SinusoidalPositions, sinusoidal_positions
+    from companion.priors import build_positions
+    from companion.tasks import TaskSpec
+
+    pe = sinusoidal_positions(64, 64, dtype=torch.float64)
+    assert float((MATCHED_SCALE * pe).pow(2).mean().sqrt()) == pytest.approx(0.02, rel=1e-3)
+    h = torch.randn(2, 64, 64)
+    assert torch.equal(SinusoidalPositions().embed(h), h + sinusoidal_positions(64, 64))
+    spec = TaskSpec(inputs="tokens", output="lm", vocab_size=40, seq_len=64, n_outputs=40)
+    cfg = ModelConfig(arch="decoder", d_model=64, n_layers=1, n_heads=4, positions="sinusoidal-matched")
+    model = init_weights_(Transformer(cfg, spec), torch.Generator().manual_seed(0))
+    assert model.positions.scale == MATCHED_SCALE and "scale=" in repr(model.positions)
+    # the same embedding standard deviation the model draws its token embeddings with
+    assert float(model.tok_emb.weight.detach().std()) == pytest.approx(0.02, rel=0.1)
+    assert build_positions("sinusoidal", None).scale == 1.0

@@ -31,8 +31,8 @@ from companion.config import ModelConfig, RunConfig, TaskConfig, TrainConfig
 from companion.experiments import Experiment, Grid, Request, register_experiment, register_grid
 from companion.experiments.methods import method_model
 
-__all__ = ["METHODS", "LM_METHODS", "CI_STEPS", "CI_LM_STEPS", "PAPER_EPOCHS", "WINDOW", "vit_configs",
-           "lm_configs", "chapter5_cells"]
+__all__ = ["METHODS", "LM_METHODS", "CI_STEPS", "CI_LM_STEPS", "PAPER_EPOCHS", "WINDOW", "MOVABLE_LR", "MOVABLE_CELL",
+           "POSITIONS_CELLS", "vit_configs", "lm_configs", "chapter5_cells"]
 
 METHODS = ("default", "mimetic", "structured-svd", "mask", "fixed-mask", "zero-mask")
 LM_METHODS = ("default", "mask")
@@ -108,6 +108,12 @@ register_experiment(Experiment("lm-local", "character LM with and without a caus
 # by construction (S2-28).
 MOVABLE_LR = 0.17
 MOVABLE_CELL = "digits-movable"
+# The default models with fixed sinusoidal positions instead of learned ones (`ci` only, S1-10 and the
+# positions rows): the ViT with the 2-D encoding of its 4×4 patch grid, the character model with the 1-D
+# encoding of Vaswani et al., as is and scaled to the learned embeddings' starting scale ("matched",
+# `companion.positions.MATCHED_SCALE`); same seeds, data and budget.
+POSITIONS_CELLS = {"digits-sincos": ("vit-digits", "sincos-2d"), "text-sinusoidal": ("lm-local", "sinusoidal"),
+                   "text-matched": ("lm-local", "sinusoidal-matched")}
 
 
 def chapter5_cells(profile: str) -> dict[str, Request]:
@@ -117,6 +123,8 @@ def chapter5_cells(profile: str) -> dict[str, Request]:
     cells = {**{ds: Request(f"vit-{ds}") for ds in images}, "text": Request("lm-local")}
     if profile == "ci":
         cells[MOVABLE_CELL] = Request("vit-digits", ("mask",), (f"train.prior_lr={MOVABLE_LR}",))
+        for cell, (experiment, positions) in POSITIONS_CELLS.items():
+            cells[cell] = Request(experiment, ("default",), (f"model.positions={positions}",))
     return cells
 
 

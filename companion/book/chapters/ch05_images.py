@@ -18,6 +18,7 @@ import pandas as pd
 from companion import drift
 from companion.book.chapter import Decision, Findings, Runs
 from companion.book.chapters import frames
+from companion.book.chapters import positions as pos
 from companion.book.chapters.budget import budget as run_budget
 from companion.book.chapters.frames import long_curves, open_mass_frame, records_frame
 from companion.book.chapters.stats import Paired, difference_table, minus, paired, summarize, summary_table
@@ -27,7 +28,7 @@ from companion.book.missing import gather
 from companion.book.parameters import check_parameters
 from companion.book.prose import num, pct, signed
 from companion.experiments import get_experiment, get_grid
-from companion.experiments.images import LM_METHODS, METHODS, MOVABLE_CELL, MOVABLE_LR, WINDOW
+from companion.experiments.images import LM_METHODS, METHODS, MOVABLE_CELL, MOVABLE_LR, POSITIONS_CELLS, WINDOW
 from companion.masks import causal_local_pattern, patch_pattern
 from companion.sweep import ensure_many
 from companion.tasks.images import load_digits_images
@@ -73,15 +74,21 @@ def load(profile: str, seeds: Sequence[int] | None = None, *, text_seeds: Sequen
     check_parameters(profile, seeds, jobs)
     check_parameters(profile, text_seeds)
     cells = get_grid("images-and-language").cells(profile)
-    images = [k for k in cells if k not in ("text", MOVABLE_CELL)]
-    moves = [MOVABLE_CELL] if MOVABLE_CELL in cells else []
-    blocks, text, movable = gather(
-        lambda: ensure_many([cells[k] for k in images], profile, seeds, store=store, jobs=jobs, train=train),
-        lambda: ensure_many([cells["text"]], profile, text_seeds, store=store, jobs=jobs, train=train),
-        lambda: ensure_many([cells[k] for k in moves], profile, seeds, store=store, jobs=jobs, train=train)
-        if moves else [])
+    images = [k for k in cells if k not in ("text", MOVABLE_CELL, *POSITIONS_CELLS)]
+    extra = [k for k in (MOVABLE_CELL, "digits-sincos") if k in cells]  # read at the image seeds
+    text_extra = [k for k in ("text-sinusoidal", "text-matched") if k in cells]  # at the text seeds
+
+    def some(keys: Sequence[str], at: Sequence[int]):
+        return lambda: ensure_many([cells[k] for k in keys], profile, at, store=store, jobs=jobs,
+                                   train=train) if keys else []
+
+    blocks, text, more, more_text = gather(some(images, seeds), some(["text"], text_seeds), some(extra, seeds),
+                                           some(text_extra, text_seeds))
+    named = dict(zip(extra, more)) | dict(zip(text_extra, more_text))
     return Runs(profile, seeds, {"images": dict(zip(images, blocks)), "text": text[0],
-                                 "movable": movable[0] if movable else []})
+                                 "movable": named.get(MOVABLE_CELL, []), "sincos": named.get("digits-sincos", []),
+                                 "sinusoidal": named.get("text-sinusoidal", []),
+                                 "matched": named.get("text-matched", [])})
 
 
 def budget(profile: str, datasets: Sequence[str]) -> pd.DataFrame:
@@ -353,7 +360,7 @@ def movable(frame: pd.DataFrame, records: Sequence) -> dict | None:
     diff = paired(_by_seed(frame, "digits", "fixed-mask"), mask)
     learns = round(float(frame[(frame.dataset == "digits") & (frame.method == "default")]["test.acc"].mean()), 4)
     cap = method_caps(list(records), ("mask",))["mask"]
-    return {"measures": {"S2-28": round(max(abs(diff.lo), abs(diff.hi)), 4)},
+    return {"diff": diff, "measures": {"S2-28": round(max(abs(diff.lo), abs(diff.hi)), 4)},
             "preconditions": {"S2-28": {"default-learns-images": learns, "mask-can-move": cap}},
             "details": {"S2-28": f"fixed − learnable at its own rate, 8×8 digits: {signed(100 * diff.mean_diff, 1)} points, "
                                  f"95 % interval [{num(100 * diff.lo, 1)}, {num(100 * diff.hi, 1)}]"},
@@ -364,6 +371,13 @@ def movable(frame: pd.DataFrame, records: Sequence) -> dict | None:
 
 
 MOVABLE_NUMBERS = ("ch5_movable_lr", "ch5_movable_cap", "ch5_movable_mask", "ch5_movable_diff")
+
+
+def direction(moves: dict) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """S2-20 on the movable cell (`movable`): the measure, the lower end of the fixed-minus-learnable interval
+    (fraction; the fixed mask matches or beats the learnable one when it is above −1 point), and S2-28's
+    preconditions there, as `Decision.claims` takes them."""
+    return {"S2-20": round(moves["diff"].lo, 4)}, {"S2-20": moves["preconditions"]["S2-28"]}
 
 
 def movable_numbers(moves: dict | None, decided: Sequence) -> dict[str, str]:
@@ -390,9 +404,22 @@ def decide(runs: Runs) -> Findings:
     d = Decision()
     results = d.claims(claim_measures(t3m, fixed, ppl), preconditions=claim_preconditions(t3m, text, caps))
     moves = movable(frame, runs.blocks.get("movable", [])) if "digits" in images else None  # S2-28 where it moves
-    decided = d.decided_claims(**{k: v for k, v in moves.items() if k != "numbers"}) if moves else []
+    decided = d.decided_claims(**{k: v for k, v in moves.items() if k not in ("numbers", "diff")}) if moves else []
+    s220 = []
+    if moves:  # S2-20, the source's direction, where the mask moves
+        measure, pre = direction(moves)
+        s220 = d.claims(measure, preconditions=pre)
+    d.glue({"ch5_verdict_S2_20": s220[0].verdict if s220 else "—"})
+    positions, fixed_pos = None, {k: runs.blocks.get(k, []) for k in ("sinusoidal", "matched", "sincos")}
+    if all(fixed_pos.values()):  # S1-10: learned against sinusoidal positions
+        changes = pos.changes(text, frame, fixed_pos)
+        s110 = d.claims(pos.measures(changes), preconditions=pos.preconditions(text))
+        d.glue(pos.numbers(changes, s110[0].verdict))
+        positions = pos.table(text, frame, fixed_pos)
+    else:
+        d.glue(pos.numbers(None))
     d.glue(prose_numbers(t3m, fixed, inc, ppl, shares, masks, moved, results, dataset=first)
            | {"ch5_dataset": "8×8 digits" if first == "digits" else task_title(first)} | cap_glue("5", caps)
            | movable_numbers(moves, decided))
     return d.done(frame=frame, text=text, dataset=first, masks=masks, t3=t3, t5=t5, t3m=t3m, fixed=fixed,
-                  shares=shares, pairs=pairs, ppl=ppl, inc=inc, caps=caps, moved=moved)
+                  shares=shares, pairs=pairs, ppl=ppl, inc=inc, caps=caps, moved=moved, positions=positions)

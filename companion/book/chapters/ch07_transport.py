@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 
 from companion.book.chapter import Decision, Findings, Runs
+from companion.book.chapters import bochner
 from companion.book.claims import load_ledger
 from companion.book.chapters.frames import by_method, readout, run_summary
 from companion.book.labels import label
@@ -403,10 +404,10 @@ def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.
 
 
 def decide(runs: Runs) -> Findings:
-    """Every claim in verdict-table order (S3-01 … S3-04, S3-22, then S3-20, S3-23) and the numbers the prose cites
-    (the propositions and sensitivity bound need no runs: random problems, fixed seeds). Parts: `eot`, `thm`,
-    `curves`, `control` (`sink_curves` of copy-mixture and the char-LM control), `heads`, `control_heads` (their
-    `sink_heads`), `sens`."""
+    """Every claim in verdict-table order (S3-01 … S3-04, S3-22, then S3-20, S3-23, S3-21) and the numbers the prose
+    cites (the propositions, the sensitivity bound and Theorem 1 need no runs: random problems, fixed seeds). Parts:
+    `eot`, `thm`, `curves`, `control` (`sink_curves` of copy-mixture and the char-LM control), `heads`,
+    `control_heads` (their `sink_heads`), `sens`, `bochner` and `outside` (`companion.book.chapters.bochner`)."""
     copymix, control_runs = runs["copymix"], runs["control"]
     eot = propositions()
     thm = theorem(copymix)
@@ -419,5 +420,10 @@ def decide(runs: Runs) -> Findings:
     sens = sensitivity()
     d.claims(sensitivity_measures(sens), details=sensitivity_details(sens))
     d.glue(sensitivity_numbers(sens))
+    goat, outside = bochner.goat_checks(), bochner.outside_checks()
+    d.claims({"S3-21": bochner.measure(goat)},
+             details={"S3-21": f"a bounded prior outside the span misses 12 lanes by at least "
+                               f"{bochner.null_measure(outside):.2f} at L = 64"})
+    d.glue(bochner.numbers(goat, outside))
     return d.done(eot=eot, thm=thm, curves=curves, control=control, heads=heads, control_heads=control_heads,
-                  sens=sens)
+                  sens=sens, bochner=goat, outside=outside)
