@@ -35,7 +35,7 @@ from torch import Tensor, nn
 
 from companion.config import ModelConfig
 from companion.init import STRUCTURED, apply_qk_init_
-from companion.priors import (NO_PRIOR, Prior, PriorContext, build_positions, build_prior, members_over_batch,
+from companion.priors import (EMBED_STD, NO_PRIOR, Prior, PriorContext, build_positions, build_prior, members_over_batch,
                               needs_pattern, positions_per_layer)
 from companion.symmetry import tied_index
 from companion.tasks import TaskSpec
@@ -306,13 +306,13 @@ def init_weights_(model: nn.Module, generator: torch.Generator) -> nn.Module:
             if module.bias is not None:
                 module.bias.uniform_(-bound, bound, generator=generator)
         elif isinstance(module, nn.Embedding):
-            module.weight.normal_(0.0, 0.02, generator=generator)
+            module.weight.normal_(0.0, EMBED_STD, generator=generator)
         elif isinstance(module, nn.LayerNorm):
             module.weight.fill_(1.0)
             module.bias.zero_()
     for name in ("cls", "pos_emb"):
         if hasattr(model, name):
-            getattr(model, name).normal_(0.0, 0.02, generator=generator)
+            getattr(model, name).normal_(0.0, EMBED_STD, generator=generator)
     return model
 
 

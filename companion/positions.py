@@ -24,10 +24,10 @@ import math
 import torch
 from torch import Tensor
 
-from companion.priors import Prior, PriorContext, sinusoidal_positions
+from companion.priors import EMBED_STD, Prior, PriorContext, sinusoidal_positions
 
-__all__ = ["ALiBi", "alibi_slopes", "RotaryEmbedding", "MATCHED_SCALE", "SinusoidalPositions", "SinCos2DPositions", "apply_rotary",
-           "rotary_angles", "sinusoidal_positions", "sincos_2d_positions"]
+__all__ = ["ALiBi", "alibi_slopes", "RotaryEmbedding", "MATCHED_SCALE", "SinusoidalPositions", "SinCos2DPositions",
+           "apply_rotary", "rotary_angles", "sinusoidal_positions", "sincos_2d_positions"]
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
@@ -215,10 +215,10 @@ class RotaryEmbedding(Prior):
 
 
 # "sinusoidal-matched": the encoding scaled so that its entries' root mean square, 1/√2 unscaled, equals the
-# standard deviation 0.02 that the model's token and learned position embeddings start from
-# (`companion.model.init_weights_`): fixed positions on the scale learned ones start at, where the unscaled
-# encoding outweighs a token's embedding about 35 to 1.
-MATCHED_SCALE = 0.02 * math.sqrt(2)
+# standard deviation EMBED_STD that the model's token and learned position embeddings start from: fixed
+# positions on the scale learned ones start at, where the unscaled encoding outweighs a token's embedding
+# about 35 to 1.
+MATCHED_SCALE = EMBED_STD * math.sqrt(2)
 
 
 class SinusoidalPositions(Prior):
@@ -235,8 +235,7 @@ class SinusoidalPositions(Prior):
 
     def embed(self, h: Tensor) -> Tensor:
         """h (b, n, d) + scale · PE (n, d)."""
-        pe = sinusoidal_positions(h.shape[-2], h.shape[-1], dtype=h.dtype).to(h.device)
-        return h + pe if self.scale == 1.0 else h + self.scale * pe
+        return h + self.scale * sinusoidal_positions(h.shape[-2], h.shape[-1], dtype=h.dtype).to(h.device)
 
     def extra_repr(self) -> str:
         return "" if self.scale == 1.0 else f"scale={self.scale:g}"

@@ -51,6 +51,9 @@ from companion.symmetry import check_orbit, symmetrise
 __all__ = ["Prior", "PriorContext", "PRIORS", "POSITIONS", "prior_class", "build_prior", "build_positions",
            "positions_per_layer", "needs_pattern", "LearnableMask", "sinusoidal_positions", "members_over_batch", "interpolated"]
 
+# The standard deviation every embedding of a model starts from (token, learned position, CLS:
+# `companion.model.init_weights_`), which a fixed position code can be scaled to (`companion.positions`).
+EMBED_STD = 0.02
 # kind → "module:Class" (the class has `from_config(cfg: PriorConfig, ctx: PriorContext)`).
 PRIORS = {
     "mask": "companion.priors:LearnableMask",

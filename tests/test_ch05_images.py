@@ -15,7 +15,7 @@ from companion.book.chapters import ch05_images as ch
 from companion.book.chapters import positions as pos
 from companion.book.chapters.stats import Paired
 from companion.experiments import get_experiment, get_grid
-from companion.experiments.images import METHODS, MOVABLE_LR
+from companion.experiments.images import METHODS, MOVABLE_CELL, MOVABLE_LR, POSITIONS_CELLS
 from companion.masks import causal_local_pattern, patch_pattern
 from companion.runs import run
 
@@ -52,6 +52,7 @@ def test_the_grid_reads_the_digits_at_ci_and_cifar_at_paper():
     assert list(grid.cells("ci")) == ["digits", "text", "digits-movable", "digits-sincos", "text-sinusoidal",
                                       "text-matched"]
     assert grid.cells("ci")["text-matched"].overrides == ("model.positions=sinusoidal-matched",)
+    assert set(ch.BLOCKS) == {MOVABLE_CELL, *POSITIONS_CELLS}  # every extra cell is read into a block
     assert grid.cells("ci")["digits-movable"].overrides == (f"train.prior_lr={MOVABLE_LR}",)
     assert list(grid.cells("paper")) == ["cifar10", "cifar100", "text"]
 
@@ -316,9 +317,9 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(runs, loa
     # S2-20 on the same cell reads the interval's lower end: −1, 0, −2 points give a mean of −1 and a lower end
     # below −2, past the partly line
     s220 = next(r for r in found.results if r.id == "S2-20")
-    assert s220.measure == pytest.approx(round(diff_lo := ch.paired({0: 0.0, 1: 0.0, 2: 0.0},
-                                                                    {0: 0.01, 1: 0.0, 2: 0.02}).lo, 4))
-    assert diff_lo < -0.02 and s220.verdict == "not reproduced" and s220.preconditions["mask-can-move"] > 20
+    diff = ch.paired({0: 0.0, 1: 0.0, 2: 0.0}, {0: 0.01, 1: 0.0, 2: 0.02})  # fixed minus the own-rate mask
+    assert s220.measure == pytest.approx(round(diff.lo, 4))
+    assert diff.lo < -0.02 and s220.verdict == "not reproduced" and s220.preconditions["mask-can-move"] > 20
     # S1-10 reads the scaled encoding: +10, +11, +12 % against the default's 10, an interval far past 2 %
     s110 = next(r for r in found.results if r.id == "S1-10")
     change = ch.summarize([0.10, 0.11, 0.12])

@@ -28,12 +28,12 @@ from companion.book.missing import gather
 from companion.book.parameters import check_parameters
 from companion.book.prose import num, pct, signed
 from companion.experiments import get_experiment, get_grid
-from companion.experiments.images import LM_METHODS, METHODS, MOVABLE_CELL, MOVABLE_LR, POSITIONS_CELLS, WINDOW
+from companion.experiments.images import LM_METHODS, METHODS, MOVABLE_CELL, MOVABLE_LR, WINDOW
 from companion.masks import causal_local_pattern, patch_pattern
 from companion.sweep import ensure_many
 from companion.tasks.images import load_digits_images
 
-__all__ = ["TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
+__all__ = ["BLOCKS", "TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
            "patterns", "digit_examples", "paired_frame", "text_pattern", "text_mask", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
            "inconsistency", "reading", "map_frame", "open_share", "map_panels", "accuracy_curves", "table6",
            "perplexity_pairs", "perplexity_interval", "mask_movement", "claim_measures", "claim_preconditions", "image_caps", "prose_numbers",
@@ -45,6 +45,9 @@ TABLE3 = ("default", "mimetic", "structured-svd", "mask")  # the initialisations
 TABLE5 = ("default", "zero-mask", "fixed-mask", "mask")  # the mask ablations of Table 5
 OTHERS = ("default", "mimetic", "structured-svd")  # what the mask must beat in Table 3
 SHOWN = ("default", "structured-svd", "mask")  # the methods of the attention-map figure
+# the grid's `ci` cells beside the image sets and the text, each read into a block of its own: the mask at its
+# own learning rate (S2-28, S2-20) and the defaults with sinusoidal positions (S1-10, `positions`)
+BLOCKS = {MOVABLE_CELL: "movable", "digits-sincos": "sincos", "text-sinusoidal": "sinusoidal", "text-matched": "matched"}
 MARGIN = 0.01  # the equivalence margin (fraction) of "no difference": one point of accuracy, 1 % of perplexity
 
 
@@ -74,9 +77,9 @@ def load(profile: str, seeds: Sequence[int] | None = None, *, text_seeds: Sequen
     check_parameters(profile, seeds, jobs)
     check_parameters(profile, text_seeds)
     cells = get_grid("images-and-language").cells(profile)
-    images = [k for k in cells if k not in ("text", MOVABLE_CELL, *POSITIONS_CELLS)]
-    extra = [k for k in (MOVABLE_CELL, "digits-sincos") if k in cells]  # read at the image seeds
-    text_extra = [k for k in ("text-sinusoidal", "text-matched") if k in cells]  # at the text seeds
+    images = [k for k in cells if k not in ("text", *BLOCKS)]
+    extra = [k for k in BLOCKS if k in cells and cells[k].experiment != "lm-local"]  # read at the image seeds
+    text_extra = [k for k in BLOCKS if k in cells and cells[k].experiment == "lm-local"]  # at the text seeds
 
     def some(keys: Sequence[str], at: Sequence[int]):
         return lambda: ensure_many([cells[k] for k in keys], profile, at, store=store, jobs=jobs,
@@ -86,9 +89,7 @@ def load(profile: str, seeds: Sequence[int] | None = None, *, text_seeds: Sequen
                                            some(text_extra, text_seeds))
     named = dict(zip(extra, more)) | dict(zip(text_extra, more_text))
     return Runs(profile, seeds, {"images": dict(zip(images, blocks)), "text": text[0],
-                                 "movable": named.get(MOVABLE_CELL, []), "sincos": named.get("digits-sincos", []),
-                                 "sinusoidal": named.get("text-sinusoidal", []),
-                                 "matched": named.get("text-matched", [])})
+                                 **{block: named.get(cell, []) for cell, block in BLOCKS.items()}})
 
 
 def budget(profile: str, datasets: Sequence[str]) -> pd.DataFrame:

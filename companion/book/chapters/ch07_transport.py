@@ -422,7 +422,7 @@ def decide(runs: Runs) -> Findings:
     d.glue(sensitivity_numbers(sens))
     goat, outside = bochner.goat_checks(), bochner.outside_checks()
     d.claims({"S3-21": bochner.measure(goat)},
-             details={"S3-21": f"a bounded prior outside the span misses 12 lanes by at least "
+             details={"S3-21": f"a bounded prior outside the span misses {bochner.NULL_LANES} lanes by at least "
                                f"{bochner.null_measure(outside):.2f} at L = 64"})
     d.glue(bochner.numbers(goat, outside))
     return d.done(eot=eot, thm=thm, curves=curves, control=control, heads=heads, control_heads=control_heads,
