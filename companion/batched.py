@@ -52,7 +52,7 @@ MAX_MEMBERS = 8  # the default cap on a group's size (executors split larger gro
 # What stacks, each kind checked member by member against its run alone (tests/test_batched.py).
 STACKED_ARCHS = ("encoder", "decoder", "vit")
 STACKED_POSITIONS = ("learned", "none", "sinusoidal", "sinusoidal-matched", "sincos-2d", "rope")
-STACKED_PRIORS = ("none", "mask", "alibi", "goat")
+STACKED_PRIORS = ("none", "mask", "alibi", "goat", "goat-2d")
 
 
 class _BatchedLinear(torch.autograd.Function):

@@ -82,7 +82,10 @@ class PriorConfig(_Checked):
         per_head: one M per head (True) or one M shared by the heads of a layer.
         layers: a separate mask in every layer ("all") or in the first layer only ("first").
         variant: name passed to `task.mask_pattern(variant, cls=...)`.
-        goat_rank: R spectral frequencies of a GOAT prior (2R + 1 lanes of each head).
+        goat_rank: R spectral frequencies of a GOAT prior (2R + 1 lanes of each head); a "goat-2d" prior
+            gives R − R // 2 of them to the rows and R // 2 to the columns of the patch grid.
+        goat_base: the geometric base of the frequencies, ω_r = base^(−r/(R − 1)) (GOAT's 1e4; a small
+            grid of patches wants a smaller one, `companion.goat2d`).
         goat_init: "uniform" (the prior starts flat: plain attention) or "seeded" (small random
             spectral weights, ALiBi recency slopes), as in `GoatPrior`.
     """
@@ -97,9 +100,12 @@ class PriorConfig(_Checked):
     variant: str = "default"
     goat_rank: int = 4
     goat_init: Literal["uniform", "seeded"] = "uniform"
+    goat_base: float = field(default=1e4, metadata={OMIT_DEFAULT: True})
 
     def _validate(self) -> None:
         _positive(self, "goat_rank")
+        if not self.goat_base > 1:
+            raise ValueError(f"PriorConfig.goat_base must be > 1 (frequencies from 1 down to 1/base), got {self.goat_base}.")
         from companion.priors import PRIORS  # late: priors imports torch
 
         if self.kind != "none" and self.kind not in PRIORS:
@@ -193,7 +199,13 @@ class ModelConfig(_Checked):
             )
         if self.positions == "rope" and self.head_dim % 2:
             raise ValueError(f"RoPE rotates pairs of channels: d_head must be even, got {self.head_dim}.")
-        if self.prior.kind == "goat" and self.head_dim <= 2 * self.prior.goat_rank + 1:
+        if self.prior.kind == "goat-2d" and (self.arch != "vit" or self.pool != "mean" or self.prior.goat_rank < 2):
+            raise ValueError(
+                "a 'goat-2d' prior reads a square grid of patches, split its frequencies between rows and columns "
+                f"and has no CLS token to sit on: it needs arch='vit', pool='mean' and goat_rank >= 2; got "
+                f"arch={self.arch!r}, pool={self.pool!r}, goat_rank={self.prior.goat_rank}."
+            )
+        if self.prior.kind in ("goat", "goat-2d") and self.head_dim <= 2 * self.prior.goat_rank + 1:
             raise ValueError(
                 f"a GOAT prior of rank {self.prior.goat_rank} takes {2 * self.prior.goat_rank + 1} lanes of each "
                 f"head, but d_head is {self.head_dim}; lower model.prior.goat_rank or widen the heads."

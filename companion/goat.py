@@ -129,8 +129,8 @@ class GoatPrior(Prior):
     def from_config(cls, cfg, ctx: PriorContext) -> "GoatPrior":
         """GOAT for the layer: rank `cfg.goat_rank`, init `cfg.goat_init`, training length = the
         model's positions, the attention's causality."""
-        return cls(ctx.n_heads, ctx.d_head, train_len=ctx.n_positions, rank=cfg.goat_rank, causal=ctx.causal,
-                   init=cfg.goat_init, generator=ctx.generator)
+        return cls(ctx.n_heads, ctx.d_head, train_len=ctx.n_positions, rank=cfg.goat_rank, base=cfg.goat_base,
+                   causal=ctx.causal, init=cfg.goat_init, generator=ctx.generator)
 
     @torch.no_grad()
     def reset_parameters_(self, generator: torch.Generator | None = None) -> "GoatPrior":
@@ -181,6 +181,11 @@ class GoatPrior(Prior):
         phase = delta.to(torch.float64)[..., None] * _geometric(self.rank, self.base, delta.device)
         cos, sin = phase.cos().to(alpha.dtype), phase.sin().to(alpha.dtype)  # (*S, R)
         return (cos @ alpha.T + sin @ beta.T).movedim(-1, 0)
+
+    def phases(self, positions: Tensor) -> Tensor:
+        """The spectral lanes' phases ω_r·j of tokens at `positions` (n,), (n, R) float64: the relative term
+        is Σ_r α_r cos(φ_r(i) − φ_r(j)) + β_r sin(φ_r(i) − φ_r(j)) (`companion.goat2d` puts a grid here)."""
+        return positions.to(torch.float64)[:, None] * _geometric(self.rank, self.base, positions.device)
 
     def features(self, positions: Tensor) -> Tensor:
         """Absolute features φ(j) of the sink MLP, (n, 2M + 2), float64."""
@@ -325,7 +330,7 @@ class GoatPrior(Prior):
         (n, 2R) and the sink u_h(j) (h, n), for n keys and the i queries from q_start, in `dtype`.
         The queries' last lane is the constant inv and carries no parameter."""
         pos = torch.arange(n, device=device) if positions is None else positions.to(device)
-        phase = pos.to(torch.float64)[:, None] * _geometric(self.rank, self.base, device)
+        phase = self.phases(pos)
         cos, sin = phase.cos().to(dtype), phase.sin().to(dtype)  # (n, R)
         cq, sq = cos[q_start:q_start + i], sin[q_start:q_start + i]  # the queries' rows, (i, R)
         a, bt = p["alpha"].to(dtype)[:, None, :], p["beta"].to(dtype)[:, None, :]  # (h, 1, R)

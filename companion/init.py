@@ -89,13 +89,18 @@ def position_inputs(model: nn.Module) -> Tensor:
     return F.layer_norm(rows, rows.shape[-1:])
 
 
-def _require_pattern(name: str, model: nn.Module, pattern: Tensor | None) -> Tensor:
+def _require_pattern(name: str, model: nn.Module, pattern: Tensor | None, *, per_head: bool = False) -> Tensor:
+    """The task's open pattern, checked: bool (n, n), or with `per_head` also (K, n, n), one per head."""
     n = model.pos_emb.shape[0]
-    if pattern is None or tuple(pattern.shape) != (n, n) or pattern.dtype != torch.bool:
+    shapes = ((n, n),) + (((None, n, n),) if per_head else ())
+    ok = pattern is not None and pattern.dtype == torch.bool and any(
+        pattern.dim() == len(s) and all(a is None or a == b for a, b in zip(s, pattern.shape)) for s in shapes)
+    if not ok:
         got = None if pattern is None else (tuple(pattern.shape), pattern.dtype)
+        per = f", or (K, {n}, {n}) with one per head" if per_head else ""
         raise ValueError(
             f"qk_init {name!r} writes the task's open pattern into W_q W_kᵀ and needs a bool ({n}, {n}) "
-            f"pattern over the model's positions; got {got}. Build the model with `build_model`, which "
+            f"pattern over the model's positions{per}; got {got}. Build the model with `build_model`, which "
             "asks the task for `mask_pattern(prior.variant, cls=...)`."
         )
     return pattern
@@ -121,9 +126,10 @@ def init_structured_svd_(
     inputs P; A = U S Vᵀ; Q = U_r S_r^½ / ‖·‖_F, K = V_r S_r^½ / ‖·‖_F; the head's query rows are
     norm_q·Qᵀ and key rows norm_q·Kᵀ. The recipe also multiplies the position embeddings (and CLS) by
     `position_scale` so that positions dominate the first layer's inputs; P is taken after that.
-    When r ≥ n and P has full row rank, P W_Q W_Kᵀ Pᵀ is exactly proportional to T.
+    When r ≥ n and P has full row rank, P W_Q W_Kᵀ Pᵀ is exactly proportional to T. A pattern (K, n, n)
+    gives head h the target of pattern h mod K (Zheng et al.'s impulse initialisation: one offset per head).
     """
-    pattern = _require_pattern("structured-svd", model, pattern).double()
+    pattern = _require_pattern("structured-svd", model, pattern, per_head=True).double()
     model.pos_emb.mul_(position_scale)
     if getattr(model, "has_cls", False):
         model.cls.mul_(position_scale)
@@ -132,9 +138,10 @@ def init_structured_svd_(
         h, r = attn.n_heads, attn.d_head
         pinv = _pinv_rank(p, r)  # (d, n)
         for head in range(h):
-            eps = (torch.randn(pattern.shape, generator=generator, dtype=torch.float64) * noise_std).clamp(
+            target = pattern if pattern.dim() == 2 else pattern[head % pattern.shape[0]]
+            eps = (torch.randn(target.shape, generator=generator, dtype=torch.float64) * noise_std).clamp(
                 -2 * noise_std, 2 * noise_std)
-            t = open_logit * pattern + noise * eps * (1 - pattern)
+            t = open_logit * target + noise * eps * (1 - target)
             u, s, vt = torch.linalg.svd(pinv @ t @ pinv.T)
             q = u[:, :r] * s[:r].sqrt()
             k = vt[:r].T * s[:r].sqrt()

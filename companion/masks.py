@@ -26,7 +26,9 @@ it) to the operand digits c_s depends on:
 Images (a ViT reads a grid of patches, row-major; `companion.tasks.images`): `patch_pattern` opens each
 patch to the patches within Chebyshev distance `radius` on the grid ("local:R", the 3×3
 neighbourhood for R = 1, as Zheng et al.'s impulse targets use), itself included; a CLS token, if
-any, reads every patch and is read by every patch (its row and column are open).
+any, reads every patch and is read by every patch (its row and column are open). `impulse_patterns`
+("impulse") is one pattern per offset of that neighbourhood, each patch reading the one patch at
+that offset (Zheng et al. 2025's impulse targets, one per head in their head order).
 
 Causal language models (`companion.tasks.text`): `causal_local_pattern` opens the last `window` keys
 of each query (itself included), a band under the diagonal ("local:W").
@@ -38,7 +40,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["support_pattern", "per_token_pattern", "pattern_for", "MASK_VARIANTS", "digit_pattern", "DIGIT_VARIANTS",
-           "patch_pattern", "causal_local_pattern", "parse_local"]
+           "patch_pattern", "impulse_patterns", "IMPULSE_ORDER", "causal_local_pattern", "parse_local"]
 
 MASK_VARIANTS = ("support", "per-token", "pair:A-B", "group:A-B-C")
 
@@ -151,6 +153,23 @@ def patch_pattern(rows: int, cols: int, radius: int, *, cls: bool) -> Tensor:
     pattern = torch.ones(n, n, dtype=torch.bool)
     pattern[1:, 1:] = grid
     return pattern
+
+
+# the 3×3 offsets k = 0 … 8 ((k // 3 − 1, k % 3 − 1): row, column) in the order Zheng et al. (2025) give them
+# to heads: centre, up, right, left, down, then the diagonals (`osiriszjq/structured_initialization`)
+IMPULSE_ORDER = (4, 1, 5, 3, 7, 0, 2, 6, 8)
+
+
+def impulse_patterns(rows: int, cols: int) -> Tensor:
+    """Open patterns (9, n, n) over a `rows` × `cols` grid of patches (row-major, no CLS), one per offset
+    (dr, dc) of the 3×3 neighbourhood in `IMPULSE_ORDER`: patch (r, c) reads only patch (r + dr, c + dc),
+    so a row whose offset leaves the grid is all closed (a patch on the border). Head h of a layer takes
+    pattern h mod 9."""
+    if rows < 1 or cols < 1:
+        raise ValueError(f"a patch grid needs rows, cols >= 1, got {rows}, {cols}.")
+    r, c = torch.arange(rows).repeat_interleave(cols), torch.arange(cols).repeat(rows)
+    dr, dc = r[None] - r[:, None], c[None] - c[:, None]  # key minus query, (n, n)
+    return torch.stack([(dr == k // 3 - 1) & (dc == k % 3 - 1) for k in IMPULSE_ORDER])
 
 
 def causal_local_pattern(n: int, window: int) -> Tensor:

@@ -2,7 +2,8 @@
 measured on the trained model after (`companion.readouts` holds the registry they are entered in).
 
 The generic readouts are registered by core modules, imported here for that: GOAT's prior
-(`goat_prior`, `companion.goat`) and attention as transport (`collapse_bounds`, `sink_curve`,
+(`goat_prior`, `companion.goat`; `goat_grid`, `companion.goat2d`), a ViT at other resolutions
+(`resolution`, `companion.resolution`) and attention as transport (`collapse_bounds`, `sink_curve`,
 `companion.transport`); a task's own readouts by its task module, loaded with the task registry.
 """
 
@@ -13,6 +14,8 @@ from typing import Any
 import torch
 
 import companion.goat  # noqa: F401  (registers goat_prior)
+import companion.goat2d  # noqa: F401  (registers goat_grid)
+import companion.resolution  # noqa: F401  (registers resolution)
 import companion.transport  # noqa: F401  (registers collapse_bounds and sink_curve)
 from companion.identity import core_modules
 from companion.readouts import READOUTS, Readout, jsonable, parse_readout

@@ -59,6 +59,7 @@ PRIORS = {
     "mask": "companion.priors:LearnableMask",
     "alibi": "companion.positions:ALiBi",
     "goat": "companion.goat:GoatPrior",
+    "goat-2d": "companion.goat2d:GoatPrior2D",
 }
 # ModelConfig.positions → "module:Class"; "learned" (a parameter of the model) and "none" build nothing.
 POSITIONS = {
@@ -77,7 +78,8 @@ class PriorContext:
         n_heads, d_head: the layer's heads and head width.
         n_positions: the model's positions (CLS included): a mask's size, GOAT's training length.
         causal: the attention is causal (decoder).
-        pattern: bool (n, n) open pattern over positions, for priors that `needs_pattern`.
+        pattern: bool (n, n) open pattern over positions, for priors that `needs_pattern`; or (K, n, n),
+            one pattern per head, head h taking pattern h mod K (the impulse patterns).
         generator: random draws of the prior's initialisation.
         symmetric: positions over which the model is exactly symmetric (`ModelConfig.symmetric`,
             CLS offset applied); a mask averages its logits over their permutations.
@@ -299,12 +301,17 @@ class LearnableMask(Prior):
         if cfg.init == "zero":
             return cls(torch.zeros(heads or 1, n, n), trainable=cfg.trainable, symmetric=ctx.symmetric)
         pattern = ctx.pattern
-        if pattern is None or tuple(pattern.shape) != (n, n):
+        if pattern is None or tuple(pattern.shape[-2:]) != (n, n) or pattern.dim() not in (2, 3):
             got = None if pattern is None else tuple(pattern.shape)
             raise ValueError(
                 f"a mask prior needs a bool ({n}, {n}) open pattern over the model's positions (CLS "
-                f"included, if any); got {got}."
+                f"included, if any), or (K, {n}, {n}) with one per head; got {got}."
             )
+        if pattern.dim() == 3:  # one pattern per head: head h reads pattern h mod K
+            if not cfg.per_head:
+                raise ValueError(f"the task gives {pattern.shape[0]} patterns, one per head; set "
+                                 "model.prior.per_head=true for a mask of one M per head.")
+            pattern, heads = pattern[torch.arange(ctx.n_heads) % pattern.shape[0]], None
         return cls.from_pattern(pattern, heads=heads, open_value=cfg.open_value, closed_value=cfg.closed_value,
                                 trainable=cfg.trainable, symmetric=ctx.symmetric)
 

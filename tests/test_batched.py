@@ -65,6 +65,8 @@ CASES = {
     "decoder-sinusoidal-matched": ("charlm", "sinusoidal", ["model.positions=sinusoidal-matched", *_SHORT]),
     "vit-mask": ("vit-digits", "mask", ["task.eval_points=64", *_SHORT]),  # patch embedding in = 4, 10 classes
     "vit-sincos-2d": ("vit-digits", "default", ["model.positions=sincos-2d", "task.eval_points=64", *_SHORT]),
+    "vit-impulse-mask": ("vit-digits", "impulse-mask", ["task.eval_points=64", *_SHORT]),  # one pattern per head
+    "vit-goat-2d": ("vit-resolution", "goat-2d", ["task.eval_points=64", "readouts=", *_SHORT]),  # lanes on a grid
 }
 # one stacked forward and backward exactly equal those alone (module docstring)
 BITWISE = torch.__version__.startswith("2.14")

@@ -168,7 +168,8 @@ def test_preconditions_and_reported_items(tmp_path):
     with pytest.raises(ValueError, match="not recorded here"):
         record_all({"S2-06": 1.0}, preconditions={"S2-07": {"mask-fits-seen": 1.0}}, ledger=ledger)
     unbuilt = [cid for cid, c in ledger.items() if not c.rebuilt]
-    assert {"S2-19", "S2-21", "R-08"} <= set(unbuilt) and not {"S1-10", "S2-20", "S3-21"} & set(unbuilt)
+    assert {"S2-21", "R-08"} <= set(unbuilt) and not {"S1-10", "S2-19", "S2-20", "S3-19", "S3-21", "S3-24"} & set(unbuilt)
+    assert len(unbuilt) <= 5  # what is only reported, each with its reason (issue 53)
     for cid in unbuilt:
         assert ledger[cid].reason and ledger[cid].rule is None
         assert assess(ledger[cid], None) == ("reported, not rebuilt", [])

@@ -75,7 +75,8 @@ def test_a_tiny_vit_run_keeps_a_fixed_mask_and_records_its_maps():
 # ---------------------------------------------------------------- the chapter module, synthetic records
 
 DEFAULT = {0: 0.90, 1: 0.92, 2: 0.94}
-OFFSET = {"default": 0.0, "mimetic": 0.01, "structured-svd": -0.01, "mask": 0.03, "zero-mask": 0.0}
+OFFSET = {"default": 0.0, "mimetic": 0.01, "structured-svd": -0.01, "mask": 0.03, "zero-mask": 0.0,
+          "impulse-mask": 0.04}
 FIXED = {0: -0.01, 1: 0.0, 2: 0.01}  # fixed mask minus learnable mask, per seed
 MASK = patch_pattern(4, 4, 1, cls=False).numpy()
 UNIFORM = np.full((16, 16), 1 / 16)
@@ -83,7 +84,7 @@ ON_MASK = MASK / MASK.sum(-1, keepdims=True)
 
 
 def _acc(method: str, seed: int) -> float:
-    if method == "fixed-mask":
+    if method in ("fixed-mask", "impulse"):  # the impulse start: as the fixed mask, so mask − impulse = −FIXED
         return DEFAULT[seed] + OFFSET["mask"] + FIXED[seed]
     return DEFAULT[seed] + OFFSET[method]
 
@@ -161,13 +162,13 @@ def test_load_gives_the_image_and_the_text_runs(runs):
     assert list(runs.blocks) == ["images", "text", "movable", "sincos", "sinusoidal", "matched"]
     assert list(runs["images"]) == ["digits"]
     assert len(runs["movable"]) == 3 and {r.config.train.prior_lr for r in runs["movable"]} == {MOVABLE_LR}
-    assert len(runs["images"]["digits"]) == 18 and {r.config.experiment for r in runs["text"]} == {"lm-local"}
+    assert len(runs["images"]["digits"]) == 24 and {r.config.experiment for r in runs["text"]} == {"lm-local"}
 
 
 def test_decide_gives_an_image_frame_in_percent_and_a_text_frame(runs):
     found = ch.decide(runs)
     frame, text = found["frame"], found["text"]
-    assert len(frame) == 18 and len(text) == 6 and set(frame.dataset) == {"digits"}
+    assert len(frame) == 24 and len(text) == 6 and set(frame.dataset) == {"digits"}
     row = frame[(frame.method == "mask") & (frame.seed == 1)].iloc[0]
     assert row["test.acc (%)"] == pytest.approx(95.0) and row["train.acc (%)"] == 100.0
 
@@ -175,7 +176,8 @@ def test_decide_gives_an_image_frame_in_percent_and_a_text_frame(runs):
 def test_table3_and_table5_rows(loaded):
     _, frame, _ = loaded
     t3, t5 = ch.table3(frame), ch.table5(frame)
-    assert list(t3.index) == [("8×8 digits", m) for m in ("Default", "Mimetic", "Structured (SVD)", "Mask (learnable)")]
+    assert list(t3.index) == [("8×8 digits", m) for m in ("Default", "Mimetic", "Structured (SVD)", "Impulse",
+                                                           "Mask (learnable)", "Impulse mask, per head (learnable)")]
     assert t3.loc[("8×8 digits", "Mask (learnable)"), "test.acc (%)"].startswith("95.0 ± 2.0 [")
     assert list(t5.index.get_level_values(1)) == ["Default", "All-zero mask", "Fixed mask", "Mask (learnable)"]
     assert t5.loc[("8×8 digits", "Fixed mask"), "test.acc (%)"].startswith("95.0 ± 3.0 [")
@@ -186,10 +188,13 @@ def test_table3_measures_pick_the_best_other_and_pair_the_mask_with_it(loaded):
     m = ch.table3_measures(frame)["digits"]
     assert m["best_other"] == "mimetic" and m["means"]["default"] == pytest.approx(0.92)
     assert m["lead"].mean_diff == pytest.approx(0.02) and m["lead"].lo == pytest.approx(0.02)
+    # S2-19's rivals: the impulse start is best by its mean (95 %), the mask's lead over it is −FIXED (+1, 0, −1)
+    assert m["best_impulse"] == "impulse" and m["impulse_lead"].mean_diff == pytest.approx(0.0, abs=1e-12)
+    assert m["impulse_lead"].lo == pytest.approx(-HALF) and m["per_head"].lo == pytest.approx(0.01)
     fx = ch.fixed_vs_learnable(frame)["digits"]
     assert fx.mean_diff == pytest.approx(0.0, abs=1e-12) and fx.hi == pytest.approx(HALF)
     diffs = ch.paired_frame(frame)
-    assert len(diffs) == 15 and diffs[diffs.method == "mask"]["difference"].tolist() == pytest.approx([3.0] * 3)
+    assert len(diffs) == 21 and diffs[diffs.method == "mask"]["difference"].tolist() == pytest.approx([3.0] * 3)
 
 
 def test_readings_of_a_paired_interval():
@@ -223,9 +228,10 @@ def test_claim_measures_preconditions_and_prose(loaded):
     ppl = ch.perplexity_interval(pairs)
     assert ppl.mean_diff == pytest.approx(-0.01) and ppl.hi == pytest.approx(-0.01 + HALF)
     assert ch.claim_measures(t3m, fx, ppl) == {
-        "S2-27": 0.02, "S2-28": round(HALF, 4), "S2-29": round(HALF - 0.01, 4), "S2-30": round(HALF - 0.01, 4)}
+        "S2-27": 0.02, "S2-19": round(-HALF, 4), "S2-28": round(HALF, 4), "S2-29": round(HALF - 0.01, 4), "S2-30": round(HALF - 0.01, 4)}
     assert ch.claim_preconditions(t3m, text) == {
-        "S2-27": {"default-learns-images": 0.92}, "S2-28": {"default-learns-images": 0.92},
+        "S2-27": {"default-learns-images": 0.92}, "S2-19": {"default-learns-images": 0.92},
+        "S2-28": {"default-learns-images": 0.92},
         "S2-29": {"default-learns-text": 3.0}, "S2-30": {"default-learns-text": 3.0}}
     # 300 cosine updates at 3e-3 with 10 % warm-up: an entry of the mask moves at most about 0.47
     cap = round(prior_lr_sum(TrainConfig(lr=3e-3, steps=300, schedule="cosine", warmup=0.1), 300), 4)
@@ -240,6 +246,9 @@ def test_claim_measures_preconditions_and_prose(loaded):
     assert prose == {
         "ch5_acc_default": "92.0 %", "ch5_acc_mimetic": "93.0 %", "ch5_acc_structured_svd": "91.0 %",
         "ch5_acc_mask": "95.0 %", "ch5_acc_fixed_mask": "95.0 %", "ch5_acc_zero_mask": "92.0 %",
+        "ch5_acc_impulse": "95.0 %", "ch5_acc_impulse_mask": "96.0 %", "ch5_best_impulse": "Impulse",
+        "ch5_impulse_lead": "0.0 [−2.5, +2.5]", "ch5_impulse_reading": "undecided",
+        "ch5_per_head": "+1.0 [+1.0, +1.0]", "ch5_per_head_reading": "improvement",
         "ch5_best_other": "Mimetic", "ch5_lead": "+2.0 [+2.0, +2.0]", "ch5_lead_reading": "improvement",
         "ch5_fixed": "0.0 [−2.5, +2.5]", "ch5_fixed_reading": "undecided", "ch5_gap": "0.00", "ch5_spread": "2.00",
         "ch5_ppl_change": "−1.00 [−3.48, +1.48]", "ch5_ppl_reading": "undecided", "ch5_margin": "1 %",

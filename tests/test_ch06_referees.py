@@ -164,10 +164,14 @@ def test_select_and_by_seed():
 
 def test_load_reads_the_three_grids_from_the_store_at_the_seeds_given():
     runs = ch.load("ci", [1, 0], train=False)  # the committed store
-    assert (runs.profile, runs.seeds, list(runs.blocks)) == ("ci", (1, 0), ["referee", "qk-norm", "mask-moves"])
-    for block in runs.blocks:
+    assert (runs.profile, runs.seeds, list(runs.blocks)) == ("ci", (1, 0), ["referee", "qk-norm", "mask-moves",
+                                                                              "seeds"])
+    for block in ("referee", "qk-norm", "mask-moves"):
         assert list(runs[block]) == list(get_grid(block).cells("ci"))
         assert all(sorted(r.seed for r in records) == [0, 1] for records in runs[block].values())
+    # R-05's cells at the referee's ten seeds, whatever the chapter's
+    assert list(runs["seeds"]) == list(ch.SEED_TEST_CELLS)
+    assert all(sorted(r.seed for r in records) == list(range(10)) for records in runs["seeds"].values())
 
 
 # ---------------------------------------------------------------- frames
@@ -462,13 +466,22 @@ def test_claims_reads_the_three_grids_and_decides_every_claim_as_the_notebook_do
 
     grids = {"referee": _with_log_mask(runs), "qk-norm": qk_runs, "mask-moves": movable}
     monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: grids[name])
+    asked = []
+
+    def ensure_many(requests, profile, seeds, **kw):  # R-05's cells at its own seeds: here the grid's records
+        asked.append(list(seeds))
+        return [grids["referee"][k] for k in ch.SEED_TEST_CELLS]
+
+    monkeypatch.setattr(ch, "ensure_many", ensure_many)
     results = claims(ch, "ci", list(SEEDS), jobs=2, store="st", train=False)
+    assert asked == [list(range(10))]
     ledger = load_ledger()
     assert sorted(r.id for r in results) == sorted(
         c for c, v in ledger.items() if v.chapter.endswith("06_what_the_referees_asked") and v.rebuilt)
     # the notebook's claim cell on the same records
     frame, qk = ch.placement_frame(grids["referee"]), ch.qk_frame(qk_runs)
-    parts = ch.verdicts(frame, qk, ch.step_cap_measures(grids["referee"], movable))
+    tested = ch.placement_frame({k: grids["referee"][k] for k in ch.SEED_TEST_CELLS})
+    parts = ch.verdicts(frame, qk, ch.step_cap_measures(grids["referee"], movable), tested)
     assert [r.id for r in results] == list(parts["measures"]) and list(parts["measures"])[:2] == ["R-01", "R-02"]
     assert {r.id: r.measure for r in results} == pytest.approx(parts["measures"], nan_ok=True)
     assert {r.id: r.preconditions for r in results if r.preconditions} == parts["preconditions"]

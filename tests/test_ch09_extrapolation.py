@@ -59,7 +59,10 @@ def test_rope_is_read_twice_and_everything_else_once():
 def test_load_reads_the_stored_records_of_the_extrapolation_grid_by_method_in_seed_order():
     loaded = ch.load("ci", [1, 0], train=False)  # the committed store, which holds records and no weights
     assert isinstance(loaded, Runs) and (loaded.profile, loaded.seeds) == ("ci", (1, 0))
-    assert list(loaded.blocks) == ["charlm", "passkey"]
+    assert list(loaded.blocks) == ["charlm", "passkey", "resolution"]
+    # the digits ViT of S3-19 at its own seeds, whatever the chapter's
+    assert {m: [r.seed for r in recs] for m, recs in loaded["resolution"].items()} == {
+        m: list(range(6)) for m in ("learned", "sincos-2d", "goat-2d", "goat-2d-shared")}
     for block in ("charlm", "passkey"):
         runs = loaded[block]
         assert list(runs) == ["goat", "goat-uniform", "rope", "alibi", "sinusoidal"]
@@ -462,6 +465,7 @@ def test_claims_decide_every_claim_from_the_records_in_the_notebooks_order(monke
             rec.readouts[LM_SPECS["sink"]] = _sink_value(by_seed[rec.seed])
     grid = {"charlm": [r for recs in lm_runs.values() for r in recs], "passkey": [r for recs in pk_runs.values() for r in recs]}
     monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: grid)
+    monkeypatch.setattr(ch.resolution, "load", lambda profile, **kw: {})  # S3-19 and S3-24: tests/test_book_resolution.py
     results = claims(ch, store="records", train=False)
     pk = ch.passkey_lengths(pk_runs, PK_SPECS, 5)[0]
     assert [r.id for r in results] == ["S3-08", "S3-09", "S3-10", "S3-11", "S3-12", "S3-13", "S3-14"]
@@ -471,8 +475,9 @@ def test_claims_decide_every_claim_from_the_records_in_the_notebooks_order(monke
     assert (measures["S3-13"], measures["S3-14"]) == (0.125, 0.09) and len(pk) == 6 * 4 * 2
     found = ch.decide(ch.load("ci", store="records", train=False))
     assert [(r.id, r.measure, r.verdict) for r in found.results] == [(r.id, r.measure, r.verdict) for r in results]
-    assert list(found.parts) == ["setup", "lm", "profiles", "structure", "pk", "grid"]
+    assert list(found.parts) == ["setup", "lm", "profiles", "structure", "pk", "grid", "images"]
     n = found.numbers
+    assert found["images"] == {} and n["ch9_verdict_S3-19"] == n["ch9_res_diff"] == "—"  # no resolution runs
     assert n["ch9_n_seeds"] == "2" and all(n[f"ch9_verdict_{r.id}"] == r.verdict for r in results)
     assert n["ch9_L"] == "64" and n["ch9_ppl_far_rope"] == "11.00" and n["ch9_spike_seeds"] == "1 of 2"
     assert n["ch9_pk_margin"] == "0.12" and n["ch9_niah_min"] == "0.09"

@@ -5,6 +5,7 @@ and the paper column would count the wrong ones)."""
 from __future__ import annotations
 
 import inspect
+import types
 
 import pytest
 
@@ -50,9 +51,13 @@ def _asked(module, monkeypatch, profile: str = "ci", **kwargs) -> tuple[set, lis
         note(Request(args["experiment"], args["methods"], args["overrides"]), args["seeds"])
         return []
 
-    for name, fake in (("ensure_grid", ensure_grid), ("ensure_many", ensure_many), ("ensure_runs", ensure_runs)):
-        if hasattr(module, name):
-            monkeypatch.setattr(module, name, fake)
+    # the chapter module and the analysis modules of its own it reads runs through (Chapter 9's `resolution`)
+    helpers = [v for v in vars(module).values() if isinstance(v, types.ModuleType)
+               and v.__name__.startswith("companion.book.chapters.") and hasattr(v, "load")]
+    for mod in (module, *helpers):
+        for name, fake in (("ensure_grid", ensure_grid), ("ensure_many", ensure_many), ("ensure_runs", ensure_runs)):
+            if hasattr(mod, name):
+                monkeypatch.setattr(mod, name, fake)
     module.load(profile, **kwargs)  # the notebook's default seeds; `load` only fetches, so empty records pass
     return asked, passed
 

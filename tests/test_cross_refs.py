@@ -52,3 +52,29 @@ def test_the_checks_fail_where_they_should():
     assert TYPED.search("the GOAT models of Chapters 7–9 train") and not TYPED.search("{ref}`ch7`")
     text = "Intro\n\n:::{table} Caption\n:name: tab-x\n\n| a |\n|---|\n:::\n\n| loose |"
     assert _outside_directives(text) == ["Intro", "", "", "| loose |"]
+
+
+@pytest.mark.parametrize("name", ["claims.yml", "dashboard.yml"])
+def test_the_ledger_and_the_dashboard_name_chapters_by_key_and_the_loaders_number_them(name):
+    """A ledger text writes {chapter:06}; what the scoreboard and the chapters read says "Chapter 6", the
+    number `_toc.yml` gives that chapter."""
+    from companion.book.chapter_refs import TOKEN, chapter_numbers
+
+    text = (ROOT / "book" / name).read_text()
+    assert not TYPED.findall(text), f"book/{name} types a chapter number; write {{chapter:NN}} instead"
+    numbers = chapter_numbers()
+    assert numbers == {f"{n:02d}": n for n in range(1, 11)}
+    assert {m.group(1) for m in TOKEN.finditer(text)} <= set(numbers)
+
+
+def test_chapter_keys_expand_everywhere_and_an_unknown_key_is_named():
+    from companion.book.chapter_refs import expand
+    from companion.book.claims import load_ledger
+
+    numbers = {"06": 7, "10": 2}  # a book whose chapters moved
+    assert expand({"a": ["see {chapter:06}, M-07", 3], "b": "{chapter:10}'s table"}, numbers) == {
+        "a": ["see Chapter 7, M-07", 3], "b": "Chapter 2's table"}
+    with pytest.raises(ValueError, match=r"\{chapter:04\} names no numbered chapter.*keys: 06, 10"):
+        expand("{chapter:04}", numbers)
+    why = load_ledger()["S2-20"].requires[1]["says"]
+    assert "(Chapter 6, M-07)" in why and "{chapter:" not in why

@@ -127,7 +127,7 @@ def test_s2_10_and_s2_23_recomputed_from_the_mask_moves_records():
     zero, learn = [], []
     for task in ("2parity", "maj3"):
         exp = f"gotu-{task}"
-        default = _by_seed(exp, "default")
+        default = {s: v for s, v in _by_seed(exp, "default").items() if s < 5}  # R-05 adds seeds 5-9 of no mask
         z = _by_seed(exp, "zero-mask", own)
         assert sorted(z) == sorted(default) == [0, 1, 2, 3, 4]
         zero.append(sum(z.values()) / 5 - sum(default.values()) / 5)

@@ -62,6 +62,8 @@ CASES = {
     "text-sinusoidal-matched": ("lm-local", "default", (*DECODER, "model.positions=sinusoidal-matched", "stack=2")),
     "vit-sincos-2d": ("vit-digits", "default", ("model.positions=sincos-2d", "task.eval_points=64",
                                                 "train.batch_size=16", "stack=2")),
+    "vit-impulse": ("vit-digits", "impulse", ("task.eval_points=64", "train.batch_size=16", "stack=2")),
+    "vit-goat-2d": ("vit-resolution", "goat-2d", ("task.eval_points=64", "train.batch_size=16", "stack=2")),
 }
 # the loss curve's tolerances on a host that computes otherwise (module docstring): the first two
 # losses, then the whole curve

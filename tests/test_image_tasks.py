@@ -4,13 +4,14 @@ ImageFolder read through torchvision from small files in their own on-disk forma
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
 from companion.config import ModelConfig, PriorConfig, TaskConfig
-from companion.masks import causal_local_pattern, parse_local, patch_pattern
+from companion.masks import IMPULSE_ORDER, causal_local_pattern, impulse_patterns, parse_local, patch_pattern
 from companion.model import build_model
 from companion.tasks import make_task
 from companion.tasks.images import ImageTask, check_pickles, load_cifar, load_image_folder
@@ -53,6 +54,46 @@ def test_local_variants_parse_and_bad_ones_name_the_form():
             parse_local(bad, what="radius", default=1)
     with pytest.raises(ValueError, match="rows, cols >= 1"):
         patch_pattern(0, 2, 1, cls=False)
+
+
+def test_impulse_patterns_give_each_head_one_offset_in_zheng_order():
+    p = impulse_patterns(3, 3)
+    assert p.shape == (9, 9, 9) and IMPULSE_ORDER == (4, 1, 5, 3, 7, 0, 2, 6, 8)
+    centre = 4  # patch (1, 1) reads, per head: itself, the one above, right, left, below, then the diagonals
+    assert [int(p[h, centre].nonzero()) for h in range(9)] == [4, 1, 5, 3, 7, 0, 2, 6, 8]
+    assert torch.equal(p[0], torch.eye(9, dtype=torch.bool))
+    assert p[1, 0].sum() == 0 and p[1, 3].nonzero().flatten().tolist() == [0]  # "up" from the top row: none
+    assert (p.sum(-1) <= 1).all()  # at most one open key per query and head
+    assert torch.equal(p.any(0), patch_pattern(3, 3, 1, cls=False))  # together: the 3×3 neighbourhood
+
+
+def test_impulse_heads_reach_the_mask_and_the_structured_start(digits):
+    pattern = digits.mask_pattern("impulse", cls=False)
+    assert pattern.shape == (9, 16, 16)
+    with pytest.raises(ValueError, match="pool='mean'"):
+        digits.mask_pattern("impulse", cls=True)
+    base = ModelConfig(arch="vit", d_model=32, n_layers=1, n_heads=4, d_ff=16, pool="mean", patch_size=2)
+    masked = build_model(replace(base, prior=PriorConfig(kind="mask", variant="impulse", per_head=True)), digits,
+                         generator=torch.Generator().manual_seed(0))
+    bias = masked.blocks[0].attn.prior.bias(16)
+    assert bias.shape == (4, 16, 16)
+    for h in range(4):  # head h is open exactly on the h-th offset of IMPULSE_ORDER
+        assert torch.equal(bias[h] > -1, pattern[h])
+    shared = replace(base, prior=PriorConfig(kind="mask", variant="impulse"))
+    with pytest.raises(ValueError, match="per_head=true"):
+        build_model(shared, digits, generator=torch.Generator().manual_seed(0))
+    # heads of width r = 16 >= n = 16 positions: the closed form is exact, P W_Q W_Kᵀ Pᵀ ∝ the head's target
+    svd = replace(base, d_model=64, qk_init="structured-svd", prior=PriorConfig(variant="impulse"))
+    model = build_model(svd, digits, generator=torch.Generator().manual_seed(0))
+    from companion.init import position_inputs
+
+    a, p = model.blocks[0].attn, position_inputs(model)
+    r = a.d_head
+    for h in range(4):  # the position logits of head h peak on its own offset wherever it is in the grid
+        w = a.q_proj.weight[h * r:(h + 1) * r].double().T @ a.k_proj.weight[h * r:(h + 1) * r].double()
+        logits = p @ w @ p.T
+        rows = pattern[h].any(-1)
+        assert torch.equal(logits[rows].argmax(-1), pattern[h][rows].int().argmax(-1))
 
 
 # --- digits --------------------------------------------------------------------------------------

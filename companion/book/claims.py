@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from companion.book.chapter_refs import expand
 from companion.book.display import anchor, load_dashboard, measured_at, number, ours_text, with_quantity
 from companion.book.preconditions import failed_note
 from companion.book.words import claim_groups, verdict_badge, verdict_words, words_of
@@ -169,7 +170,7 @@ def load_ledger(path: str | Path | None = None) -> dict[str, Claim]:
     """Read and validate the ledger; raises ValueError naming the bad entry."""
     path = Path(path) if path else repo_root() / LEDGER
     try:
-        rows = yaml.safe_load(path.read_text())
+        rows = expand(yaml.safe_load(path.read_text()))  # {chapter:NN} → "Chapter n" (`chapter_refs`)
     except FileNotFoundError:
         raise FileNotFoundError(f"no claims ledger at {path}; it lives in book/claims.yml.") from None
     if not isinstance(rows, list):

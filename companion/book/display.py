@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from companion.book.prose import DIFFERENCES, ROUNDOFF, below
+from companion.book.chapter_refs import expand
 from companion.book.words import verdict_words
 from companion.paths import repo_root
 
@@ -47,7 +48,7 @@ def load_dashboard(path: Path | None = None) -> dict:
     """book/dashboard.yml: {sources: [{prefix, title, note, …}], headlines: [ids], units: {id: unit},
     quantities: {id: what the value is}, measured_at: {id: where, when not a run of the profile on a CPU},
     chapters: {chapter: {answer, rests_on}}}."""
-    doc = yaml.safe_load((path or repo_root() / DASHBOARD).read_text()) or {}
+    doc = expand(yaml.safe_load((path or repo_root() / DASHBOARD).read_text()) or {})  # {chapter:NN} (`chapter_refs`)
     return {"sources": doc.get("sources", []), "headlines": list(doc.get("headlines", [])),
             "units": dict(doc.get("units", {})), "quantities": dict(doc.get("quantities", {})),
             "measured_at": dict(doc.get("measured_at", {})), "chapters": dict(doc.get("chapters", {}))}

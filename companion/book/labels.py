@@ -11,7 +11,7 @@ __all__ = ["METHODS", "TASKS", "VARIANTS", "COLOURS", "MARKERS", "label", "colou
 METHODS = {
     "default": "Default", "structured-svd": "Structured (SVD)", "structured-opt": "Structured (Opt)",
     "mimetic": "Mimetic", "mask": "Mask (learnable)", "fixed-mask": "Fixed mask", "zero-mask": "All-zero mask",
-    "sym-mask": "Mask, exactly symmetric",
+    "sym-mask": "Mask, exactly symmetric", "impulse": "Impulse", "impulse-mask": "Impulse mask, per head (learnable)",
     "goat": "GOAT", "goat-uniform": "GOAT (uniform start)", "rope": "RoPE", "rope-pi": "RoPE + PI",
     "alibi": "ALiBi", "sinusoidal": "sinusoidal",
 }
@@ -38,7 +38,7 @@ VARIANTS = {"sdpa": "SDPA, no prior", "goat-lanes": "GOAT lanes (SDPA)",
 _BASE = {"default": "#4d4d4d", "structured-svd": "#e08214", "structured-opt": "#3399ff", "mimetic": "#552211",
          "mask": "#c0392b", "fixed-mask": "#7d5ba6", "zero-mask": "#00a6a6", "sym-mask": "#e377c2",
          "goat": "#1b6ca8", "goat-uniform": "#9ecae1", "rope": "#2ca02c", "rope-pi": "#98df8a",
-         "alibi": "#b8008a", "sinusoidal": "#f08880"}
+         "alibi": "#b8008a", "sinusoidal": "#f08880", "impulse": "#ff0070", "impulse-mask": "#d600ff"}
 # A variant that computes a method keeps its colour; the others are shades of it, each distinct from
 # every other variant (Chapter 10 draws them together; FlexAttention's GOAT a dark purple, which a
 # dichromat tells from the GOAT lanes' blue by its lightness).
@@ -49,7 +49,7 @@ _VARIANT_COLOUR = {"sdpa": "#4d4d4d", "goat-lanes": _BASE["goat"], "goat-sdpa": 
 COLOURS = {**_BASE, **_VARIANT_COLOUR}
 MARKERS = {"default": "o", "structured-svd": "s", "structured-opt": "D", "mimetic": "v", "mask": "^",
            "fixed-mask": "P", "zero-mask": "X", "sym-mask": "*", "goat": "o", "goat-uniform": "s", "rope": "^", "rope-pi": "v",
-           "alibi": "D", "sinusoidal": "X"}
+           "alibi": "D", "sinusoidal": "X", "impulse": "h", "impulse-mask": "d"}
 
 
 def label(name: str) -> str:

@@ -4,7 +4,9 @@ character model with and without a local mask (Table 6).
 Image experiments `vit-<dataset>` (task `images`), methods (see `companion.experiments.methods`):
 default, mimetic, structured-svd (the pattern written into W_Q W_Kᵀ in closed form, the recipe of
 Zheng et al.'s impulse initialisation with the task's pattern as target), mask (learnable), fixed-mask
-and zero-mask; the pattern is the 3×3 patch neighbourhood ("local:1"). Pooling is the average of the
+and zero-mask; the pattern is the 3×3 patch neighbourhood ("local:1"). And the two impulse methods of the
+mask paper's Table 3 as read here: impulse (structured-svd with one offset of that neighbourhood per head,
+Zheng et al. 2025) and impulse-mask (a learnable mask of one M per head on those offsets). Pooling is the average of the
 patch tokens (no CLS), as Zheng et al.'s structured ViTs use.
 
 Profiles:
@@ -34,7 +36,7 @@ from companion.experiments.methods import method_model
 __all__ = ["METHODS", "LM_METHODS", "CI_STEPS", "CI_LM_STEPS", "PAPER_EPOCHS", "WINDOW", "MOVABLE_LR", "MOVABLE_CELL",
            "POSITIONS_CELLS", "vit_configs", "lm_configs", "chapter5_cells"]
 
-METHODS = ("default", "mimetic", "structured-svd", "mask", "fixed-mask", "zero-mask")
+METHODS = ("default", "mimetic", "structured-svd", "mask", "fixed-mask", "zero-mask", "impulse", "impulse-mask")
 LM_METHODS = ("default", "mask")
 CI_STEPS = 300
 CI_LM_STEPS = 300

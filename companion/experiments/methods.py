@@ -6,6 +6,10 @@
 - mask: learnable log σ(M), open +10 / closed −10, shared by the heads, in every layer.
 - fixed-mask: the same mask as a buffer (never trained).
 - zero-mask: a learnable M initialised to 0 (the all-zero ablation of Table 4).
+- impulse (vision only): structured-svd with Zheng et al.'s impulse targets, one offset of the 3×3
+  neighbourhood per head (the mask paper's "Impulse" baseline); the task's pattern variant "impulse".
+- impulse-mask (vision only): a learnable mask of one M per head, head h open on the h-th impulse offset
+  (the per-head reading of the image mask, research notes §6.1).
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from companion.config import ModelConfig, PriorConfig
 
 __all__ = ["ALL_METHODS", "method_model"]
 
-ALL_METHODS = ("default", "mimetic", "structured-svd", "structured-opt", "mask", "fixed-mask", "zero-mask")
+ALL_METHODS = ("default", "mimetic", "structured-svd", "structured-opt", "mask", "fixed-mask", "zero-mask", "impulse",
+               "impulse-mask")
 
 
 def method_model(base: ModelConfig, method: str, *, variant: str = "default") -> ModelConfig:
-    """The model of one method: which query-key init and which prior (pattern `variant` of the task)."""
+    """The model of one method: which query-key init and which prior (pattern `variant` of the task; the
+    impulse methods always read the task's "impulse" patterns)."""
     if method not in ALL_METHODS:
         raise ValueError(f"unknown method {method!r}; valid: {', '.join(ALL_METHODS)}.")
     mask = PriorConfig(kind="mask", variant=variant)
@@ -32,4 +38,6 @@ def method_model(base: ModelConfig, method: str, *, variant: str = "default") ->
         "mask": replace(base, prior=mask),
         "fixed-mask": replace(base, prior=replace(mask, trainable=False)),
         "zero-mask": replace(base, prior=replace(mask, init="zero")),
+        "impulse": replace(base, qk_init="structured-svd", prior=PriorConfig(variant="impulse")),
+        "impulse-mask": replace(base, prior=PriorConfig(kind="mask", variant="impulse", per_head=True)),
     }[method]

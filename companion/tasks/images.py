@@ -28,7 +28,9 @@ run stays deterministic (torchvision's random transforms draw from the global ge
 
 Mask pattern (`mask_pattern`, `companion.masks.patch_pattern`): the patches of side `patch_size`
 (which must equal the model's) form a grid; "local:R" opens each patch to its neighbours within
-Chebyshev radius R ("default" = local:1, the 3×3 neighbourhood), the CLS row and column open.
+Chebyshev radius R ("default" = local:1, the 3×3 neighbourhood), the CLS row and column open;
+"impulse" gives nine patterns, one offset of that neighbourhood each, which a per-head mask or the
+structured initialisation hands out to the heads (`companion.masks.impulse_patterns`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from companion.masks import parse_local, patch_pattern
+from companion.masks import impulse_patterns, parse_local, patch_pattern
 from companion.paths import data_roots
 from companion.tasks import TaskSpec, model_device, register_task
 
@@ -284,9 +286,33 @@ class ImageTask:
             out[split] = {"acc": correct / n, "ce": ce / n}
         return out
 
+    def test_at(self, side: int, *, canvas: bool = False) -> tuple[Tensor, Tensor]:
+        """The whole test split at side × side, normalised as in training: (x float (n, C, side, side), y).
+        Resized (`v2.Resize`, bilinear, antialiased, on the stored images: the same picture in more pixels),
+        or with `canvas` the image unchanged in the centre of a blank (zero) canvas of that side (the same
+        patches, more of them). For a model read at a size it never trained at (`companion.resolution`)."""
+        from torchvision.transforms import v2
+
+        x, y = self.splits["test"]
+        if not isinstance(x, Tensor):
+            x = x[torch.arange(len(y))]
+        if not canvas:
+            return self.to_float(v2.Resize(side, antialias=True)(x)), y
+        extra = [side - n for n in x.shape[-2:]]
+        if min(extra) < 0 or any(e % 2 for e in extra):
+            raise ValueError(f"a canvas of side {side} must exceed the {tuple(x.shape[-2:])} images by an even "
+                             "number of pixels, so that the image sits in its centre.")
+        return self.to_float(F.pad(x, (extra[1] // 2,) * 2 + (extra[0] // 2,) * 2)), y
+
     def mask_pattern(self, variant: str, *, cls: bool) -> Tensor:
-        """Bool open pattern over [CLS +] the patch grid, rows = queries ("local:R"; module docstring)."""
-        radius = parse_local(variant, what="Chebyshev radius on the patch grid", default=1)
+        """Bool open pattern over [CLS +] the patch grid, rows = queries ("local:R"; module docstring), or
+        "impulse": the nine single-offset patterns (9, n, n) of `companion.masks.impulse_patterns`, one per head."""
+        if variant == "impulse":
+            if cls:
+                raise ValueError("the impulse patterns cover the patches only (Zheng et al.'s ViTs pool by mean); "
+                                 "use model.pool='mean' with mask variant 'impulse'.")
+            return impulse_patterns(*self.grid)
+        radius = parse_local(variant, what="Chebyshev radius on the patch grid (or 'impulse')", default=1)
         return patch_pattern(*self.grid, radius, cls=cls)
 
     def probe_inputs(self) -> Tensor:

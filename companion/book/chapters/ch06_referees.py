@@ -29,12 +29,13 @@ from companion.book.missing import gather
 from companion.book.parameters import check_parameters
 from companion.book.prose import mean_sd, num, pct, signed
 from companion.config import TaskConfig
-from companion.experiments.chapters import chapter_requests
+from companion.experiments import get_grid
+from companion.experiments.chapters import SEED_TEST_CELLS, TEN as TEST_SEEDS, chapter_requests
 from companion.experiments.referee import CONTRASTS, PLACEMENTS, TASKS, WIDENED
-from companion.sweep import ensure_grid
+from companion.sweep import ensure_grid, ensure_many
 from companion.tasks import make_task
 
-__all__ = ["DRIFT_TITLES", "load", "decide", "placement_frame", "qk_frame", "select", "by_seed", "placements_table", "accuracy_table", "accuracy_runs",
+__all__ = ["DRIFT_TITLES", "SEED_TEST_CELLS", "TEST_SEEDS", "load", "decide", "placement_frame", "qk_frame", "select", "by_seed", "placements_table", "accuracy_table", "accuracy_runs",
            "baseline_accuracy", "drift_table", "placement_drift", "qk_table", "qk_drift_table", "qk_drift_curves",
            "paired_gain_table", "claim_measures", "prose_numbers", "FIT", "GAIN", "mdi", "mask_matters",
            "separating_drift", "misspecified_drift", "claim_preconditions", "claim_details", "seed_test",
@@ -43,6 +44,7 @@ __all__ = ["DRIFT_TITLES", "load", "decide", "placement_frame", "qk_frame", "sel
            "movable_table", "step_cap_glue", "free_rows", "free_drift"]
 
 SEEDS = (0, 1, 2, 3, 4)  # the chapter's seeds: what `load` reads when the notebook's `seeds` is None
+# R-05 reads its two cells per task at TEST_SEEDS (0-9, the referee's ten) where the chapter has them (`load`)
 FIT = 0.99  # a run fits the seen set at this mean seen accuracy
 MATCH = 0.05  # a query–key run starts matched to the mask when its CLS open share is within this of the mask's
 GAIN = 0.02  # the correct ±10 mask matters on a task when it is this far above no mask in cube accuracy
@@ -64,20 +66,34 @@ def _reads_movable(profile: str) -> bool:
     return any(any(o.startswith("train.prior_lr=") for o in r.overrides) for r, _ in chapter_requests("06", profile))
 
 
+def _reads_seed_test(profile: str) -> bool:
+    """Whether the chapter reads R-05's ten seeds at `profile` (it does at `ci`)."""
+    return any(tuple(seeds) == TEST_SEEDS for _, seeds in chapter_requests("06", profile))
+
+
 def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
          train: bool = True) -> Runs:
-    """Three blocks of {key: [Record per seed]}: "referee" by (task, placement, contrast; "all-zero" and "no mask"
+    """Four blocks of {key: [Record per seed]}: "referee" by (task, placement, contrast; "all-zero" and "no mask"
     at 0), "qk-norm" by (task, method, qk_norm), "mask-moves" by (task, placement, "own lr" | "model lr"; {} except
-    at `ci`). Missing runs are counted over all three grids (`gather`)."""
+    at `ci`), and "seeds", R-05's cells of "referee" (`SEED_TEST_CELLS`) at `TEST_SEEDS` ({} except at `ci`).
+    Missing runs are counted over all of them (`gather`)."""
     seeds = list(SEEDS if seeds is None else seeds)
     check_parameters(profile, seeds, jobs)
 
     def grid(name: str):
         return lambda: ensure_grid(name, profile, seeds, store=store, jobs=jobs, train=train)
 
-    referee, qk, movable = gather(grid("referee"), grid("qk-norm"),
-                                  grid("mask-moves") if _reads_movable(profile) else dict)
-    return Runs(profile, seeds, {"referee": referee, "qk-norm": qk, "mask-moves": movable})
+    def tested():  # R-05 at the referee's ten seeds: the correct ±10 mask and no mask, `ci` only
+        if not _reads_seed_test(profile):
+            return {}
+        cells = get_grid("referee").cells(profile)
+        found = ensure_many([cells[k] for k in SEED_TEST_CELLS], profile, TEST_SEEDS, store=store, jobs=jobs,
+                            train=train)
+        return dict(zip(SEED_TEST_CELLS, found))
+
+    referee, qk, movable, seed_test_runs = gather(grid("referee"), grid("qk-norm"),
+                                                  grid("mask-moves") if _reads_movable(profile) else dict, tested)
+    return Runs(profile, seeds, {"referee": referee, "qk-norm": qk, "mask-moves": movable, "seeds": seed_test_runs})
 
 
 def step_cap_measures(runs: Mapping, movable: Mapping) -> dict:
@@ -125,11 +141,12 @@ def decided_numbers(decided: Sequence) -> dict[str, str]:
     return {f"ch6_{cid.replace('-', '')}_decided": found.get(cid, "—") for cid in DECIDED_HERE}
 
 
-def verdicts(frame: pd.DataFrame, qk: pd.DataFrame, cap: dict | None) -> dict[str, dict]:
+def verdicts(frame: pd.DataFrame, qk: pd.DataFrame, cap: dict | None, tested: pd.DataFrame | None = None) -> dict[str, dict]:
     """`record_all`'s {"measures", "details", "preconditions"} of every claim, in verdict-table order: R-01 … R-07,
-    then M-07 … M-09 from `cap` (`step_cap_measures`; None without `mask-moves` runs: R-01, M-07 … M-09 undecided)."""
-    parts = {"measures": claim_measures(frame, qk), "details": claim_details(frame, qk),
-             "preconditions": claim_preconditions(frame, qk)}
+    then M-07 … M-09 from `cap` (`step_cap_measures`; None without `mask-moves` runs: R-01, M-07 … M-09 undecided);
+    R-05 from `tested` (the ten-seed frame) where given, else from `frame`."""
+    parts = {"measures": claim_measures(frame, qk, tested), "details": claim_details(frame, qk, tested),
+             "preconditions": claim_preconditions(frame, qk, tested)}
     if cap is None:
         return parts
     own = {"measures": step_cap.step_cap_claims(cap), "details": step_cap.step_cap_details(cap),
@@ -488,45 +505,50 @@ def _relative_misspecified_drift(frame: pd.DataFrame) -> float:
     return _mask_drift(frame, "2parity", "misspecified", 10.0) / float(cell["mask_norm"].iloc[0])
 
 
-def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, float]:
+def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame, tested: pd.DataFrame | None = None) -> dict[str, float]:
     """R-02 … R-07 (thresholds in book/claims.yml; R-01 is decided in `step_cap`, see `verdicts`).
 
     R-02: |mean cube accuracy of the widened falsifier ±10 on Majority − the MDI's| (4 digits). R-03: mean cube
     accuracy of the correct ±1 mask on Majority (4 digits). R-04: mean final mask drift of the correct Majority mask
     at ±1 over ±10 (1 digit). R-05: the largest exact one-sided sign-flip p of correct ±10 − no mask over the tasks
-    where the mask matters (4 digits; 1.0 without one). R-06: `qk_retention` of Structured (SVD) with QK norm minus
+    where the mask matters (4 digits; 1.0 without one), on `tested` (R-05's ten-seed frame) where given. R-06: `qk_retention` of Structured (SVD) with QK norm minus
     without (4 digits). R-07: `matched_drift`'s ratio (2 digits).
     """
     drift_ratio = (_mask_drift(frame, "maj3", "correct", 1.0)
                    / max(_mask_drift(frame, "maj3", "correct", 10.0), 1e-12))
-    matters = mask_matters(frame)
+    tested = frame if tested is None else tested
+    matters = mask_matters(tested)
     return {"R-02": round(abs(_accuracy(frame, "maj3", "widened", 10.0) - mdi("maj3")), 4),
                   "R-03": round(_accuracy(frame, "maj3", "correct", 1.0), 4),
                   "R-04": round(drift_ratio, 1),
-                  "R-05": round(max((seed_test(frame, t)["p"] for t in matters), default=1.0), 4),
+                  "R-05": round(max((seed_test(tested, t)["p"] for t in matters), default=1.0), 4),
                   "R-06": round(qk_retention(qk, True) - qk_retention(qk, False), 4),
                   "R-07": round(matched_drift(frame, qk)["ratio"], 2)}
 
 
-def claim_preconditions(frame: pd.DataFrame, qk: pd.DataFrame) -> dict:
-    """The preconditions of R-02, R-05, R-06 and R-07 (book/claims.yml), by claim id."""
-    matters = mask_matters(frame)
+def claim_preconditions(frame: pd.DataFrame, qk: pd.DataFrame, tested: pd.DataFrame | None = None) -> dict:
+    """The preconditions of R-02, R-05, R-06 and R-07 (book/claims.yml), by claim id; R-05's on `tested` where
+    given."""
+    tested = frame if tested is None else tested
+    matters = mask_matters(tested)
     fals = select(frame, "maj3", "widened", 10.0)
     out = {"R-02": {"falsifier-fits": round(float(fals["seen.acc"].mean()), 4)},
-           "R-05": {"mask-matters": len(matters), "test-can-pass": int(2.0 ** -frame["seed"].nunique() <= 0.05)},
+           "R-05": {"mask-matters": len(matters), "test-can-pass": int(2.0 ** -tested["seed"].nunique() <= 0.05)},
            "R-06": {"prior-at-start": round(_qk_start_excess(qk), 4)},
            "R-07": {"matched-pairs": matched_drift(frame, qk)["pairs"]}}
     return out
 
 
-def claim_details(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, str]:
-    """What each verdict row adds: R-02's accuracy, R-05's test per task, R-06's control, R-07's pairs."""
+def claim_details(frame: pd.DataFrame, qk: pd.DataFrame, tested: pd.DataFrame | None = None) -> dict[str, str]:
+    """What each verdict row adds: R-02's accuracy, R-05's test per task (on `tested` where given), R-06's control,
+    R-07's pairs."""
+    tested = frame if tested is None else tested
     out = {"R-02": f"widened falsifier ±10 on Majority {100 * _accuracy(frame, 'maj3', 'widened', 10.0):.1f} % "
                    f"(MDI {100 * mdi('maj3'):.1f} %); the shape-only falsifier fits "
                    f"{100 * float(select(frame, 'maj3', 'falsifier', 10.0)['seen.acc'].mean()):.1f} % of the seen set",
            "R-05": "; ".join(f"{task_title(t)}: {s['gains']} of {s['n']} seeds gain, p = {s['p']:.3f}, "
                              f"95% interval [{100 * s['lo']:.1f}, {100 * s['hi']:.1f}] points"
-                             for t in mask_matters(frame) for s in [seed_test(frame, t)]) or "no task where the mask matters",
+                             for t in mask_matters(tested) for s in [seed_test(tested, t)]) or "no task where the mask matters",
            "R-06": f"retention with QK norm {num(qk_retention(qk, True))}, without (control) {num(qk_retention(qk, False))}",
            "R-07": "free rows: Structured (SVD) {svd:.2f} vs mask {mask:.2f} over {pairs} pairs matched at the start; "
                    "every row: {svd_all:.2f} vs {mask_all:.2f}".format(**matched_drift(frame, qk))}
@@ -534,18 +556,22 @@ def claim_details(frame: pd.DataFrame, qk: pd.DataFrame) -> dict[str, str]:
 
 
 def prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence,
-                  drifts: Mapping[str, float] | None = None, soft: Mapping[str, float] | None = None) -> dict[str, str]:
+                  drifts: Mapping[str, float] | None = None, soft: Mapping[str, float] | None = None,
+                  tested: pd.DataFrame | None = None) -> dict[str, str]:
     """Every number the text cites, formatted, by glue name: `results`' verdicts as ch6_R01 …; `drifts` and `soft`
-    (`misspecified_drift` per task at ±10 and ±1) as ch6_sep10_<task>, ch6_sep1_<task>."""
+    (`misspecified_drift` per task at ±10 and ±1) as ch6_sep10_<task>, ch6_sep1_<task>; R-05's test on `tested`
+    (the ten-seed frame) where given, else on `frame`."""
+    tested = frame if tested is None else tested
     out = _prose_numbers(frame, qk, results)
     out |= {f"ch6_sep10_{t}": pct(v, 2) for t, v in (drifts or {}).items()}
     out |= {f"ch6_sep1_{t}": pct(v, 2) for t, v in (soft or {}).items()}
-    matters = mask_matters(frame)
+    matters = mask_matters(tested)
     out["ch6_matters"] = ", ".join(task_title(t) for t in matters) or "none"
-    tests = [seed_test(frame, t) for t in matters]
+    tests = [seed_test(tested, t) for t in matters]
     if tests:
         worst = max(tests, key=lambda t: t["p"])
         out |= {"ch6_r05_p": f"{worst['p']:.3f}", "ch6_r05_gains": f"{worst['gains']} of {worst['n']}",
+                "ch6_r05_n": str(worst["n"]),
                 "ch6_r05_pmin": f"{2.0 ** -worst['n']:.3f}",
                 "ch6_r05_interval": f"[{100 * worst['lo']:.1f}, {100 * worst['hi']:.1f}]"}
     out["ch6_fals10_seen"] = pct(float(select(frame, "maj3", "falsifier", 10.0)["seen.acc"].mean()))
@@ -594,13 +620,14 @@ def decide(runs: Runs) -> Findings:
     `cap` (`step_cap_measures`, None without the `mask-moves` runs)."""
     referee, movable = runs["referee"], runs["mask-moves"]
     frame, qk = placement_frame(referee), qk_frame(runs["qk-norm"])
+    tested = placement_frame(runs.blocks["seeds"]) if runs.blocks.get("seeds") else None  # R-05 at ten seeds
     cap = step_cap_measures(referee, movable) if movable else None
     drifts = {task: misspecified_drift(referee, task) for task in TASKS}  # the final masks, from the records
     soft = {task: misspecified_drift(referee, task, 1.0) for task in TASKS}
     d = Decision()
-    results = d.claims(**verdicts(frame, qk, cap))
+    results = d.claims(**verdicts(frame, qk, cap, tested))
     decided = d.decided_claims(**step_cap.decided_claims(cap)) if cap is not None else []
     d.glue(decided_numbers(decided))  # Chapter 3's S2-10 and S2-23, decided where the mask can move
-    d.glue(prose_numbers(frame, qk, results, drifts, soft))
+    d.glue(prose_numbers(frame, qk, results, drifts, soft, tested))
     d.glue(step_cap_glue(cap))
     return d.done(frame=frame, qk=qk, cap=cap)

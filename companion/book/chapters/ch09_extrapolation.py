@@ -20,9 +20,11 @@ import numpy as np
 import pandas as pd
 
 from companion.book.chapter import Decision, Findings, Runs
+from companion.book.chapters import resolution
 from companion.book.chapters.budget import MODEL, budget as run_budget
 from companion.book.chapters.frames import by_method, readout, run_summary
 from companion.book.labels import label
+from companion.book.missing import gather
 from companion.book.parameters import check_parameters
 from companion.experiments import get_experiment
 from companion.experiments.extrapolation import EVAL_TOKENS, EXPERIMENTS, FAR, METHODS, reading_lengths, readout_specs
@@ -131,12 +133,15 @@ def setup_numbers(s: Setup) -> dict[str, str]:
 
 def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
          train: bool = True) -> Runs:
-    """Blocks "charlm" and "passkey", each {method: [Record in seed order]}; `seeds` None means `SEEDS`;
-    `train=False` reads stored records and raises `companion.sweep.MissingRuns` when some are absent."""
+    """Blocks "charlm" and "passkey", each {method: [Record in seed order]}; `seeds` None means `SEEDS`; and
+    "resolution", the digits ViT of S3-19 at its own seeds (`companion.book.chapters.resolution`, `ci` only: {}
+    at another profile). `train=False` reads stored records and raises one `companion.sweep.MissingRuns` when
+    some are absent."""
     seeds = list(SEEDS if seeds is None else seeds)
     check_parameters(profile, seeds, jobs)
-    cells = ensure_grid("extrapolation", profile, seeds, store=store, jobs=jobs, train=train)
-    return Runs(profile, seeds, {e: by_method(cells[e], METHODS) for e in EXPERIMENTS})
+    cells, images = gather(lambda: ensure_grid("extrapolation", profile, seeds, store=store, jobs=jobs, train=train),
+                           lambda: resolution.load(profile, store=store, jobs=jobs, train=train))
+    return Runs(profile, seeds, {**{e: by_method(cells[e], METHODS) for e in EXPERIMENTS}, "resolution": images})
 
 
 def readings(runs: Mapping[str, Sequence], specs: Mapping[str, str],
@@ -442,5 +447,6 @@ def decide(runs: Runs) -> Findings:
     train_len = s.pk_task.seq_len
     d.claims(passkey_claims(pk, grid, train_len), details=passkey_claim_details(pk, train_len))
     d.glue(passkey_numbers(pk, grid, train_len, s.pk_task.digits))
+    images = resolution.decide(d, runs.blocks.get("resolution"))  # S3-19, S3-24: the ViT at larger sizes
     d.glue(verdict_numbers(d.results, runs.seeds))
-    return d.done(setup=s, lm=lm, profiles=profiles, structure=structure, pk=pk, grid=grid)
+    return d.done(setup=s, lm=lm, profiles=profiles, structure=structure, pk=pk, grid=grid, images=images)

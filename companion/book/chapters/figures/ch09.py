@@ -12,7 +12,7 @@ import pandas as pd
 from companion.book.chapters import plots
 from companion.book.labels import colour, label
 
-__all__ = ["ppl_length", "position_ce", "key_prior", "passkey", "depth", "head_prior"]
+__all__ = ["ppl_length", "position_ce", "key_prior", "passkey", "depth", "head_prior", "resolution"]
 
 _TRAIN = dict(ls=":", color="k", lw=0.8)  # the training length
 
@@ -150,4 +150,37 @@ def head_prior(panels: Mapping[str, np.ndarray], *, per_row: int = 4):
                 ax.set_ylabel("query i")
             ax.set_xlabel("key j")
         plots.shared_colorbar(fig, image, part, label=name)
+    return fig
+
+
+def resolution(curves: pd.DataFrame, maps: np.ndarray, order: Sequence[str], sides: Sequence[int],
+               chance: float = 10.0):
+    """The digits ViT read at larger sizes (`resolution.curves`): test accuracy against the image side, resized
+    (left) and on a larger canvas (middle), each seed thin and the mean bold, one line per way of giving
+    positions (`order`, labels); right: GOAT's learned first-layer prior at every offset of the training grid,
+    averaged over heads and seeds (`maps`, nats), centred on its mean; dashed: chance."""
+    fig, axes = plots.mosaic([["resized", "prior"], ["canvas", "prior"]], height=6.0,
+                             gridspec_kw={"width_ratios": [1.0, 1.25]})
+    readings = list(dict.fromkeys(curves["reading"]))
+    for key, reading in zip(("resized", "canvas"), readings):
+        ax = axes[key]
+        plots.mean_interval(ax, curves[curves.reading == reading], x="side", y="test accuracy (%)", hue="positions",
+                            hue_order=list(order), interval="seeds", marker="o")
+        ax.axhline(chance, ls="--", color="k", lw=0.8)
+        ax.set(xlabel="image side (pixels)" if key == "canvas" else "", ylabel="test accuracy (%)", title=reading,
+               ylim=(0, 100))
+        ax.set_xticks(list(sides), [str(v) for v in sides])
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    mean = maps.mean(0)
+    centred = mean - mean.mean()
+    lim = float(np.abs(centred).max()) or 1.0
+    half = mean.shape[0] // 2
+    ticks = [str(v) for v in range(-half, half + 1)]
+    ax = axes["prior"]
+    image = plots.heatmap(ax, centred, xlabels=ticks, ylabels=ticks, cmap="RdBu_r", vmin=-lim, vmax=lim,
+                          annotate="{:.1f}", colorbar=False, xlabel="column offset Δx", ylabel="row offset Δy",
+                          title="GOAT's learned prior, first layer")
+    plots.shared_colorbar(fig, image, ax, label="log-prior, centred (nats)", location="bottom", shrink=0.8)
+    plots.legend_below(fig, [axes["resized"]], ncols=2)
     return fig
