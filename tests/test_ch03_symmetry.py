@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from statistics import mean
+from statistics import mean, stdev
 
 import pytest
 
@@ -46,6 +46,15 @@ def _acc(raw, task, method, split):
     return mean(m[split]["acc"] for m in raw[(task, method)].values())
 
 
+def _lower(raw, task, method, split):
+    """The lower end of the 95 % t interval of the mean over seeds, from the textbook formula."""
+    from scipy import stats
+
+    values = [m[split]["acc"] for m in raw[(task, method)].values()]
+    n = len(values)
+    return mean(values) - stats.t.ppf(0.975, n - 1) * stdev(values) / n ** 0.5
+
+
 def _gain(raw, task, split):
     a, b = raw[(task, "mask")], raw[(task, "default")]
     return mean(a[s][split]["acc"] - b[s][split]["acc"] for s in a)
@@ -54,7 +63,7 @@ def _gain(raw, task, split):
 def test_the_recorded_measures_match_an_independent_recomputation(raw, sym_frame):
     ms = ch.symmetry_measures(sym_frame)
     expected = {"M-01": _gain(raw, "2parity-moved", "unseen"), "M-02": _acc(raw, "2parity-moved", "sym-mask", "unseen"),
-                "M-03": _acc(raw, "2parity", "sym-mask", "cube"), "M-04": _acc(raw, "maj3", "mask", "cube"),
+                "M-03": _acc(raw, "2parity", "sym-mask", "cube"), "M-04": _lower(raw, "maj3", "mask", "cube"),
                 "M-05": _acc(raw, "maj3", "sym-mask", "cube"), "M-06": _gain(raw, "threesym", "cube")}
     got = ch.symmetry_claims(ms)
     assert set(got) == set(expected)

@@ -165,13 +165,14 @@ def test_select_and_by_seed():
 def test_load_reads_the_three_grids_from_the_store_at_the_seeds_given():
     runs = ch.load("ci", [1, 0], train=False)  # the committed store
     assert (runs.profile, runs.seeds, list(runs.blocks)) == ("ci", (1, 0), ["referee", "qk-norm", "mask-moves",
-                                                                              "seeds"])
+                                                                              "seeds", "seeds-own"])
     for block in ("referee", "qk-norm", "mask-moves"):
         assert list(runs[block]) == list(get_grid(block).cells("ci"))
         assert all(sorted(r.seed for r in records) == [0, 1] for records in runs[block].values())
-    # R-05's cells at the referee's ten seeds, whatever the chapter's
-    assert list(runs["seeds"]) == list(ch.SEED_TEST_CELLS)
-    assert all(sorted(r.seed for r in records) == list(range(10)) for records in runs["seeds"].values())
+    # R-05's and M-09's cells at the referee's ten seeds, whatever the chapter's
+    assert list(runs["seeds"]) == list(ch.SEED_TEST_CELLS) and list(runs["seeds-own"]) == list(ch.MOVABLE_TEST_CELLS)
+    assert all(sorted(r.seed for r in records) == list(range(10))
+               for block in ("seeds", "seeds-own") for records in runs[block].values())
 
 
 # ---------------------------------------------------------------- frames
@@ -468,9 +469,9 @@ def test_claims_reads_the_three_grids_and_decides_every_claim_as_the_notebook_do
     monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: grids[name])
     asked = []
 
-    def ensure_many(requests, profile, seeds, **kw):  # R-05's cells at its own seeds: here the grid's records
+    def ensure_many(requests, profile, seeds, **kw):  # R-05's and M-09's cells at their seeds: the grids' records
         asked.append(list(seeds))
-        return [grids["referee"][k] for k in ch.SEED_TEST_CELLS]
+        return [grids["referee"][k] for k in ch.SEED_TEST_CELLS] + [movable[k] for k in ch.MOVABLE_TEST_CELLS]
 
     monkeypatch.setattr(ch, "ensure_many", ensure_many)
     results = claims(ch, "ci", list(SEEDS), jobs=2, store="st", train=False)
@@ -481,7 +482,9 @@ def test_claims_reads_the_three_grids_and_decides_every_claim_as_the_notebook_do
     # the notebook's claim cell on the same records
     frame, qk = ch.placement_frame(grids["referee"]), ch.qk_frame(qk_runs)
     tested = ch.placement_frame({k: grids["referee"][k] for k in ch.SEED_TEST_CELLS})
-    parts = ch.verdicts(frame, qk, ch.step_cap_measures(grids["referee"], movable), tested)
+    ten, ten_own = ({k: grids["referee"][k] for k in ch.SEED_TEST_CELLS},
+                    {k: movable[k] for k in ch.MOVABLE_TEST_CELLS})
+    parts = ch.verdicts(frame, qk, ch.step_cap_measures(grids["referee"], movable, ten, ten_own), tested)
     assert [r.id for r in results] == list(parts["measures"]) and list(parts["measures"])[:2] == ["R-01", "R-02"]
     assert {r.id: r.measure for r in results} == pytest.approx(parts["measures"], nan_ok=True)
     assert {r.id: r.preconditions for r in results if r.preconditions} == parts["preconditions"]
@@ -524,8 +527,12 @@ def test_step_cap_measures_exact(runs, movable):
     assert claims["R-01"] == pytest.approx(round(sep, 4), abs=1e-4)  # the larger of the two tasks (same shapes)
     # the correct mask with its own rate minus the fixed one: Majority 0, 2Parity (0.8, 0.75, 0.75) − 0.75
     assert claims["M-08"] == round(0.05 / 3, 4)
-    # the misspecified mask with its own rate (0.9, 0.9, 0.95) over the same mask at the model's (0.75 each)
-    assert claims["M-09"] == round(0.9167 - 0.75, 4) and cap["matters"] == ["maj3"]
+    # the misspecified mask with its own rate (0.9, 0.9, 0.95) over the same mask at the model's (0.75 each),
+    # paired by seed: gains 0.15, 0.15, 0.2; M-09 reads the upper end of their 95 % t interval (t = 4.303, 2 df)
+    gains = np.array([0.15, 0.15, 0.2])
+    upper = gains.mean() + 4.302652729911275 * gains.std(ddof=1) / 3 ** 0.5
+    assert claims["M-09"] == pytest.approx(round(upper, 4), abs=1e-4) and cap["matters"] == ["maj3"]
+    assert cap["recover"]["maj3"].mean_diff == pytest.approx(gains.mean()) and cap["recover"]["maj3"].n == 3
     assert step_cap.step_cap_preconditions(cap) == {
         "M-08": {"mask-can-move": 25.0}, "M-09": {"mask-can-move": 25.0, "mask-matters": 1},
         "R-01": {"mask-can-move": 25.0, "mask-matters": 1}}

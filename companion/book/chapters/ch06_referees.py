@@ -30,12 +30,12 @@ from companion.book.parameters import check_parameters
 from companion.book.prose import mean_sd, num, pct, signed
 from companion.config import TaskConfig
 from companion.experiments import get_grid
-from companion.experiments.chapters import SEED_TEST_CELLS, TEN as TEST_SEEDS, chapter_requests
+from companion.experiments.chapters import MOVABLE_TEST_CELLS, SEED_TEST_CELLS, TEN as TEST_SEEDS, chapter_requests
 from companion.experiments.referee import CONTRASTS, PLACEMENTS, TASKS, WIDENED
 from companion.sweep import ensure_grid, ensure_many
 from companion.tasks import make_task
 
-__all__ = ["DRIFT_TITLES", "SEED_TEST_CELLS", "TEST_SEEDS", "load", "decide", "placement_frame", "qk_frame", "select", "by_seed", "placements_table", "accuracy_table", "accuracy_runs",
+__all__ = ["DRIFT_TITLES", "SEED_TEST_CELLS", "MOVABLE_TEST_CELLS", "TEST_SEEDS", "load", "decide", "placement_frame", "qk_frame", "select", "by_seed", "placements_table", "accuracy_table", "accuracy_runs",
            "baseline_accuracy", "drift_table", "placement_drift", "qk_table", "qk_drift_table", "qk_drift_curves",
            "paired_gain_table", "claim_measures", "prose_numbers", "FIT", "GAIN", "mdi", "mask_matters",
            "separating_drift", "misspecified_drift", "claim_preconditions", "claim_details", "seed_test",
@@ -75,30 +75,39 @@ def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None =
          train: bool = True) -> Runs:
     """Four blocks of {key: [Record per seed]}: "referee" by (task, placement, contrast; "all-zero" and "no mask"
     at 0), "qk-norm" by (task, method, qk_norm), "mask-moves" by (task, placement, "own lr" | "model lr"; {} except
-    at `ci`), and "seeds", R-05's cells of "referee" (`SEED_TEST_CELLS`) at `TEST_SEEDS` ({} except at `ci`).
-    Missing runs are counted over all of them (`gather`)."""
+    at `ci`), and at `TEST_SEEDS` ({} except at `ci`) "seeds", the cells of "referee" R-05 and M-09 read
+    (`SEED_TEST_CELLS`), and "seeds-own", M-09's cells of "mask-moves" (`MOVABLE_TEST_CELLS`). Missing runs are
+    counted over all of them (`gather`)."""
     seeds = list(SEEDS if seeds is None else seeds)
     check_parameters(profile, seeds, jobs)
 
     def grid(name: str):
         return lambda: ensure_grid(name, profile, seeds, store=store, jobs=jobs, train=train)
 
-    def tested():  # R-05 at the referee's ten seeds: the correct ±10 mask and no mask, `ci` only
+    def tested():  # R-05 and M-09 at the referee's ten seeds (`ci` only): one block per grid
         if not _reads_seed_test(profile):
-            return {}
-        cells = get_grid("referee").cells(profile)
-        found = ensure_many([cells[k] for k in SEED_TEST_CELLS], profile, TEST_SEEDS, store=store, jobs=jobs,
-                            train=train)
-        return dict(zip(SEED_TEST_CELLS, found))
+            return {}, {}
+        keys = (*SEED_TEST_CELLS, *MOVABLE_TEST_CELLS)
+        cells = get_grid("referee").cells(profile) | get_grid("mask-moves").cells(profile)
+        found = dict(zip(keys, ensure_many([cells[k] for k in keys], profile, TEST_SEEDS, store=store, jobs=jobs,
+                                           train=train)))
+        return {k: found[k] for k in SEED_TEST_CELLS}, {k: found[k] for k in MOVABLE_TEST_CELLS}
 
-    referee, qk, movable, seed_test_runs = gather(grid("referee"), grid("qk-norm"),
+    referee, qk, movable, (ten, ten_own) = gather(grid("referee"), grid("qk-norm"),
                                                   grid("mask-moves") if _reads_movable(profile) else dict, tested)
-    return Runs(profile, seeds, {"referee": referee, "qk-norm": qk, "mask-moves": movable, "seeds": seed_test_runs})
+    return Runs(profile, seeds, {"referee": referee, "qk-norm": qk, "mask-moves": movable, "seeds": ten,
+                                 "seeds-own": ten_own})
 
 
-def step_cap_measures(runs: Mapping, movable: Mapping) -> dict:
+def step_cap_measures(runs: Mapping, movable: Mapping, ten: Mapping | None = None, ten_own: Mapping | None = None) -> dict:
     """`step_cap.measures`: the step ratio of every learnable-mask run of both grids, the misspecified mask's accuracy
-    and separating drift at the model's learning rate (`runs`) and at its own (`movable`), and the model's cap."""
+    and separating drift at the model's learning rate (`runs`) and at its own (`movable`), and the model's cap; M-09's
+    gain of the misspecified mask at its own rate over the model's, paired by seed, on the ten-seed blocks `ten`
+    and `ten_own` where given (`load`), else on `runs` and `movable`."""
+    model_lr = ten if ten else runs
+    own_lr = ten_own if ten_own else movable
+    recover = {t: paired({r.seed: r.metrics["cube"]["acc"] for r in own_lr[(t, "misspecified", "own lr")]},
+                         {r.seed: r.metrics["cube"]["acc"] for r in model_lr[(t, "misspecified", 10.0)]}) for t in TASKS}
     seen, ratios = set(), []
     for r in step_cap.learnable([r for rs in (*runs.values(), *movable.values()) for r in rs]):
         if r.run_id not in seen:
@@ -111,7 +120,7 @@ def step_cap_measures(runs: Mapping, movable: Mapping) -> dict:
         {t: misspecified_drift(own, t) for t in TASKS}, {t: misspecified_drift(runs, t) for t in TASKS},
         runs[("2parity", "correct", 10.0)][0],
         {t: (sum(r.metrics["seen"]["acc"] >= FIT for r in runs[(t, "misspecified", 10.0)]),
-             len(runs[(t, "misspecified", 10.0)])) for t in TASKS})
+             len(runs[(t, "misspecified", 10.0)])) for t in TASKS}, recover)
 
 
 def movable_table(movable: Mapping) -> pd.DataFrame:
@@ -621,7 +630,7 @@ def decide(runs: Runs) -> Findings:
     referee, movable = runs["referee"], runs["mask-moves"]
     frame, qk = placement_frame(referee), qk_frame(runs["qk-norm"])
     tested = placement_frame(runs.blocks["seeds"]) if runs.blocks.get("seeds") else None  # R-05 at ten seeds
-    cap = step_cap_measures(referee, movable) if movable else None
+    cap = step_cap_measures(referee, movable, runs.blocks.get("seeds"), runs.blocks.get("seeds-own")) if movable else None
     drifts = {task: misspecified_drift(referee, task) for task in TASKS}  # the final masks, from the records
     soft = {task: misspecified_drift(referee, task, 1.0) for task in TASKS}
     d = Decision()

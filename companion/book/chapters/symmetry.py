@@ -20,6 +20,7 @@ from companion.boolean_fourier import cube, evaluate, min_degree_interpolator
 from companion.book.chapters.frames import records_frame
 from companion.book.claims import in_words
 from companion.book.labels import label, task_title
+from companion.book.chapters.stats import summarize
 from companion.book.prose import mean_sd, num, pct, signed
 from companion.experiments.symmetry import METHODS, SEEDS
 from companion.tasks.boolean import accuracy, make_function
@@ -156,23 +157,27 @@ def _paired(frame: pd.DataFrame, task: str, a: str, b: str, col: str) -> float:
 
 
 def measures(frame: pd.DataFrame) -> dict:
-    """`means` {(task, method): {split: mean accuracy}}, `seen` {(task, method): mean seen accuracy} and the
-    paired mask − default gains `moved_gain` (2Parity moved, on U) and `threesym_gain` (3-symmetric, on the cube)."""
+    """`means` {(task, method): {split: mean accuracy}}, `seen` {(task, method): mean seen accuracy}, the
+    paired mask − default gains `moved_gain` (2Parity moved, on U) and `threesym_gain` (3-symmetric, on the cube),
+    and `majority`, the learnable mask's cube accuracy on 3-bit Majority over seeds (`stats.summarize`; M-04)."""
     means = {(fn, m): {s: _mean(frame, fn, m, f"{s}.acc") for s in SPLITS} for fn in SHOWN for m in METHODS}
+    majority = frame[(frame.task == "maj3") & (frame.method == "mask")]["cube.acc"] if "cube.acc" in frame else []
     return {"means": means, "seen": {k: v["seen"] for k, v in means.items()},
             "moved_gain": _paired(frame, "2parity-moved", "mask", "default", "unseen.acc"),
-            "threesym_gain": _paired(frame, "threesym", "mask", "default", "cube.acc")}
+            "threesym_gain": _paired(frame, "threesym", "mask", "default", "cube.acc"),
+            "majority": summarize(list(majority)) if len(majority) > 1 else None}
 
 
 def symmetry_claims(ms: dict) -> dict[str, float]:
-    """M-01 … M-06 from `measures`, 4 decimals (none without runs: not run at this profile)."""
+    """M-01 … M-06 from `measures`, 4 decimals (none without runs: not run at this profile); M-04 is the lower
+    end of the 95 % interval over seeds of the mask's cube accuracy on Majority."""
     means = ms["means"]
     if all(np.isnan(v["seen"]) for v in means.values()):
         return {}
     return {"M-01": round(ms["moved_gain"], 4),
             "M-02": round(means[("2parity-moved", "sym-mask")]["unseen"], 4),
             "M-03": round(means[("2parity", "sym-mask")]["cube"], 4),
-            "M-04": round(means[("maj3", "mask")]["cube"], 4),
+            "M-04": round(ms["majority"].lo, 4),
             "M-05": round(means[("maj3", "sym-mask")]["cube"], 4),
             "M-06": round(ms["threesym_gain"], 4)}
 
@@ -193,21 +198,29 @@ def symmetry_preconditions(ms: dict) -> dict[str, dict[str, float]]:
 
 
 def symmetry_details(ms: dict) -> dict[str, str]:
-    """M-01's and M-06's detail: the two means the paired difference is taken between."""
+    """M-01's and M-06's detail: the two means the paired difference is taken between; M-04's: the mean and its
+    interval, and whether the interval crosses the claim's line."""
     means = ms["means"]
-    return {"M-01": f"mask {pct(means[('2parity-moved', 'mask')]['unseen'])}, default "
-                    f"{pct(means[('2parity-moved', 'default')]['unseen'])} of U",
-            "M-06": f"mask {pct(means[('threesym', 'mask')]['cube'])}, default "
-                    f"{pct(means[('threesym', 'default')]['cube'])} of the cube"}
+    m = ms["majority"]
+    majority = {} if m is None else {
+        "M-04": f"mean {pct(m.mean)} over {m.n} seeds, 95 % interval [{pct(m.lo)}, {pct(m.hi)}]"
+                + ("; the interval crosses the 99 % line" if m.lo < 0.99 <= m.hi else "")}
+    return majority | {"M-01": f"mask {pct(means[('2parity-moved', 'mask')]['unseen'])}, default "
+                               f"{pct(means[('2parity-moved', 'default')]['unseen'])} of U",
+                       "M-06": f"mask {pct(means[('threesym', 'mask')]['cube'])}, default "
+                               f"{pct(means[('threesym', 'default')]['cube'])} of the cube"}
 
 
 def symmetry_numbers(ms: dict, results: Sequence = ()) -> dict[str, str]:
-    """ch3_sym_<task>_<method>_<split> (mean accuracy; '-' in keys as '_'), ch3_sym_moved_gain and
+    """ch3_sym_<task>_<method>_<split> (mean accuracy; '-' in keys as '_'), ch3_sym_maj3_interval (M-04's
+    interval over seeds), ch3_sym_moved_gain and
     ch3_sym_threesym_gain (points, signed) and ch3_verdict_M-0k."""
     out = {}
     for (fn, m), v in ms["means"].items():
         for s in SPLITS:
             out[f"ch3_sym_{fn.replace('-', '_')}_{m.replace('-', '_')}_{s}"] = pct(v[s])
+    m = ms.get("majority")
+    out["ch3_sym_maj3_interval"] = "—" if m is None else f"[{pct(m.lo)}, {pct(m.hi)}]"
     out["ch3_sym_moved_gain"] = signed(100 * ms["moved_gain"])
     out["ch3_sym_threesym_gain"] = signed(100 * ms["threesym_gain"])
     return out | {f"ch3_verdict_{r.id}": in_words(r) for r in results if r.id.startswith("M-")}
