@@ -50,7 +50,7 @@ from companion.positions import alibi_slopes
 from companion.priors import Prior, PriorContext
 from companion.readouts import option_int, parse_ints, register_readout, rounded, sample_positions, split_arg
 
-__all__ = ["LANES_DTYPE", "LOW_PRECISION", "GoatPrior", "goat_priors", "sink_profiles", "prior_readout", "sink_profile", "head_prior"]
+__all__ = ["LANES_DTYPE", "LOW_PRECISION", "GoatPrior", "goat_priors", "layer_prior", "sink_profiles", "prior_readout", "sink_profile", "head_prior"]
 
 INITS = ("uniform", "seeded")
 # Causal GOAT in these dtypes computes its lanes and attention in LANES_DTYPE (module docstring).
@@ -176,9 +176,13 @@ class GoatPrior(Prior):
 
     def kappa(self, delta: Tensor, p: dict[str, Tensor] | None = None) -> Tensor:
         """Relative log-prior κ_h(Δ) for offsets Δ = i − j of any shape S; returns (h, *S)."""
+        phase = delta.to(torch.float64)[..., None] * _geometric(self.rank, self.base, delta.device)
+        return self.series(phase, p)
+
+    def series(self, phase: Tensor, p: dict[str, Tensor] | None = None) -> Tensor:
+        """Σ_r α_hr cos φ_r + β_hr sin φ_r of phase differences φ (*S, R) float64, in the parameters' dtype; (h, *S)."""
         p = self._params() if p is None else p
         alpha, beta = p["alpha"], p["beta"]
-        phase = delta.to(torch.float64)[..., None] * _geometric(self.rank, self.base, delta.device)
         cos, sin = phase.cos().to(alpha.dtype), phase.sin().to(alpha.dtype)  # (*S, R)
         return (cos @ alpha.T + sin @ beta.T).movedim(-1, 0)
 
@@ -419,6 +423,22 @@ def sink_profiles(model: nn.Module, n: int) -> Tensor:
     return torch.stack([p.sink(torch.arange(n, device=p.alpha.device)).double().cpu() for p in priors])
 
 
+def layer_prior(model: nn.Module, arg: str, readout: str, kind: type, what: str = "a GOAT prior") -> "GoatPrior":
+    """The prior of layer `arg` (default 0; negative counts from the last) of `model` for readout `readout`,
+    which must be a `kind` (`what`, in words); a ValueError names a bad index, a missing layer or another prior."""
+    try:
+        layer = int(arg) if arg else 0
+    except ValueError:
+        raise ValueError(f"readout {readout!r} takes a layer index (e.g. '{readout}:0'), got {arg!r}.") from None
+    blocks = getattr(model, "blocks", ())
+    if not -len(blocks) <= layer < len(blocks):
+        raise ValueError(f"readout {readout!r}: layer {layer} does not exist in a model of {len(blocks)} layers.")
+    prior = blocks[layer].attn.scores_prior
+    if not isinstance(prior, kind):
+        raise ValueError(f"readout {readout!r} needs {what} in layer {layer}, not {type(prior).__name__}.")
+    return prior
+
+
 @register_readout("goat_prior")
 @torch.no_grad()
 def prior_readout(model: nn.Module, task, arg: str) -> dict[str, object]:
@@ -427,16 +447,7 @@ def prior_readout(model: nn.Module, task, arg: str) -> dict[str, object]:
     in the model's precision), and "causal". On a causal prior these give back the whole log-prior on
     the visible keys, K_h(i, j) = κ_h(i − j) + u_h(j) for j ≤ i, so a record holds Figure 1 of the
     GOAT paper in 2hn numbers instead of hn²."""
-    try:
-        layer = int(arg) if arg else 0
-    except ValueError:
-        raise ValueError(f"readout 'goat_prior' takes a layer index (e.g. 'goat_prior:0'), got {arg!r}.") from None
-    blocks = getattr(model, "blocks", ())
-    if not -len(blocks) <= layer < len(blocks):
-        raise ValueError(f"readout 'goat_prior': layer {layer} does not exist in a model of {len(blocks)} layers.")
-    prior = blocks[layer].attn.scores_prior
-    if not isinstance(prior, GoatPrior):
-        raise ValueError(f"readout 'goat_prior' needs a GOAT prior in layer {layer}, not {type(prior).__name__}.")
+    prior = layer_prior(model, arg, "goat_prior", GoatPrior)
     pos = torch.arange(model.n_positions, device=prior.alpha.device)
     return {"sink": prior.sink(pos), "kappa": prior.kappa(pos), "causal": bool(prior.causal)}
 

@@ -28,7 +28,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from companion.goat import GoatPrior, _geometric
+from companion.goat import GoatPrior, _geometric, layer_prior
 from companion.priors import PriorContext
 from companion.readouts import register_readout
 
@@ -102,20 +102,14 @@ class GoatPrior2D(GoatPrior):
     def relative(self, i: int, j: int | None = None, p: dict[str, Tensor] | None = None) -> Tensor:
         """κ^y(Δy) + κ^x(Δx), (h, i, j), for the first i patches as queries against all j patches of the grid."""
         j = i if j is None else j
-        p = self._params() if p is None else p
         phase = self.phases(torch.arange(j, device=self.alpha.device))
-        delta = phase[:i, None, :] - phase[None, :, :]  # (i, j, R), float64
-        alpha, beta = p["alpha"], p["beta"]
-        return (delta.cos().to(alpha.dtype) @ alpha.T + delta.sin().to(alpha.dtype) @ beta.T).movedim(-1, 0)
+        return self.series(phase[:i, None, :] - phase[None, :, :], p)  # phase differences (i, j, R), float64
 
     def kappa(self, delta: Tensor, p: dict[str, Tensor] | None = None) -> Tensor:
         """κ_h(Δy, Δx) at offsets `delta` (..., 2) (row, column offsets), (h, ...)."""
-        p = self._params() if p is None else p
         wy, wx = self.frequencies(delta.device)
         d = delta.to(torch.float64)
-        phase = torch.cat([d[..., :1] * wy, d[..., 1:2] * wx], dim=-1)  # (..., R)
-        alpha, beta = p["alpha"], p["beta"]
-        return (phase.cos().to(alpha.dtype) @ alpha.T + phase.sin().to(alpha.dtype) @ beta.T).movedim(-1, 0)
+        return self.series(torch.cat([d[..., :1] * wy, d[..., 1:2] * wx], dim=-1), p)  # phases (..., R)
 
     def offsets(self, side: int) -> Tensor:
         """κ_h at every offset of a side × side grid, (h, 2·side − 1, 2·side − 1), rows Δy = −(side − 1) …
@@ -136,14 +130,5 @@ def grid_prior(model: torch.nn.Module, task, arg: str) -> dict[str, object]:
     """The 2-D GOAT prior of layer arg (default 0; negative counts from the last) at every offset of the
     model's grid, per head (`GoatPrior2D.offsets`, (h, 2s − 1, 2s − 1), float64): the log-prior seen from
     any patch, the source's Figure 5b."""
-    try:
-        layer = int(arg) if arg else 0
-    except ValueError:
-        raise ValueError(f"readout 'goat_grid' takes a layer index (e.g. 'goat_grid:0'), got {arg!r}.") from None
-    blocks = getattr(model, "blocks", ())
-    if not -len(blocks) <= layer < len(blocks):
-        raise ValueError(f"readout 'goat_grid': layer {layer} does not exist in a model of {len(blocks)} layers.")
-    prior = blocks[layer].attn.scores_prior
-    if not isinstance(prior, GoatPrior2D):
-        raise ValueError(f"readout 'goat_grid' needs a 2-D GOAT prior in layer {layer}, not {type(prior).__name__}.")
+    prior = layer_prior(model, arg, "goat_grid", GoatPrior2D, "a 2-D GOAT prior")
     return {"offsets": prior.offsets(grid_side(model.n_positions)).double()}

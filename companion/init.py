@@ -92,10 +92,8 @@ def position_inputs(model: nn.Module) -> Tensor:
 def _require_pattern(name: str, model: nn.Module, pattern: Tensor | None, *, per_head: bool = False) -> Tensor:
     """The task's open pattern, checked: bool (n, n), or with `per_head` also (K, n, n), one per head."""
     n = model.pos_emb.shape[0]
-    shapes = ((n, n),) + (((None, n, n),) if per_head else ())
-    ok = pattern is not None and pattern.dtype == torch.bool and any(
-        pattern.dim() == len(s) and all(a is None or a == b for a, b in zip(s, pattern.shape)) for s in shapes)
-    if not ok:
+    dims = (2, 3) if per_head else (2,)
+    if pattern is None or pattern.dtype != torch.bool or pattern.dim() not in dims or tuple(pattern.shape[-2:]) != (n, n):
         got = None if pattern is None else (tuple(pattern.shape), pattern.dtype)
         per = f", or (K, {n}, {n}) with one per head" if per_head else ""
         raise ValueError(

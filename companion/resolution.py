@@ -12,7 +12,8 @@ pixels an 8 × 8 one). What carries over depends on how the model knows where a 
   has no absolute positions.
 
 Masks are built for one grid of patches and do not carry; a ValueError says so. The readout
-"resolution:12,16" stores the test accuracy and cross-entropy at each side (`ImageTask.test_at`); the
+"resolution:12,16" stores the test accuracy and cross-entropy at each side (`ImageTask.test_at`, scored by
+`ImageTask.score`); the
 readout "canvas:12,16" the same with each image unchanged in the centre of a blank canvas of that side,
 which keeps the patches as trained and changes only the grid (resizing changes both: a 2-pixel patch of
 an upsampled digit holds a quarter of what it held).
@@ -74,19 +75,13 @@ def at_resolution(model: nn.Module, side: int) -> nn.Module:
 
 def _accuracy_at(model: nn.Module, task, sides, *, canvas: bool) -> dict[str, list]:
     trained = model.spec.image_shape[-1]
-    dev = next(model.parameters()).device
     out = {"side": [], "acc": [], "ce": []}
     for side in [trained, *sides]:
-        net = model if side == trained else at_resolution(model, side)
         x, y = task.test_at(side, canvas=canvas)
-        correct, ce = 0, 0.0
-        for start in range(0, len(y), 500):
-            logits = net(x[start:start + 500].to(dev)).float().cpu()
-            correct += int((logits.argmax(-1) == y[start:start + 500]).sum())
-            ce += float(F.cross_entropy(logits, y[start:start + 500], reduction="sum"))
+        found = task.score(model if side == trained else at_resolution(model, side), x.__getitem__, y)
         out["side"].append(side)
-        out["acc"].append(correct / len(y))
-        out["ce"].append(ce / len(y))
+        out["acc"].append(found["acc"])
+        out["ce"].append(found["ce"])
     return out
 
 

@@ -273,18 +273,26 @@ class ImageTask:
     def evaluate(self, model: nn.Module, *, final: bool = True, batch_size: int = 500) -> dict[str, dict[str, float]]:
         """Top-1 accuracy and cross-entropy: the whole test split when final, else its first
         `eval_points`; the training split's first `eval_points` (un-augmented) either way."""
-        dev, out = model_device(model), {}
+        out = {}
         for split in ("train", "test"):
             y = self.splits[split][1]
             n = len(y) if (final and split == "test") else min(len(y), self.eval_points)
-            correct, ce = 0, 0.0
-            for start in range(0, n, batch_size):
-                idx = torch.arange(start, min(n, start + batch_size))
-                logits = model(self._images(split, idx).to(dev)).float().cpu()
-                correct += int((logits.argmax(-1) == y[idx]).sum())
-                ce += float(F.cross_entropy(logits, y[idx], reduction="sum"))
-            out[split] = {"acc": correct / n, "ce": ce / n}
+            out[split] = self.score(model, lambda idx, split=split: self._images(split, idx), y[:n], batch_size)
         return out
+
+    @staticmethod
+    @torch.no_grad()
+    def score(model: nn.Module, images, y: Tensor, batch_size: int = 500) -> dict[str, float]:
+        """{"acc": top-1 accuracy, "ce": mean cross-entropy} of `model` on labels `y` (n,), the inputs of a batch
+        of indices given by `images(idx)`, `batch_size` at a time on the model's device."""
+        dev, n = model_device(model), len(y)
+        correct, ce = 0, 0.0
+        for start in range(0, n, batch_size):
+            idx = torch.arange(start, min(n, start + batch_size))
+            logits = model(images(idx).to(dev)).float().cpu()
+            correct += int((logits.argmax(-1) == y[idx]).sum())
+            ce += float(F.cross_entropy(logits, y[idx], reduction="sum"))
+        return {"acc": correct / n, "ce": ce / n}
 
     def test_at(self, side: int, *, canvas: bool = False) -> tuple[Tensor, Tensor]:
         """The whole test split at side × side, normalised as in training: (x float (n, C, side, side), y).

@@ -115,12 +115,11 @@ def step_cap_measures(runs: Mapping, movable: Mapping, ten: Mapping | None = Non
             ratios.append(step_cap.step_ratio(r))
     own = {(t, "misspecified", 10.0): movable[(t, "misspecified", "own lr")] for t in TASKS}
     return step_cap.measures(
-        step_cap.movable_frame(movable), ratios,
-        {t: float(np.mean([r.metrics["cube"]["acc"] for r in runs[(t, "misspecified", 10.0)]])) for t in TASKS},
+        step_cap.movable_frame(movable), ratios, recover,
         {t: misspecified_drift(own, t) for t in TASKS}, {t: misspecified_drift(runs, t) for t in TASKS},
         runs[("2parity", "correct", 10.0)][0],
         {t: (sum(r.metrics["seen"]["acc"] >= FIT for r in runs[(t, "misspecified", 10.0)]),
-             len(runs[(t, "misspecified", 10.0)])) for t in TASKS}, recover)
+             len(runs[(t, "misspecified", 10.0)])) for t in TASKS})
 
 
 def movable_table(movable: Mapping) -> pd.DataFrame:

@@ -139,21 +139,17 @@ def _by_seed(frame: pd.DataFrame, task: str, placement: str) -> dict[int, float]
     return dict(zip(g["seed"], g["cube.acc"]))
 
 
-def measures(frame: pd.DataFrame, ratios: Sequence[float], misspecified_model_lr: Mapping[str, float],
+def measures(frame: pd.DataFrame, ratios: Sequence[float], recover: Mapping[str, Paired],
              drifts: Mapping[str, float], model_lr_drifts: Mapping[str, float], model_run,
-             fitted: Mapping[str, tuple[int, int]] | None = None, recover: Mapping | None = None) -> dict:
+             fitted: Mapping[str, tuple[int, int]] | None = None) -> dict:
     """Everything the claims read. `ratios`: `step_ratio` of every learnable-mask run the chapter reads;
-    `misspecified_model_lr`: {task: mean cube accuracy of the misspecified ±10 mask at the model's learning rate};
+    `recover`: {task: `Paired`, the misspecified ±10 mask at its own learning rate minus at the model's, by seed}
+    (M-09);
     `drifts` / `model_lr_drifts`: {task: R-01's separating drift} at the mask's own / the model's learning rate;
     `model_run`: a run at the model's rate (its cap, rate and updates); `fitted`: {task: (runs of the
-    misspecified ±10 mask at the model's rate that fit the seen set, runs)}; `recover`: {task: `Paired`, the
-    misspecified mask at its own rate minus at the model's, by seed} (M-09; default: the difference of the means,
-    as a `Paired` of no spread)."""
+    misspecified ±10 mask at the model's rate that fit the seen set, runs)}."""
     matters = [t for t in TASKS if _mean(frame, t, "correct") - _mean(frame, t, "no mask") >= GAIN]
     learn = {t: paired(_by_seed(frame, t, "correct"), _by_seed(frame, t, "fixed")) for t in TASKS}
-    if recover is None:
-        gaps = {t: _mean(frame, t, "misspecified") - misspecified_model_lr[t] for t in TASKS}
-        recover = {t: Paired(g, g, g, float("nan"), 0) for t, g in gaps.items()}
     own = frame[frame["rate"] == "own lr"]
     mis = own[own["placement"] == "misspecified"]
     fits_own = {t: (int((g["seen.acc"] >= FIT).sum()), len(g)) for t, g in mis.groupby("task")}

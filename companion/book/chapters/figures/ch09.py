@@ -153,8 +153,7 @@ def head_prior(panels: Mapping[str, np.ndarray], *, per_row: int = 4):
     return fig
 
 
-def resolution(curves: pd.DataFrame, maps: np.ndarray, order: Sequence[str], sides: Sequence[int],
-               chance: float = 10.0):
+def resolution(curves: pd.DataFrame, maps: np.ndarray, order: Sequence[str], chance: float = 10.0):
     """The digits ViT read at larger sizes (`resolution.curves`): test accuracy against the image side, resized
     (left) and on a larger canvas (middle), each seed thin and the mean bold, one line per way of giving
     positions (`order`, labels); right: GOAT's learned first-layer prior at every offset of the training grid,
@@ -169,7 +168,8 @@ def resolution(curves: pd.DataFrame, maps: np.ndarray, order: Sequence[str], sid
         ax.axhline(chance, ls="--", color="k", lw=0.8)
         ax.set(xlabel="image side (pixels)" if key == "canvas" else "", ylabel="test accuracy (%)", title=reading,
                ylim=(0, 100))
-        ax.set_xticks(list(sides), [str(v) for v in sides])
+        sides = sorted(curves["side"].unique())
+        ax.set_xticks(sides, [str(v) for v in sides])
         if ax.get_legend() is not None:
             ax.get_legend().remove()
     mean = maps.mean(0)
