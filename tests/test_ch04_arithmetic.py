@@ -111,12 +111,30 @@ def test_load_reads_the_arithmetic_grid_from_the_store_and_decide_frames_every_r
 
 def test_claim_measures_at_ci(ci):
     _, frame = ci
-    # At 2× the updates the default reaches 60 % and the paired gain falls to (0.49 + 0.40 + 0.30)/3:
-    # S2-13 and S2-14 land on their partly levels' side (speed, not learnability); Structured (SVD) learns
-    # with more updates (50 %), so S2-15 lands on its partly level; at 1 % the margin closes to 15 points
-    # with more updates, which decides S2-18.
-    assert ch.claim_measures(frame, "ci") == {"S2-13": 0.15, "S2-14": 0.3967, "S2-15": 0.15, "S2-16": 0.0,
+    # At 2× the updates the default reaches 60 % and the paired gain falls to (49, 40, 30) points, whose 95 %
+    # interval reaches down to 16.1 (39.7 − t(2) · 9.5/√3): S2-13 and S2-14 land on their partly levels (speed,
+    # not learnability); Structured (SVD) learns with more updates (50 %), so S2-15 lands on its partly level;
+    # at 1 % the margin closes to 15 points with more updates, which decides S2-18.
+    assert ch.claim_measures(frame, "ci") == {"S2-13": 0.15, "S2-14": 0.2, "S2-15": 0.15, "S2-16": 0.0,
                                               "S2-18": 0.15, "S2-24": 0.0033}  # fixed mask 0.79 in one seed
+
+
+def test_gains_are_decided_on_the_lower_ends_of_their_intervals_not_on_their_means():
+    from companion.book.chapters.stats import paired
+
+    # five seeds whose mean gain (60 points) clears S2-14's 50 but whose interval does not: 0.4 reads partly
+    wide = paired({s: 60.0 + d for s, d in enumerate((-20, -10, 0, 10, 20))}, {s: 0.0 for s in range(5)})
+    assert wide.mean_diff == 60.0 and 30 < wide.lo < 50
+    gains = {(0.004, "base"): wide, (0.004, "long"): wide}
+    assert ch.held_low(gains, [0.004], 0.2) == pytest.approx(wide.lo / 100)
+    # the same mean with a tight interval passes; an interval reaching below 0 at the stated budget fails
+    tight = paired({s: 60.0 + d for s, d in enumerate((-1, 0, 0, 0, 1))}, {s: 0.0 for s in range(5)})
+    assert ch.held_low({(0.004, "base"): tight, (0.004, "long"): tight}, [0.004], 0.2) > 0.5
+    null = paired({s: d for s, d in enumerate((-20, -10, 0, 10, 20))}, {s: 0.0 for s in range(5)})
+    assert ch.held_low({(0.004, "base"): null, (0.004, "long"): tight}, [0.004], 0.05) < 0
+    # the smallest over fractions decides (S2-18)
+    assert ch.held_low({(0.004, "base"): tight, (0.004, "long"): tight, (0.002, "base"): wide,
+                        (0.002, "long"): wide}, [0.002, 0.004], 0.05) == pytest.approx(wide.lo / 100)
 
 
 def test_held_at_both_passes_only_when_both_budgets_do():
@@ -175,11 +193,13 @@ def test_claim_details_give_the_intervals_and_the_best_other(ci):
     assert details["S2-15"] == "Structured (Opt) 4.0 % at the stated budget, Structured (SVD) 50.0 % at 2× the updates"
     assert details["S2-13"] == "1.0 % at the stated budget, 60.0 % at 2× the updates"
     assert details["S2-14"].startswith("+69.0 points, 95 % interval [46.6, 91.4] at the stated budget, +39.7 points, "
-                                       "95 % interval [")  # 69 ± t(2) · 9/√3
+                                       "95 % interval [16.1, ")  # 69 ± t(2) · 9/√3
+    assert details["S2-14"].endswith(" at 2× the updates, over 3 seeds")
     assert details["S2-16"] == "95 % interval [−2.5, 2.5] points"  # a true minus, as every number of the page
     assert details["S2-24"] == "learnable − fixed, 95 % interval [−1.1, 1.8] points"  # (0, 0, 1) points
-    assert details["S2-18"] == ("smallest margin over fractions 0.2 %, 0.4 %, 1 %: +40.0 points at the stated budget; "
-                                "at 2× the updates: 0.2 % +30.0 points, 0.4 % +39.7 points, 1 % +15.0 points")
+    assert details["S2-18"] == ("paired margins over 3 seeds at the stated budget: 0.2 % +40.0 [40.0, 40.0], "
+                                "0.4 % +69.0 [46.6, 91.4], 1 % +70.0 [70.0, 70.0]; at 2× the updates: 0.2 % +30.0 "
+                                "[30.0, 30.0], 0.4 % +39.7 [16.1, 63.3], 1 % +15.0 [15.0, 15.0]")
 
 
 def test_a_two_budget_claim_shows_what_was_measured_not_its_decision_statistic(ci):
@@ -332,7 +352,7 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(monkeypat
     searched = {"ch4_S216_search"}  # the decisive search's outcome, read from results/decisive (tests/test_decisive.py)
     assert {k: v for k, v in found.numbers.items() if k not in searched} == (
         ch.prose_numbers(grid, frame, "ci") | ch.verdict_numbers(found.results) | cap_glue("4", ch.table8_caps(grid))
-        | ch.movable_numbers(ch.movable(frame, grid), found.decided))
+        | ch.movable_numbers(ch.movable(frame, grid), found.decided) | ch.interval_numbers(ch.seed_gains(frame, "ci")))
     assert found.numbers["ch4_verdict_S2-24"] == "inconclusive" and "ch4_cap" in found.numbers
     # S2-24 where the mask can move: its own-rate runs (0.70, 0.72, 0.85) minus the fixed mask (0.60, 0.70, 0.79),
     # +6.0 points: past the partly line of 5, not reproduced; the step cap of a 0.2 rate over 250 onecycle updates

@@ -42,7 +42,7 @@ def test_a_claim_without_preconditions_cannot_be_decided_elsewhere(tmp_path):
 
 def test_a_claim_without_a_decided_entry_is_refused():
     with pytest.raises(KeyError, match="no `decided` entry"):
-        record_decided("S2-12", 0.0, preconditions=FREE, glue=False)
+        record_decided("S2-09", 0.0, preconditions=FREE, glue=False)
 
 
 def test_the_decided_measure_obeys_the_claim_s_rule_its_null_and_its_preconditions():
@@ -74,10 +74,10 @@ def test_the_scoreboard_decides_only_an_inconclusive_claim_and_only_by_a_decisio
 
 
 def test_a_decided_measure_the_ledger_does_not_give_is_an_error():
-    measures = {"S2-12": {"measure": 0.0, "preconditions": {},
+    measures = {"S2-09": {"measure": 0.0, "preconditions": {},
                           "decided": {"measure": 0.0, "preconditions": {}, "detail": ""}}}
     with pytest.raises(ValueError, match="does not give it"):
-        _assess_all({"S2-12": LEDGER["S2-12"]}, measures)
+        _assess_all({"S2-09": LEDGER["S2-09"]}, measures)
 
 
 def test_the_committed_scoreboard_decides_the_claims_the_ledger_gives_a_budget():

@@ -165,3 +165,72 @@ def test_the_committed_s2_16_search_recomputed_from_its_files():
             return
     assert row["verdict"] == "inconclusive" and "decided" not in row["by_profile"]["ci"]
     assert row["by_profile"]["ci"]["failed"] == ["a-method-learns"]
+
+
+def test_the_s2_12_search_trains_the_mask_and_structured_svd_on_majority_with_more_updates_only():
+    presets = get_experiment("gotu-maj3").configs("ci")
+    cfgs = rung_configs("S2-12", 2)
+    assert [(c.method, c.seed) for c in cfgs] == [(m, s) for m in ("mask", "structured-svd") for s in range(5)]
+    for c in cfgs:
+        a, b = _flat(config_to_dict(replace(c, seed=0))), _flat(config_to_dict(presets[c.method]))
+        assert {k for k in a if a[k] != b[k]} == {"train.steps", "train.eval_every"}
+        assert a["train.steps"] == 2 * b["train.steps"] == 500
+    # the precondition counts Structured (SVD)'s fitted runs only: three of them, at 99 % of the seen set or more
+    from types import SimpleNamespace as NS
+    recs = [NS(config=NS(method=m), metrics={"seen": {"acc": a}})
+            for m, a in (("mask", 1.0), ("mask", 1.0), ("mask", 1.0), ("structured-svd", 0.99), ("structured-svd", 1.0),
+                         ("structured-svd", 0.9899))]
+    assert SEARCHES["S2-12"].value(recs) == 2 and not SEARCHES["S2-12"].holds(recs)
+    assert SEARCHES["S2-12"].holds(recs + [NS(config=NS(method="structured-svd"), metrics={"seen": {"acc": 1.0}})])
+
+
+def test_the_committed_s2_12_search_recomputed_from_its_files():
+    """From the JSON alone: at 2x the updates (500) Structured (SVD) fits Majority's seen set in at least three runs,
+    and the retention of the CLS row's open share, (final − chance) / (init − chance) pooled over layers and fitted
+    runs, mask minus Structured (SVD), is the value the scoreboard decides S2-12 on, by the claim's rule."""
+    import numpy as np
+
+    from companion.tasks.boolean import BooleanTask
+
+    row = next(c for c in DOC["claims"] if c["id"] == "S2-12")
+    runs = []
+    for path in sorted(DECISIVE.glob("*.json")):
+        rec = json.loads(path.read_text())
+        cfg = rec["config"]
+        if cfg["experiment"] == "gotu-maj3" and cfg["train"]["steps"] == 500:
+            runs.append(rec)
+    assert sorted((r["config"]["method"], r["seed"]) for r in runs) == [(m, s) for m in ("mask", "structured-svd")
+                                                                        for s in range(5)]
+    fit = [r for r in runs if r["metrics"]["seen"]["acc"] >= 0.99]
+    n_svd = sum(r["config"]["method"] == "structured-svd" for r in fit)
+    assert n_svd >= 3
+    pattern = BooleanTask("maj3", n_bits=15).mask_pattern("support", cls=True).numpy()[0]
+    chance = pattern.mean()
+
+    def kept(method: str) -> float:
+        shares = {w: [float(np.asarray(m)[0][pattern].sum()) - chance for r in fit if r["config"]["method"] == method
+                      for m in r["drift"]["maps"][w]] for w in ("init", "final")}
+        return np.mean(shares["final"]) / np.mean(shares["init"])
+
+    measure = kept("mask") - kept("structured-svd")
+    dec = row["by_profile"]["ci"]["decided"]
+    assert dec["ours"] == pytest.approx(round(measure, 4), abs=1e-4)
+    assert dec["preconditions"] == {"structured-fits": n_svd, "mask-gains": 1}
+    expected = "reproduced" if measure >= 0.5 else "partly" if measure >= 0.2 else "not reproduced"
+    assert row["verdict"] == dec["verdict"] == expected and row["by_profile"]["ci"]["failed"] == ["structured-fits"]
+
+
+def test_the_budget_a_search_would_need_is_where_the_power_law_through_its_rungs_reaches_the_line():
+    from types import SimpleNamespace as NS
+
+    from companion.book.chapters.decisive import needed_factor
+
+    def store(acc_at):  # every run of a rung scores acc_at(updates); None: the rung's records are missing
+        return NS(load=lambda c: None if acc_at(c.train.steps) is None
+                  else NS(config=c, metrics={"test": {"seq_acc": acc_at(c.train.steps)}}))
+
+    grow = store(lambda s: 1e-4 * (s / 400) ** 2)  # 0.01 % at 2x, quadrupling per doubling: 0.64 % at 16x
+    assert needed_factor("S2-16", 0.05, grow) == pytest.approx(2 * 500 ** 0.5)  # 0.01 % · (f/2)² = 5 % at f = 44.7
+    assert needed_factor("S2-16", 0.05, store(lambda s: 1e-4 * s / 400 if s < 1600 else None)) is None  # 8x missing
+    assert needed_factor("S2-16", 0.05, store(lambda s: 0.01)) is None  # flat: no budget would do
+    assert needed_factor("S2-16", 0.05, store(lambda s: 0.0)) is None  # nothing learnt: no trend to follow

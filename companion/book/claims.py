@@ -23,7 +23,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 import yaml
@@ -34,7 +34,7 @@ from companion.book.preconditions import failed_note
 from companion.book.words import claim_groups, verdict_badge, verdict_words, words_of
 from companion.paths import repo_root
 
-__all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "assess", "record", "record_all", "glue_result", "verdict_table",
+__all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "crossed_lines", "assess", "record", "record_all", "glue_result", "verdict_table",
            "in_words",
            "VERDICTS", "NUMERIC_RULES"]
 
@@ -222,6 +222,17 @@ def verdict(rule: dict, measure: Any) -> str:
     if partly is not None and sign * x <= sign * float(partly):
         return "partly"
     return "not reproduced"
+
+
+def crossed_lines(claim_id: str, lo: float, hi: float, fmt: Callable[[float], str]) -> str:
+    """"; the interval crosses the 99 % line" (and "… the 93 % and 99 % lines"): the rule's thresholds of
+    `claim_id` that lie inside [lo, hi], formatted by `fmt`; "" when the interval stays on one side of each."""
+    rule = load_ledger()[claim_id].rule
+    lines = sorted(t for t in (rule.get("partly_threshold"), rule.get("threshold"))
+                   if isinstance(t, (int, float)) and lo < t <= hi)
+    if not lines:
+        return ""
+    return f"; the interval crosses the {' and '.join(fmt(t) for t in lines)} line{'s' if len(lines) > 1 else ''}"
 
 
 def assess(claim: Claim, measure: Any, preconditions: dict[str, Any] | None = None) -> tuple[str, list[str]]:

@@ -12,9 +12,17 @@ rung holds, the claim stays inconclusive and the chapter says which budgets were
 - S2-07 (Cyclic3 extrapolates with the mask): at `ci` fewer than half of the mask's runs fit Cyclic3's seen
   set (seen accuracy ≥ 99 %), so its extrapolation cannot be read on runs that learned the task. The search
   multiplies the updates (2, 4, 8, 16 times the `ci` 250, evaluations at the same fifths).
+- S2-12 (the mask keeps its pattern, Structured (SVD) loses it): at `ci` only two of Structured (SVD)'s five runs
+  fit the seen set on 3-bit Majority (the one task where the mask gains, Chapter 3's rule), too few for a
+  difference in retention to be the method's. The search multiplies the updates of the mask and Structured
+  (SVD) there (2, 4, 8, 16 times the `ci` 250) until three of its runs fit.
 - S2-16 (multiplication from 3 % of the pairs): at `ci` no method learns it (best mean test sequence accuracy
   below 5 %), so a gain of the mask over the default cannot be read. The search multiplies the updates of
   the default and the mask (2, 4, 8, 16 times the `ci` 200).
+- S3-04 and S3-22 (GOAT sheds its sink as the content signal grows): at `ci` the character model's GOAT grows
+  no sink (no head puts half its attention on key 0), so there is nothing to shed. The search multiplies the
+  updates of GOAT's character models (4 and 16 times the `ci` 400; seeds 0-2, one group) until every seed has
+  such a head; RoPE and ALiBi, which S3-22 compares, are trained only at a rung where GOAT's holds.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from typing import Callable, Sequence
 from companion.config import RunConfig, apply_overrides
 from companion.experiments import get_experiment
 
-__all__ = ["Search", "SEARCHES", "FIT", "rung_configs", "rung_overrides", "fit_share", "best_mean", "first_holding"]
+__all__ = ["Search", "SEARCHES", "FIT", "rung_configs", "rung_overrides", "fit_share", "fitted", "sink_share", "best_mean", "first_holding"]
 
 FIT = 0.99  # a run fits the seen set at this seen accuracy (Chapter 3's FIT)
 
@@ -50,6 +58,17 @@ class Search:
     value: Callable[[Sequence], float]  # the precondition's measured value on a rung (what the ledger's rule reads)
 
 
+def fitted(records: Sequence, method: str) -> int:
+    """How many of `method`'s runs among `records` fit the seen set (seen accuracy ≥ `FIT`)."""
+    return sum(r.config.method == method and r.metrics["seen"]["acc"] >= FIT for r in records)
+
+
+def sink_share(records: Sequence) -> float:
+    """The smallest over `records` of the largest mean attention any head of the last layer puts on key 0
+    (the "sink_curve" readout's "head_mean_p0", `companion.transport.sink_reading`)."""
+    return min((max(r.readouts["sink_curve"]["head_mean_p0"]) for r in records), default=0.0)
+
+
 def best_mean(records: Sequence, metric: str = "seq_acc") -> float:
     """The highest mean test `metric` of any method among `records` (mean over each method's seeds)."""
     by: dict[str, list[float]] = {}
@@ -61,8 +80,13 @@ def best_mean(records: Sequence, metric: str = "seq_acc") -> float:
 SEARCHES: dict[str, Search] = {
     "S2-07": Search("S2-07", "gotu-cyclic3", ("mask",), (0, 1, 2, 3, 4), (2, 4, 8, 16), "mask-fits-seen",
                     holds=lambda recs: fit_share(recs) >= 0.5, value=fit_share),
+    "S2-12": Search("S2-12", "gotu-maj3", ("mask", "structured-svd"), (0, 1, 2, 3, 4), (2, 4, 8, 16), "structured-fits",
+                    holds=lambda recs: fitted(recs, "structured-svd") >= 3,
+                    value=lambda recs: fitted(recs, "structured-svd")),
     "S2-16": Search("S2-16", "arith-mul", ("default", "mask"), (0, 1, 2, 3, 4), (2, 4, 8, 16), "a-method-learns",
                     holds=lambda recs: best_mean(recs) >= 0.05, value=best_mean),
+    "S3-04": Search("S3-04", "charlm", ("goat",), (0, 1, 2), (4, 16), "goat-has-sink",
+                    holds=lambda recs: sink_share(recs) >= 0.5, value=sink_share),
 }
 
 

@@ -34,6 +34,7 @@ from companion.book.chapters.symmetry import symmetry_claims, symmetry_details, 
 from companion.experiments import get_experiment
 from companion.experiments.chapters import chapter_requests
 from companion.experiments.gotu import METHODS
+from companion.experiments.decisive import SEARCHES
 from companion.masks import support_pattern
 from companion.sweep import ensure_grid
 from companion.tasks import make_task
@@ -46,7 +47,7 @@ __all__ = ["polynomial", "NAMED", "READINGS", "SHOWN", "tasks_table", "reference
            "table_numbers",
            "headline", "headline_numbers", "accuracy_curves", "figure5_panels", "map_summary",
            "persistence", "figure5_claims", "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks",
-           "function_space", "settle", "space_numbers", "frame_of", "paper_headline", "structured_gain_fitted", "retention", "figure5_preconditions",
+           "function_space", "settle", "space_numbers", "frame_of", "paper_headline", "structured_gain_fitted", "retention", "retention_decided", "figure5_preconditions",
            "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers", "mask_caps",
            "TABLE7_READING", "table7_patterns", "SEEDS", "decide", "SYMMETRY_SEEDS",
            "symmetry_predictions", "symmetry_prediction_table", "symmetry_prediction_numbers", "symmetry_table",
@@ -635,6 +636,42 @@ def cyclic3_decided(d: Decision, profile: str) -> dict[str, str]:
             "ch3_S207_decided": f"{pct(r.measure)}, {in_words(r)}"}
 
 
+def retention_decided(d: Decision, profile: str, masks: dict[str, torch.Tensor], tasks: Sequence[str]) -> dict[str, str]:
+    """S2-12 decided at the first budget of its search (`companion.book.chapters.decisive`) where three of
+    Structured (SVD)'s runs fit the seen set of the task the search trains (3-bit Majority), at `ci`, when that task
+    is the one `tasks` (the `ci` gain tasks) leave; the glue "ch3_S212_search", the search's outcome as a clause:
+    where it held, the retentions there and the verdict, or what was tried ("—" at other profiles)."""
+    if profile != "ci":
+        return {"ch3_S212_search": "—"}
+    fn = SEARCHES["S2-12"].experiment.removeprefix("gotu-")
+    if [t for t in tasks if _chance(masks)[t] < 1.0] != [fn]:
+        return {"ch3_S212_search": f"is not read: it trains {task_title(fn)}, not the tasks the rule leaves here"}
+    rets = {}
+
+    def measure(records) -> float:
+        by_task = {fn: list(records)}
+        rets.update(retention(map_summary(by_task, masks), frame_of(by_task), masks, [fn]))
+        return rets["mask"] - rets["structured-svd"]
+
+    found = decisive.decided("S2-12", measure)
+    if found is None:
+        return {"ch3_S212_search": decisive.search_words("S2-12") + ", so S2-12 stays inconclusive"}
+    found["preconditions"]["S2-12"]["mask-gains"] = 1  # the task, chosen by the rule at `ci`
+    kept = dict(rets)
+    _, _, records = decisive.rungs("S2-12")
+    fit = [r for r in records if r.metrics["seen"]["acc"] >= FIT]
+    loo = [measure([r for r in records if r is not out]) for out in fit]  # each fitted run left out in turn
+    detail = f"{found['details']['S2-12']}; leaving out any one fitted run, {num(min(loo))} to {num(max(loo))}"
+    r = d.decided_claims(found["measures"], preconditions=found["preconditions"], details={"S2-12": detail})[0]
+    fits = found["preconditions"]["S2-12"]["structured-fits"]
+    return {"ch3_S212_search": f"finds it at {decisive.search_words('S2-12')}, where {fits} of Structured (SVD)'s "
+                               f"runs fit; there the mask keeps {num(kept['mask'])} of its pattern and Structured (SVD) "
+                               f"{num(kept['structured-svd'])}, a difference of {num(r.measure)}, and S2-12, decided "
+                               f"at that budget, is {in_words(r)}. With only {fits} fitting runs the difference is "
+                               f"fragile: leaving out any one fitted run moves it from {num(min(loo))} to "
+                               f"{num(max(loo))}"}
+
+
 def decide(runs: Runs) -> Findings:
     """Every claim of the chapter in its verdict table's order (masks S2-11; Tables 1 and 4, S2-05 … S2-10;
     learning the mask, S2-23; Figure 5, S2-12; symmetry, M-01 … M-06) and the numbers its prose cites; parts
@@ -663,6 +700,7 @@ def decide(runs: Runs) -> Findings:
     ret = retention(maps, frame, masks, tm["gain_tasks"])
     d.claims(figure5_claims(ret), preconditions=figure5_preconditions(ret))
     d.glue(figure5_numbers(maps, runs.seeds[0], ret, d.results))
+    d.glue(retention_decided(d, runs.profile, masks, tm["gain_tasks"]))  # S2-12 where Structured (SVD) fits
     preds = symmetry_predictions()  # closed forms: no run is read
     d.glue(symmetry_prediction_numbers(preds))
     sym_frame = symmetry_frame(runs["symmetry"])

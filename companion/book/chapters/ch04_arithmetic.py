@@ -37,6 +37,7 @@ __all__ = ["REACH", "fraction_label", "load", "runs_frame", "examples", "mask_pa
            "table8", "paired_against", "paired_table8", "summary", "paired_gain", "claim_measures",
            "claim_preconditions", "table8_caps", "claim_details", "verdict_numbers", "figure2_data", "figure2_seeds",
            "fraction_ticks", "figure2_table", "held_at_both", "steps_to", "budget_gap_table", "digit_frame", "digit_table", "prose_numbers",
+           "seed_gains", "held_low", "interval_numbers",
            "SEEDS", "decide"]
 
 SEEDS = (0, 1, 2, 3, 4)  # the chapter's seeds: what `load` reads when the notebook's `seeds` is None
@@ -193,11 +194,17 @@ def _margins(frame: pd.DataFrame, profile: str, budget: str = "base") -> dict[fl
             for f in FRACTIONS[profile]}
 
 
-def _held_margin(frame: pd.DataFrame, profile: str) -> float:
-    """S2-18: the smallest over Figure 2's fractions of `held_at_both` of the margin (as a fraction)."""
-    base, long = _margins(frame, profile), _margins(frame, profile, "long")
-    partly = _partly("S2-18")
-    return min(held_at_both(base[f] / 100, long[f] / 100, partly) for f in base)
+def seed_gains(frame: pd.DataFrame, profile: str) -> dict[tuple[float, str], Paired]:
+    """{(fraction, budget): mask − default in test sequence accuracy (points, paired by seed)} on addition at
+    every fraction of Figure 2 and both budgets: what S2-14 (at 0.4 %) and S2-18 (every fraction) decide on.
+    `frame`: the chapter's `runs_frame` (its seeds)."""
+    return {(f, b): paired_gain(frame, "add", f, "mask", budget=b) for f in FRACTIONS[profile] for b in ("base", "long")}
+
+
+def held_low(gains: Mapping[tuple[float, str], Paired], fractions: Sequence[float], partly: float) -> float:
+    """The smallest over `fractions` of `held_at_both` of the lower ends of the gains' 95 % intervals (as a
+    fraction): a gain passes a line only where its interval over seeds clears it at both budgets."""
+    return min(held_at_both(gains[f, "base"].lo / 100, gains[f, "long"].lo / 100, partly) for f in fractions)
 
 
 def _interval(g: Paired) -> str:
@@ -213,6 +220,11 @@ def held_at_both(base: float, long: float, partly: float, *, larger: bool = True
     return min(base, max(long, partly)) if larger else max(base, min(long, partly))
 
 
+def _learns() -> float:
+    """S2-16's `a-method-learns` threshold, from the ledger."""
+    return float(next(r for r in load_ledger()["S2-16"].requires if r["id"] == "a-method-learns")["rule"]["threshold"])
+
+
 def _partly(claim_id: str) -> float:
     return float(load_ledger()[claim_id].rule["partly_threshold"])
 
@@ -221,29 +233,25 @@ def _long_default(frame: pd.DataFrame) -> float:
     return summary(frame, "add", TABLE8_FRACTION["add"], "default", budget="long").mean
 
 
-def _long_gain(frame: pd.DataFrame) -> float:
-    return paired_gain(frame, "add", TABLE8_FRACTION["add"], "mask", budget="long").mean_diff
-
-
-def claim_measures(frame: pd.DataFrame, profile: str) -> dict[str, float]:
+def claim_measures(frame: pd.DataFrame, profile: str, gains: Mapping | None = None) -> dict[str, float]:
     """Claim measures: S2-13 (default on addition at 0.4 %), S2-14 / S2-16 (paired mask gain on addition /
     multiplication), S2-15 (best other initialisation on addition), S2-17 (best structured initialisation on
     multiplication, where the profile runs one), S2-18 (smallest mean mask − default margin over Figure 2's
     fractions), S2-24 (paired learnable − fixed mask gain on addition at 0.4 %). S2-13, S2-14, S2-15 and S2-18
-    are decided at both budgets (`held_at_both`, with the claim's partly level from the ledger)."""
+    are decided at both budgets (`held_at_both`, with the claim's partly level from the ledger); S2-14 and S2-18
+    on the lower ends of the paired intervals of `gains` (`seed_gains`; of `frame` when None)."""
     add, mul = TABLE8_FRACTION["add"], TABLE8_FRACTION["mul"]
-    default, gain, long_default, long_gain = (summary(frame, "add", add, "default").mean / 100,
-                                              paired_gain(frame, "add", add, "mask").mean_diff / 100,
-                                              _long_default(frame) / 100, _long_gain(frame) / 100)
+    gains = seed_gains(frame, profile) if gains is None else gains
+    default, long_default = summary(frame, "add", add, "default").mean / 100, _long_default(frame) / 100
     out = {"S2-13": round(held_at_both(default, long_default, _partly("S2-13"), larger=False), 4),
-           "S2-14": round(held_at_both(gain, long_gain, _partly("S2-14")), 4),
+           "S2-14": round(held_low(gains, [add], _partly("S2-14")), 4),
            "S2-15": round(held_at_both(_best_other(frame)[1] / 100, _best_other(frame, "long")[1] / 100,
                                        _partly("S2-15"), larger=False), 4),
            "S2-16": round(paired_gain(frame, "mul", mul, "mask").mean_diff / 100, 4)}
     structured = [m for m in _STRUCTURED if m in MUL_METHODS[profile]]
     if structured:
         out["S2-17"] = round(max(summary(frame, "mul", mul, m).mean for m in structured) / 100, 4)
-    out["S2-18"] = round(_held_margin(frame, profile), 4)
+    out["S2-18"] = round(held_low(gains, FRACTIONS[profile], _partly("S2-18")), 4)
     out["S2-24"] = round(paired_gain(frame, "add", add, "mask", baseline="fixed-mask").mean_diff / 100, 4)
     return out
 
@@ -265,23 +273,27 @@ def table8_caps(records: Mapping) -> dict[str, float]:
     return method_caps(records[("add", TABLE8_FRACTION["add"], "base")], ("mask",))
 
 
-def claim_details(frame: pd.DataFrame, profile: str) -> dict[str, str]:
-    """What each claim's verdict table row adds to its measure: intervals, the best method, the fractions."""
+def claim_details(frame: pd.DataFrame, profile: str, gains: Mapping | None = None) -> dict[str, str]:
+    """What each claim's verdict table row adds to its measure: intervals (S2-14's and S2-18's over the seeds of
+    `gains`, `seed_gains`), the best method, the fractions."""
     add, mul = TABLE8_FRACTION["add"], TABLE8_FRACTION["mul"]
-    gain_add, gain_mul = paired_gain(frame, "add", add, "mask"), paired_gain(frame, "mul", mul, "mask")
+    gains = seed_gains(frame, profile) if gains is None else gains
+    n = next(iter(gains.values())).n
+    gain_mul = paired_gain(frame, "mul", mul, "mask")
     long = f"{LONG_BUDGET}× the updates"
     best, best_long = _best_other(frame), _best_other(frame, "long")
     return {"S2-13": f"{_percent(summary(frame, 'add', add, 'default').mean)} at the stated budget, "
                      f"{_percent(_long_default(frame))} at {long}",
-            "S2-14": f"{_points(gain_add)} at the stated budget, "
-                     f"{_points(paired_gain(frame, 'add', add, 'mask', budget='long'))} at {long}",
+            "S2-14": f"{_points(gains[add, 'base'])} at the stated budget, {_points(gains[add, 'long'])} at {long}, "
+                     f"over {n} seeds",
             "S2-15": f"{label(best[0])} {_percent(best[1])} at the stated budget, {label(best_long[0])} "
                      f"{_percent(best_long[1])} at {long}",
             "S2-16": _interval_points(gain_mul),
             "S2-24": "learnable − fixed, " + _interval_points(paired_gain(frame, "add", add, "mask", baseline="fixed-mask")),
-            "S2-18": "smallest margin over fractions " + ", ".join(fraction_label(f) for f in FRACTIONS[profile])
-                     + f": {_signed_points(min(_margins(frame, profile).values()))} at the stated budget; at {long}: "
-                     + ", ".join(f"{fraction_label(f)} {_signed_points(m)}" for f, m in _margins(frame, profile, "long").items())}
+            "S2-18": f"paired margins over {n} seeds at the stated budget: "
+                     + ", ".join(f"{fraction_label(f)} {_interval(gains[f, 'base'])}" for f in FRACTIONS[profile])
+                     + f"; at {long}: "
+                     + ", ".join(f"{fraction_label(f)} {_interval(gains[f, 'long'])}" for f in FRACTIONS[profile])}
 
 
 def _points(g: Paired) -> str:
@@ -477,6 +489,18 @@ def _budget_gap_numbers(frame: pd.DataFrame, profile: str) -> dict[str, str]:
     return out
 
 
+def interval_numbers(gains: Mapping[tuple[float, str], Paired]) -> dict[str, str]:
+    """The prose's numbers of S2-14 and S2-18 at the seeds of `gains` (`seed_gains`): their count, the gain at
+    0.4 % at both budgets with its interval, and per budget the lowest lower end over the fractions and where."""
+    add = TABLE8_FRACTION["add"]
+    out = {"ch4_gain_seeds": str(next(iter(gains.values())).n), "ch4_gain_base_interval": _interval(gains[add, "base"]),
+           "ch4_gain_long_interval": _interval(gains[add, "long"])}
+    for b in ("base", "long"):
+        f = min((f for f, budget in gains if budget == b), key=lambda f: gains[f, b].lo)
+        out[f"ch4_gain_low_{b}"] = f"{num(gains[f, b].lo, 1)} points (at {fraction_label(f)})"
+    return out
+
+
 def _digit_numbers(frame: pd.DataFrame) -> dict[str, str]:
     digits = digit_table(frame)
     return {"ch4_mul_units": f"{digits.loc[label('default'), 'c0']:.0f} %",
@@ -537,7 +561,13 @@ def multiplication_decided(d: Decision, profile: str) -> dict[str, str]:
         return {"ch4_S216_search": "—"}
     found = decisive.decided("S2-16", mul_gain)
     if found is None:
-        return {"ch4_S216_search": decisive.search_words("S2-16") + ", so S2-16 stays inconclusive"}
+        words = decisive.search_words("S2-16") + ", so S2-16 stays inconclusive"
+        need = decisive.needed_factor("S2-16", _learns())
+        if need is not None:
+            steps = need * get_experiment("arith-mul").configs(profile)["default"].train.steps
+            words += (f"; by the trend of its rungs (a power law through the better method's accuracy on each) some "
+                      f"method would reach {pct(_learns(), 0)} at about {need:.0f}× the updates ({round(steps, -2):,.0f})")
+        return {"ch4_S216_search": words}
     r = d.decided_claims(found["measures"], preconditions=found["preconditions"], details=found["details"])[0]
     best = found["preconditions"]["S2-16"]["a-method-learns"]
     return {"ch4_S216_search": f"finds it at {decisive.search_words('S2-16')}, where the better method reaches "
@@ -550,14 +580,15 @@ def decide(runs: Runs) -> Findings:
     (verdicts and Adam's step cap included); parts: `frame` (`runs_frame` of every run), `caps` (`table8_caps`)."""
     profile, records = runs.profile, runs["arithmetic"]
     frame = runs_frame(records)
+    gains = seed_gains(frame, profile)  # S2-14 and S2-18, decided on the lower ends of their intervals
     caps = table8_caps(records)  # how far Adam lets the mask move (Chapter 6)
     d = Decision()
-    results = d.claims(claim_measures(frame, profile), details=claim_details(frame, profile),
+    results = d.claims(claim_measures(frame, profile, gains), details=claim_details(frame, profile, gains),
                        preconditions=claim_preconditions(frame, profile, caps))
     moves = movable(frame, records)  # S2-24 where the mask can move
     decided = d.decided_claims(**{k: v for k, v in moves.items() if k != "numbers"}) if moves else []
     d.glue(prose_numbers(records, frame, profile) | verdict_numbers(results) | cap_glue("4", caps)
-           | movable_numbers(moves, decided) | multiplication_decided(d, profile))
+           | movable_numbers(moves, decided) | multiplication_decided(d, profile) | interval_numbers(gains))
     return d.done(frame=frame, caps=caps)
 
 

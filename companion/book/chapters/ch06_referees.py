@@ -22,7 +22,7 @@ from companion.book.chapter import Decision, Findings, Runs
 from companion.book.chapters import step_cap
 from companion.book.chapters.frames import open_mass, readout, records_frame
 from companion.book.chapters.interpolator import mdi
-from companion.book.claims import in_words
+from companion.book.claims import crossed_lines, in_words
 from companion.book.chapters.stats import difference_table, minus, paired, sign_flip_p, summarize
 from companion.book.labels import label, task_title
 from companion.book.missing import gather
@@ -38,7 +38,7 @@ from companion.tasks import make_task
 __all__ = ["DRIFT_TITLES", "SEED_TEST_CELLS", "MOVABLE_TEST_CELLS", "TEST_SEEDS", "load", "decide", "placement_frame", "qk_frame", "select", "by_seed", "placements_table", "accuracy_table", "accuracy_runs",
            "baseline_accuracy", "drift_table", "placement_drift", "qk_table", "qk_drift_table", "qk_drift_curves",
            "paired_gain_table", "claim_measures", "prose_numbers", "FIT", "GAIN", "mdi", "mask_matters",
-           "separating_drift", "misspecified_drift", "claim_preconditions", "claim_details", "seed_test",
+           "separating_drift", "misspecified_drift", "r03_summary", "claim_preconditions", "claim_details", "seed_test",
            "qk_retention", "matched_drift", "MATCH", "SEEDS", "PLACEMENT_NAMES", "ACCURACY_AT", "DRIFT_AT",
            "QK_COLUMNS", "QK_DRIFTS", "MINUS_NO_MASK", "step_cap_measures", "verdicts",
            "movable_table", "step_cap_glue", "free_rows", "free_drift"]
@@ -245,6 +245,11 @@ def by_seed(frame: pd.DataFrame, task: str, placement: str, contrast: float, col
 def _accuracy(frame: pd.DataFrame, task: str, placement: str, contrast: float) -> float:
     """Mean full-cube accuracy of one cell, in [0, 1]."""
     return float(select(frame, task, placement, contrast)["cube.acc"].mean())
+
+
+def r03_summary(frame: pd.DataFrame):
+    """R-03's full-cube accuracy of the correct ±1 mask on Majority over seeds (`stats.Summary`, fractions)."""
+    return summarize(select(frame, "maj3", "correct", 1.0)["cube.acc"].to_numpy())
 
 
 def _mask_drift(frame: pd.DataFrame, task: str, placement: str, contrast: float) -> float:
@@ -516,18 +521,19 @@ def _relative_misspecified_drift(frame: pd.DataFrame) -> float:
 def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame, tested: pd.DataFrame | None = None) -> dict[str, float]:
     """R-02 … R-07 (thresholds in book/claims.yml; R-01 is decided in `step_cap`, see `verdicts`).
 
-    R-02: |mean cube accuracy of the widened falsifier ±10 on Majority − the MDI's| (4 digits). R-03: mean cube
-    accuracy of the correct ±1 mask on Majority (4 digits). R-04: mean final mask drift of the correct Majority mask
+    R-02: |mean cube accuracy of the widened falsifier ±10 on Majority − the MDI's| (4 digits). R-03: the lower end
+    of the 95 % interval of the correct ±1 mask's cube accuracy on Majority over seeds (`r03_summary`, 4 digits). R-04: mean final mask drift of the correct Majority mask
     at ±1 over ±10 (1 digit). R-05: the largest exact one-sided sign-flip p of correct ±10 − no mask over the tasks
     where the mask matters (4 digits; 1.0 without one), on `tested` (R-05's ten-seed frame) where given. R-06: `qk_retention` of Structured (SVD) with QK norm minus
     without (4 digits). R-07: `matched_drift`'s ratio (2 digits).
     """
     drift_ratio = (_mask_drift(frame, "maj3", "correct", 1.0)
                    / max(_mask_drift(frame, "maj3", "correct", 10.0), 1e-12))
+    r03 = r03_summary(frame)
     tested = frame if tested is None else tested
     matters = mask_matters(tested)
     return {"R-02": round(abs(_accuracy(frame, "maj3", "widened", 10.0) - mdi("maj3")), 4),
-                  "R-03": round(_accuracy(frame, "maj3", "correct", 1.0), 4),
+                  "R-03": round(r03.lo, 4),
                   "R-04": round(drift_ratio, 1),
                   "R-05": round(max((seed_test(tested, t)["p"] for t in matters), default=1.0), 4),
                   "R-06": round(qk_retention(qk, True) - qk_retention(qk, False), 4),
@@ -550,8 +556,11 @@ def claim_preconditions(frame: pd.DataFrame, qk: pd.DataFrame, tested: pd.DataFr
 def claim_details(frame: pd.DataFrame, qk: pd.DataFrame, tested: pd.DataFrame | None = None) -> dict[str, str]:
     """What each verdict row adds: R-02's accuracy, R-05's test per task (on `tested` where given), R-06's control,
     R-07's pairs."""
+    r03 = r03_summary(frame)
     tested = frame if tested is None else tested
-    out = {"R-02": f"widened falsifier ±10 on Majority {100 * _accuracy(frame, 'maj3', 'widened', 10.0):.1f} % "
+    out = {"R-03": f"mean {pct(r03.mean)} over {r03.n} seeds, 95 % interval [{pct(r03.lo)}, {pct(r03.hi)}]"
+                   + crossed_lines("R-03", r03.lo, r03.hi, lambda t: pct(t, 0)),
+           "R-02": f"widened falsifier ±10 on Majority {100 * _accuracy(frame, 'maj3', 'widened', 10.0):.1f} % "
                    f"(MDI {100 * mdi('maj3'):.1f} %); the shape-only falsifier fits "
                    f"{100 * float(select(frame, 'maj3', 'falsifier', 10.0)['seen.acc'].mean()):.1f} % of the seen set",
            "R-05": "; ".join(f"{task_title(t)}: {s['gains']} of {s['n']} seeds gain, p = {s['p']:.3f}, "
@@ -582,6 +591,8 @@ def prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence,
                 "ch6_r05_n": str(worst["n"]),
                 "ch6_r05_pmin": f"{2.0 ** -worst['n']:.3f}",
                 "ch6_r05_interval": f"[{100 * worst['lo']:.1f}, {100 * worst['hi']:.1f}]"}
+    r03 = r03_summary(frame)
+    out["ch6_r03_interval"] = f"{pct(r03.mean)} [{pct(r03.lo)}, {pct(r03.hi)}] over {r03.n} seeds"
     out["ch6_fals10_seen"] = pct(float(select(frame, "maj3", "falsifier", 10.0)["seen.acc"].mean()))
     out["ch6_wid10_seen"] = pct(float(select(frame, "maj3", "widened", 10.0)["seen.acc"].mean()))
     out["ch6_acc_maj3_widened_10"] = pct(_accuracy(frame, "maj3", "widened", 10.0))

@@ -18,8 +18,8 @@ import pandas as pd
 import torch
 
 from companion.book.chapter import Decision, Findings, Runs
-from companion.book.chapters import bochner
-from companion.book.claims import load_ledger
+from companion.book.chapters import bochner, decisive
+from companion.book.claims import in_words, load_ledger
 from companion.book.chapters.frames import by_method, readout, run_summary
 from companion.book.labels import label
 from companion.book.missing import gather
@@ -34,7 +34,7 @@ __all__ = ["SEEDS", "CONTROL_SEEDS", "BOUNDS", "SINK_CURVE", "PROP22", "PROP31",
            "RECOMPUTE_TOL", "load", "run_summary", "propositions", "propositions_table", "proposition_checks", "theorem",
            "theorem_table", "theorem_checks", "SENS", "SENS_TIGHT", "UNIFORM", "SINK", "SINK_TIGHT", "MARGIN",
            "PSI_UNIFORM", "PSI_LOG_L", "sensitivity", "sensitivity_table", "sensitivity_checks", "sensitivity_measures",
-           "sensitivity_details", "sensitivity_numbers", "matched_curve", "sink_curve", "sink_curves",
+           "sensitivity_details", "sensitivity_numbers", "sink_search", "matched_curve", "sink_curve", "sink_curves",
            "mean_curve", "shed", "shed_share", "sink_heads", "pooled_shed", "sink_table", "claim_measures",
            "claim_preconditions", "claim_details", "prose_numbers", "decide"]
 
@@ -403,6 +403,43 @@ def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.
     return out
 
 
+def _has_sink() -> float:
+    """S3-04's `goat-has-sink` threshold, from the ledger."""
+    return float(next(r for r in load_ledger()["S3-04"].requires if r["id"] == "goat-has-sink")["rule"]["threshold"])
+
+
+def sink_search(d: Decision, profile: str) -> dict[str, str]:
+    """S3-04 where GOAT's character models grow a sink: the first rung of its search (`companion.book.chapters.
+    decisive`, more updates) where every seed has a head putting half its attention on key 0, decided there by
+    GOAT's share shed (S3-22, which needs RoPE and ALiBi at that rung too, is not); at `ci`. The glue
+    "ch7_sink_search": what the search found, with each rung's weakest seed's sink share ("—" at other profiles)."""
+    if profile != "ci":
+        return {"ch7_sink_search": "—"}
+    tried, factor, records = decisive.rungs("S3-04")
+    done = [r for r in tried if r["value"] is not None]
+    shares = " and ".join(f"{r['value']:.3f}" + (" of its attention" if k == 0 else "") + f" at {r['factor']}× the updates"
+                          for k, r in enumerate(done))
+    if factor is None:
+        words = decisive.search_words("S3-04")
+        if shares:
+            words += (f": in the weakest seed GOAT's most sink-like head gives key 0 {shares}, so S3-04 and S3-22 "
+                      "stay inconclusive")
+            need = decisive.needed_factor("S3-04", _has_sink())
+            if need is None:
+                words += "; its rungs do not rise towards one"
+            else:  # a flat trend puts the budget out of reach: say its order of magnitude
+                power = str(math.floor(math.log10(need))).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
+                at = f"{need:,.0f}×" if need < 1e4 else f"10{power}×"
+                words += f"; a power law through its rungs would reach half at about {at} the updates"
+        return {"ch7_sink_search": words}
+    share = float(shed_share(sink_curve(records)).mean())
+    r = d.decided_claims({"S3-04": round(share, 3)}, preconditions={"S3-04": {"goat-has-sink": round(tried[-1]["value"], 3)}},
+                         details={"S3-04": f"{factor}× the updates, GOAT's character models"})[0]
+    return {"ch7_sink_search": f"finds one at {decisive.search_words('S3-04')} ({shares}); there GOAT "
+                               f"sheds {share:+.0%} of its low-signal sink mass and S3-04, decided at that budget, is "
+                               f"{in_words(r)} (S3-22 stays inconclusive: RoPE and ALiBi are not trained there)"}
+
+
 def decide(runs: Runs) -> Findings:
     """Every claim in verdict-table order (S3-01 … S3-04, S3-22, then S3-20, S3-23, S3-21) and the numbers the prose
     cites (the propositions, the sensitivity bound and Theorem 1 need no runs: random problems, fixed seeds). Parts:
@@ -417,6 +454,7 @@ def decide(runs: Runs) -> Findings:
     d.claims(claim_measures(eot, thm, control), details=claim_details(eot, thm, curves, control, heads),
              preconditions=claim_preconditions(control_heads))
     d.glue(prose_numbers(eot, thm, curves, control, heads, pooled_shed(copymix["goat"]), control_heads))
+    d.glue(sink_search(d, runs.profile))  # S3-04 where GOAT grows a sink (a decisive search)
     sens = sensitivity()
     d.claims(sensitivity_measures(sens), details=sensitivity_details(sens))
     d.glue(sensitivity_numbers(sens))

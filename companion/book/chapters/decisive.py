@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import numpy as np
+
 from companion.experiments.decisive import SEARCHES, first_holding, rung_configs
 from companion.paths import decisive_root
 from companion.store import RunStore
 
-__all__ = ["rungs", "decided", "search_words"]
+__all__ = ["rungs", "decided", "needed_factor", "search_words"]
 
 
 def rungs(claim: str, store: RunStore | None = None) -> tuple[list[dict], int | None, list]:
@@ -37,6 +39,20 @@ def decided(claim: str, measure: Callable[[Sequence], float], store: RunStore | 
             "details": {claim: f"{factor}× the updates ({row['steps']:,}), the first of "
                                f"{', '.join(f'{f}×' for f in search.factors)} where {search.precondition} holds"},
             "tried": tried}
+
+
+def needed_factor(claim: str, threshold: float, store: RunStore | None = None) -> float | None:
+    """Where a search that found nothing would hold by the trend of its rungs: the multiple of the `ci` updates at
+    which a power law through its rungs' precondition values (least squares of log value on log factor) reaches
+    `threshold`; None while a rung's records are missing, with fewer than two rungs, a value that is not
+    positive, or no growth."""
+    tried, _, _ = rungs(claim, store)
+    done = [(r["factor"], r["value"]) for r in tried]
+    if len(done) < 2 or any(v is None or v <= 0 for _, v in done):
+        return None
+    x, y = np.log([f for f, _ in done]), np.log([v for _, v in done])
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(np.exp((np.log(threshold) - intercept) / slope)) if slope > 0 else None
 
 
 def search_words(claim: str, store: RunStore | None = None) -> str:

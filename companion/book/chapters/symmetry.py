@@ -18,7 +18,7 @@ import torch
 
 from companion.boolean_fourier import cube, evaluate, min_degree_interpolator
 from companion.book.chapters.frames import records_frame
-from companion.book.claims import in_words
+from companion.book.claims import crossed_lines, in_words
 from companion.book.labels import label, task_title
 from companion.book.chapters.stats import summarize
 from companion.book.prose import mean_sd, num, pct, signed
@@ -204,7 +204,7 @@ def symmetry_details(ms: dict) -> dict[str, str]:
     m = ms["majority"]
     majority = {} if m is None else {
         "M-04": f"mean {pct(m.mean)} over {m.n} seeds, 95 % interval [{pct(m.lo)}, {pct(m.hi)}]"
-                + ("; the interval crosses the 99 % line" if m.lo < 0.99 <= m.hi else "")}
+                + crossed_lines("M-04", m.lo, m.hi, lambda t: pct(t, 0))}
     return majority | {"M-01": f"mask {pct(means[('2parity-moved', 'mask')]['unseen'])}, default "
                                f"{pct(means[('2parity-moved', 'default')]['unseen'])} of U",
                        "M-06": f"mask {pct(means[('threesym', 'mask')]['cube'])}, default "
