@@ -175,7 +175,7 @@ class GoatPrior(Prior):
     # per member with that member's slices, so each member computes exactly what it computes alone.
 
     def kappa(self, delta: Tensor, p: dict[str, Tensor] | None = None) -> Tensor:
-        """Relative log-prior κ_h(Δ) for offsets Δ = i − j of any shape S; returns (h, *S)."""
+        """Relative log-prior κ_h(Δ) for offsets Δ = i − j of any shape S; returns (h, ``*S``)."""
         phase = delta.to(torch.float64)[..., None] * _geometric(self.rank, self.base, delta.device)
         return self.series(phase, p)
 

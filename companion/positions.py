@@ -51,7 +51,7 @@ def alibi_slopes(n_heads: int) -> Tensor:
 
 
 class ALiBi(Prior):
-    """Fixed linear distance bias: bias[h, i, j] = −m_h·(i − j), or −m_h·|i − j| if symmetric.
+    """Fixed linear distance bias: bias[h, i, j] = −m_h·(i − j), or −m_h·abs(i − j) if symmetric.
 
     Args:
         n_heads: heads; slope m_h from `alibi_slopes`.
