@@ -31,6 +31,15 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
+def _more_updates_only(cfgs, presets, factor: int) -> None:
+    """Each rung config is its method's `ci` preset (seed aside) with `factor` times the updates and the
+    evaluations at the same fractions of the run, and nothing else changed."""
+    for c in cfgs:
+        a, b = _flat(config_to_dict(replace(c, seed=0))), _flat(config_to_dict(presets[c.method]))
+        assert {k for k in a if a[k] != b[k]} == {"train.steps", "train.eval_every"}
+        assert a["train.steps"] == factor * b["train.steps"] and a["train.eval_every"] == factor * b["train.eval_every"]
+
+
 def test_a_rung_is_the_ci_preset_with_more_updates_and_nothing_else():
     base = get_experiment("gotu-cyclic3").configs("ci")["mask"]
     for factor in SEARCHES["S2-07"].factors:
@@ -41,13 +50,9 @@ def test_a_rung_is_the_ci_preset_with_more_updates_and_nothing_else():
         assert (a["train.steps"], a["train.eval_every"]) == (250 * factor, 50 * factor)
     with pytest.raises(ValueError, match="not 3"):
         rung_configs("S2-07", 3)
-    mul = get_experiment("arith-mul").configs("ci")
     cfgs = rung_configs("S2-16", 4)
     assert [(c.method, c.seed) for c in cfgs] == [(m, s) for m in ("default", "mask") for s in range(5)]
-    for c in cfgs:
-        a, b = _flat(config_to_dict(replace(c, seed=0))), _flat(config_to_dict(mul[c.method]))
-        assert {k for k in a if a[k] != b[k]} == {"train.steps", "train.eval_every"}
-        assert a["train.steps"] == 4 * b["train.steps"] and a["train.eval_every"] == 4 * b["train.eval_every"]
+    _more_updates_only(cfgs, get_experiment("arith-mul").configs("ci"), 4)
 
 
 def test_the_best_mean_is_over_each_method_s_seeds():
@@ -168,13 +173,10 @@ def test_the_committed_s2_16_search_recomputed_from_its_files():
 
 
 def test_the_s2_12_search_trains_the_mask_and_structured_svd_on_majority_with_more_updates_only():
-    presets = get_experiment("gotu-maj3").configs("ci")
     cfgs = rung_configs("S2-12", 2)
     assert [(c.method, c.seed) for c in cfgs] == [(m, s) for m in ("mask", "structured-svd") for s in range(5)]
-    for c in cfgs:
-        a, b = _flat(config_to_dict(replace(c, seed=0))), _flat(config_to_dict(presets[c.method]))
-        assert {k for k in a if a[k] != b[k]} == {"train.steps", "train.eval_every"}
-        assert a["train.steps"] == 2 * b["train.steps"] == 500
+    _more_updates_only(cfgs, get_experiment("gotu-maj3").configs("ci"), 2)
+    assert cfgs[0].train.steps == 500
     # the precondition counts Structured (SVD)'s fitted runs only: three of them, at 99 % of the seen set or more
     from types import SimpleNamespace as NS
     recs = [NS(config=NS(method=m), metrics={"seen": {"acc": a}})

@@ -34,7 +34,7 @@ from companion.book.preconditions import failed_note
 from companion.book.words import claim_groups, verdict_badge, verdict_words, words_of
 from companion.paths import repo_root
 
-__all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "crossed_lines", "assess", "record", "record_all", "glue_result", "verdict_table",
+__all__ = ["Claim", "ClaimResult", "load_ledger", "verdict", "requirement_threshold", "crossed_lines", "assess", "record", "record_all", "glue_result", "verdict_table",
            "in_words",
            "VERDICTS", "NUMERIC_RULES"]
 
@@ -222,6 +222,11 @@ def verdict(rule: dict, measure: Any) -> str:
     if partly is not None and sign * x <= sign * float(partly):
         return "partly"
     return "not reproduced"
+
+
+def requirement_threshold(claim_id: str, requirement: str) -> float:
+    """The threshold of one precondition (`requires` entry `requirement`) of `claim_id`, from the ledger."""
+    return float(next(r for r in load_ledger()[claim_id].requires if r["id"] == requirement)["rule"]["threshold"])
 
 
 def crossed_lines(claim_id: str, lo: float, hi: float, fmt: Callable[[float], str]) -> str:

@@ -646,27 +646,29 @@ def retention_decided(d: Decision, profile: str, masks: dict[str, torch.Tensor],
     fn = SEARCHES["S2-12"].experiment.removeprefix("gotu-")
     if [t for t in tasks if _chance(masks)[t] < 1.0] != [fn]:
         return {"ch3_S212_search": f"is not read: it trains {task_title(fn)}, not the tasks the rule leaves here"}
-    rets = {}
+
+    def kept(records) -> dict:  # `retention` on the search's task
+        by_task = {fn: list(records)}
+        return retention(map_summary(by_task, masks), frame_of(by_task), masks, [fn])
 
     def measure(records) -> float:
-        by_task = {fn: list(records)}
-        rets.update(retention(map_summary(by_task, masks), frame_of(by_task), masks, [fn]))
-        return rets["mask"] - rets["structured-svd"]
+        ret = kept(records)
+        return ret["mask"] - ret["structured-svd"]
 
     found = decisive.decided("S2-12", measure)
     if found is None:
         return {"ch3_S212_search": decisive.search_words("S2-12") + ", so S2-12 stays inconclusive"}
     found["preconditions"]["S2-12"]["mask-gains"] = 1  # the task, chosen by the rule at `ci`
-    kept = dict(rets)
     _, _, records = decisive.rungs("S2-12")
+    rets = kept(records)
     fit = [r for r in records if r.metrics["seen"]["acc"] >= FIT]
     loo = [measure([r for r in records if r is not out]) for out in fit]  # each fitted run left out in turn
     detail = f"{found['details']['S2-12']}; leaving out any one fitted run, {num(min(loo))} to {num(max(loo))}"
     r = d.decided_claims(found["measures"], preconditions=found["preconditions"], details={"S2-12": detail})[0]
     fits = found["preconditions"]["S2-12"]["structured-fits"]
     return {"ch3_S212_search": f"finds it at {decisive.search_words('S2-12')}, where {fits} of Structured (SVD)'s "
-                               f"runs fit; there the mask keeps {num(kept['mask'])} of its pattern and Structured (SVD) "
-                               f"{num(kept['structured-svd'])}, a difference of {num(r.measure)}, and S2-12, decided "
+                               f"runs fit; there the mask keeps {num(rets['mask'])} of its pattern and Structured (SVD) "
+                               f"{num(rets['structured-svd'])}, a difference of {num(r.measure)}, and S2-12, decided "
                                f"at that budget, is {in_words(r)}. With only {fits} fitting runs the difference is "
                                f"fragile: leaving out any one fitted run moves it from {num(min(loo))} to "
                                f"{num(max(loo))}"}

@@ -23,7 +23,7 @@ from companion.book.chapters.budget import budget as run_budget
 from companion.book.chapters.frames import curves, records_frame
 from companion.book.chapters.stats import Paired, Summary, difference_table, minus, paired, summarize
 from companion.book.chapters.step_cap import cap_glue, method_caps, own_rate_glue
-from companion.book.claims import in_words, load_ledger
+from companion.book.claims import in_words, load_ledger, requirement_threshold
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
 from companion.book.prose import diff_interval, mean_sd, num, pct, signed
@@ -218,11 +218,6 @@ def held_at_both(base: float, long: float, partly: float, *, larger: bool = True
     (the gap closes with more training: speed, not learnability), it lands on the rule's `partly` level, never
     below it; when the stated budget fails, it is the stated budget's value."""
     return min(base, max(long, partly)) if larger else max(base, min(long, partly))
-
-
-def _learns() -> float:
-    """S2-16's `a-method-learns` threshold, from the ledger."""
-    return float(next(r for r in load_ledger()["S2-16"].requires if r["id"] == "a-method-learns")["rule"]["threshold"])
 
 
 def _partly(claim_id: str) -> float:
@@ -562,11 +557,12 @@ def multiplication_decided(d: Decision, profile: str) -> dict[str, str]:
     found = decisive.decided("S2-16", mul_gain)
     if found is None:
         words = decisive.search_words("S2-16") + ", so S2-16 stays inconclusive"
-        need = decisive.needed_factor("S2-16", _learns())
+        learns = requirement_threshold("S2-16", "a-method-learns")
+        need = decisive.needed_factor("S2-16", learns)
         if need is not None:
             steps = need * get_experiment("arith-mul").configs(profile)["default"].train.steps
             words += (f"; by the trend of its rungs (a power law through the better method's accuracy on each) some "
-                      f"method would reach {pct(_learns(), 0)} at about {need:.0f}× the updates ({round(steps, -2):,.0f})")
+                      f"method would reach {pct(learns, 0)} at about {need:.0f}× the updates ({round(steps, -2):,.0f})")
         return {"ch4_S216_search": words}
     r = d.decided_claims(found["measures"], preconditions=found["preconditions"], details=found["details"])[0]
     best = found["preconditions"]["S2-16"]["a-method-learns"]

@@ -19,7 +19,7 @@ import torch
 
 from companion.book.chapter import Decision, Findings, Runs
 from companion.book.chapters import bochner, decisive
-from companion.book.claims import in_words, load_ledger
+from companion.book.claims import in_words, load_ledger, requirement_threshold
 from companion.book.chapters.frames import by_method, readout, run_summary
 from companion.book.labels import label
 from companion.book.missing import gather
@@ -403,11 +403,6 @@ def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.
     return out
 
 
-def _has_sink() -> float:
-    """S3-04's `goat-has-sink` threshold, from the ledger."""
-    return float(next(r for r in load_ledger()["S3-04"].requires if r["id"] == "goat-has-sink")["rule"]["threshold"])
-
-
 def sink_search(d: Decision, profile: str) -> dict[str, str]:
     """S3-04 where GOAT's character models grow a sink: the first rung of its search (`companion.book.chapters.
     decisive`, more updates) where every seed has a head putting half its attention on key 0, decided there by
@@ -424,7 +419,7 @@ def sink_search(d: Decision, profile: str) -> dict[str, str]:
         if shares:
             words += (f": in the weakest seed GOAT's most sink-like head gives key 0 {shares}, so S3-04 and S3-22 "
                       "stay inconclusive")
-            need = decisive.needed_factor("S3-04", _has_sink())
+            need = decisive.needed_factor("S3-04", requirement_threshold("S3-04", "goat-has-sink"))
             if need is None:
                 words += "; its rungs do not rise towards one"
             else:  # a flat trend puts the budget out of reach: say its order of magnitude
