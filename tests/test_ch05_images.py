@@ -249,7 +249,8 @@ def test_claim_measures_preconditions_and_prose(loaded):
         "ch5_acc_impulse": "95.0 %", "ch5_acc_impulse_mask": "96.0 %", "ch5_best_impulse": "Impulse",
         "ch5_impulse_lead": "0.0 [−2.5, +2.5]", "ch5_impulse_reading": "undecided",
         "ch5_per_head": "+1.0 [+1.0, +1.0]", "ch5_per_head_reading": "improvement",
-        "ch5_best_other": "Mimetic", "ch5_lead": "+2.0 [+2.0, +2.0]", "ch5_lead_reading": "improvement",
+        "ch5_best_other": "Mimetic", "ch5_lead": "+2.0 [+2.0, +2.0]", "ch5_lead_crossed": "",
+        "ch5_lead_reading": "improvement",
         "ch5_fixed": "0.0 [−2.5, +2.5]", "ch5_fixed_reading": "undecided", "ch5_gap": "0.00", "ch5_spread": "2.00",
         "ch5_ppl_change": "−1.00 [−3.48, +1.48]", "ch5_ppl_reading": "undecided", "ch5_margin": "1 %",
         "ch5_share_default_end": "0.39", "ch5_share_svd_start": "1.00", "ch5_share_svd_end": "0.39",
@@ -388,3 +389,21 @@ def test_tables_for_the_page_carry_readers_headers():
     shown = ch.for_page(t)
     assert list(shown.columns) == ["Test accuracy (%)", "Seeds"] and list(shown.index.names) == ["Image set", "Method"]
     assert shown.iloc[0, 0] == "95.0 ± 2.0"
+
+
+def test_s2_27_is_decided_on_the_lower_end_and_names_the_lines_its_interval_crosses():
+    """A lead whose mean clears the 1-point line but whose interval reaches below 0 is not reproduced, and the
+    prose says which lines the interval crosses."""
+    from companion.book.chapters.stats import Paired
+    from companion.book.claims import crossed_lines, record_all
+
+    lead = Paired(0.0144, -0.0010, 0.0298, float("nan"), 6)
+    t3m = {"digits": {"lead": lead, "impulse_lead": lead}}
+    fixed = {"digits": Paired(0.0, -0.01, 0.01, float("nan"), 6)}
+    measures = ch.claim_measures(t3m, fixed, Paired(0.0, -0.01, 0.01, float("nan"), 3))
+    assert measures["S2-27"] == -0.001
+    result = record_all({"S2-27": measures["S2-27"]}, preconditions={"S2-27": {"default-learns-images": 0.93}},
+                        glue=False)[0]
+    assert result.verdict == "not reproduced"
+    assert crossed_lines("S2-27", lead.lo, lead.hi, lambda t: f"{100 * t:+.1f}-point") == \
+        "; the interval crosses the +0.3-point and +1.0-point lines"

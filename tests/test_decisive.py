@@ -236,3 +236,17 @@ def test_the_budget_a_search_would_need_is_where_the_power_law_through_its_rungs
     assert needed_factor("S2-16", 0.05, store(lambda s: 1e-4 * s / 400 if s < 1600 else None)) is None  # 8x missing
     assert needed_factor("S2-16", 0.05, store(lambda s: 0.01)) is None  # flat: no budget would do
     assert needed_factor("S2-16", 0.05, store(lambda s: 0.0)) is None  # nothing learnt: no trend to follow
+
+
+@pytest.mark.parametrize("claim", sorted(SEARCHES))
+def test_each_search_stops_where_the_ledgers_precondition_holds(claim):
+    """The engine's stopping threshold is the ledger's (the engine does not read book/claims.yml, so the two are
+    held equal here), and the rule is the ledger's kind: at least the threshold."""
+    from companion.book.claims import load_ledger, requirement_threshold
+
+    search = SEARCHES[claim]
+    rule = next(r for r in load_ledger()[claim].requires if r["id"] == search.precondition)["rule"]
+    assert rule["kind"] == "at_least"
+    assert search.threshold == requirement_threshold(claim, search.precondition)
+    at, below = (replace(search, value=lambda recs, v=v: v) for v in (search.threshold, search.threshold - 1e-9))
+    assert at.holds([]) and not below.holds([])
