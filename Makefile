@@ -15,7 +15,7 @@ PIP     := $(BIN)/python -m pip --disable-pip-version-check -q
 BOOK_INPUTS := _config.yml _toc.yml $(shell find book -type f -not -name '*.tmp' 2>/dev/null)
 
 .PHONY: book test check install chapters html unit nbval sources scoreboard-check reproduce records strict browser clean edition \
-	lock lock-check other-python pdf pdf-check
+	lock lock-check other-python wheel-check pdf pdf-check
 
 ifeq ($(PROFILE),ci)
 book: chapters $(HTML)
@@ -24,7 +24,9 @@ book: edition
 endif
 
 # Install exactly the lock (every file checked against its hash, nothing resolved), then the package itself
-# without dependencies, check that the environment equals the lock, and register the `companion` kernel.
+# without dependencies, check that the environment equals the lock, and register the `companion` kernel. (Before
+# 0.2.0 the distribution was called `companion`; an old .venv's copy is removed first, so that its uninstall can
+# never take the `companion` command of `attention-priors` with it.)
 # INSTALLER=uv (default): uv, itself pinned by hash in tools/uv-requirements.txt and kept in _build/uv, is
 # 3.4x faster than pip here even though it downloads torch's 3 GB that pip takes from this disk (README,
 # "Installing"); if uv cannot be installed, pip does the same install. INSTALLER=pip: pip only.
@@ -33,6 +35,7 @@ $(UV):
 
 $(STAMP): pyproject.toml $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(PIP) uninstall -y companion >/dev/null 2>&1 || true
 	@if [ "$(INSTALLER)" = uv ] && { test -x $(UV) || $(MAKE) --no-print-directory $(UV) 2>&1 | grep -v '^WARNING: Location'; test -x $(UV); }; then \
 	  echo "installing $(LOCK) into $(VENV) with uv"; \
 	  $(UV) pip install -q --python $(BIN)/python --require-hashes --no-deps -r $(LOCK) \
@@ -87,6 +90,16 @@ other-python:
 	.venv-$$version/bin/python -m pytest -p no:cacheprovider --nbval --nbval-current-env \
 	  --nbval-sanitize-with tests/sanitize.cfg $(OTHER_NBVAL) -q
 
+# The wheel a reader installs beside their own torch (tools/wheel_check.py): build the sdist and the wheel, install
+# the wheel into a fresh _build/wheel/venv with only its core dependencies, each at the floor pyproject.toml gives it
+# (torch>=2.6 installs torch==2.6.0), check that no package of an extra came with it and that `companion` imports from
+# there and not from this checkout, then run the code cells tagged `recipe` of RECIPES_NB (after its parameters) as
+# one script from outside the checkout. uv installs (its cache makes a second run quick); pip where uv is missing.
+RECIPES_NB ?= notebooks/11_your_own_model.ipynb
+wheel-check: $(STAMP)
+	@test -x $(UV) || $(MAKE) --no-print-directory $(UV) 2>&1 | grep -v '^WARNING: Location' || true
+	$(BIN)/python tools/wheel_check.py --python $(PYTHON) --uv $(UV) --notebook $(RECIPES_NB) --out _build/wheel
+
 # Execute the chapters from the committed records in results/ci (skips those whose inputs are unchanged;
 # trains only runs the records lack, none in a clean clone) and refresh the scoreboard.
 chapters: $(STAMP)
@@ -107,7 +120,7 @@ html: $(HTML)
 
 # `make test`: every step in turn through tools/steps.py, which prints each step's minutes as it ends and a
 # table of them all (also _build/steps.json; the README's cost table lists the same steps).
-TEST_STEPS := install unit sources scoreboard-check reproduce nbval strict edition browser other-python pdf-check
+TEST_STEPS := install unit sources scoreboard-check reproduce nbval strict edition browser other-python wheel-check pdf-check
 test:
 	@MAKE="$(MAKE)" python3 tools/steps.py $(TEST_STEPS)
 

@@ -4,21 +4,22 @@ The core (`companion/*.py`, `tasks/`) trains and is what a run's identity hashes
 every run and grid; `book/` reads records and never trains; `cost/` benchmarks attention; `cli/` is
 the command line. The most used names are re-exported here: the prior protocol and the priors a model of your own can use
 (`LearnableMask`, `GoatPrior`, `ALiBi`, `RotaryEmbedding`, `SinusoidalPositions`, the structured query–key
-initialisations), `attend`, and `prior_bias` / `mha_mask` / `score_mod` (`companion.interop`), which put a prior's
-bias into SDPA, `nn.MultiheadAttention` or FlexAttention; everything else lives in its own module.
+initialisations), `attend`, and `prior_bias` / `mha_mask` / `score_mod` / `attention_function` (`companion.interop`), which put a prior's
+bias into SDPA, `nn.MultiheadAttention`, FlexAttention or a Hugging Face-style attention module; everything else lives in its own module.
 """
 
 import importlib
 
 from companion.attention import attend, visible_keys
-from companion.interop import mha_mask, prior_bias, score_mod
+from companion.interop import attention_function, fastpath_off, mha_mask, prior_bias, score_mod
 from companion.priors import LearnableMask, Prior, sinusoidal_positions
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = [
     "attend", "visible_keys", "Prior", "LearnableMask", "GoatPrior", "ALiBi", "RotaryEmbedding", "SinusoidalPositions",
     "sinusoidal_positions", "init_structured_svd_", "init_structured_opt_", "init_mimetic_",
-    "prior_bias", "mha_mask", "score_mod", "__version__",
+    "prior_bias", "mha_mask", "score_mod", "attention_function", "fastpath_off",
+    "__version__",
     "ModelConfig", "PriorConfig", "TaskConfig", "TrainConfig", "RunConfig", "EXPERIMENTS",
     "build_model", "train", "make_task", "ensure_runs",
 ]

@@ -59,5 +59,6 @@ def test_claims_is_decide_on_load_with_the_arguments_passed_through():
 def test_module_of_finds_every_chapter_by_number_or_name():
     assert module_of("08").__name__ == module_of("chapters/08_copy_mixture").__name__ == \
         "companion.book.chapters.ch08_copy_mixture"
-    with pytest.raises(LookupError, match="needs exactly one module companion/book/chapters/ch11_"):
-        module_of("11")
+    assert module_of("11").__name__ == "companion.book.chapters.ch11_own_model"
+    with pytest.raises(LookupError, match="needs exactly one module companion/book/chapters/ch12_"):
+        module_of("12")

@@ -134,3 +134,94 @@ def test_the_public_names_and_their_examples_run():
         warnings.simplefilter("ignore", UserWarning)
         result = doctest.testmod(interop, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 10 and result.failed == 0
+
+
+@pytest.mark.parametrize("name", ["mask (per head)", "mask (shared)", "goat"])
+@pytest.mark.parametrize("kind", ["none", "bool", "additive"])
+def test_the_attention_function_adds_the_prior_to_the_models_own_mask(name, kind):
+    """Hugging Face's interface: (batch, heads, L, d) in, (batch, L, heads, d) out; the model's mask, boolean
+    (True = attend) or additive, joins the prior's bias; the prior's gradient is attend's."""
+    prior = _priors()[name]
+    q, k, v = _qkv(3)
+    keep = torch.ones(B, N, dtype=torch.bool)
+    keep[0, -2:] = False  # the last two keys of the first sequence are padding
+    model_mask = {"none": None, "bool": keep[:, None, None, :],
+                  "additive": torch.zeros(B, 1, 1, N, dtype=q.dtype).masked_fill(~keep[:, None, None, :], -1e9)}[kind]
+    out, weights = interop.attention_function(prior)(nn.Module(), q, k, v, model_mask)
+    assert weights is None and out.shape == (B, N, H, D)
+    extra = 0.0 if kind == "none" else torch.zeros(B, 1, 1, N, dtype=q.dtype).masked_fill(~keep[:, None, None, :],
+                                                                                        float("-inf"))
+    ref = attend(q, k, v, bias=prior.bias(N, N) + extra).transpose(1, 2)
+    assert torch.allclose(out, ref, atol=1e-12, rtol=0)
+    params = [p for p in prior.parameters() if p.requires_grad]
+    if params:
+        got = torch.autograd.grad((out * ref.detach()).sum(), params, allow_unused=True)
+        want = torch.autograd.grad((ref * ref.detach()).sum(), params, allow_unused=True)
+        for a, b in zip(got, want):
+            assert (a is None and b is None) or torch.allclose(a, b, atol=1e-12, rtol=0)
+
+
+def test_the_attention_function_gives_zeros_to_a_query_with_no_key_and_serves_grouped_queries():
+    prior = ALiBi(H).double()
+    q, k, v = _qkv(4)
+    keep = torch.ones(B, N, dtype=torch.bool)
+    keep[:, :2] = False  # left padding: with the causal rule, queries 0 and 1 have no key left
+    out, _ = interop.attention_function(prior, causal=True)(nn.Module(), q, k, v, keep[:, None, None, :])
+    assert not out.isnan().any()
+    assert (out[:, :2] == 0).all() and (out[:, 2:].abs().sum(-1) > 0).all()
+    kv = [t[:, :1] for t in (k, v)]  # one key-value head serving every query head (grouped-query attention)
+    grouped, _ = interop.attention_function(prior)(nn.Module(), q, *kv, None)
+    ref = attend(q, kv[0].expand(-1, H, -1, -1), kv[1].expand(-1, H, -1, -1), bias=prior.bias(N, N))
+    assert torch.allclose(grouped, ref.transpose(1, 2), atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="5 queries and 6 keys: the prior's bias is square"):
+        interop.attention_function(prior)(nn.Module(), q[:, :, :5], k, v, None)
+    with pytest.raises(ValueError, match="pass a bool mask"):
+        interop.attention_function(prior)(nn.Module(), q, k, v, keep.long()[:, None, None, :])
+
+
+def test_fastpath_off_gives_the_encoder_layers_training_output_in_inference_and_restores_the_setting():
+    layer = nn.TransformerEncoderLayer(H * D, H, 4 * H * D, dropout=0.0, batch_first=True, dtype=torch.float64)
+    x = torch.randn(B, N, H * D, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    mask = mha_mask(_priors()["mask (per head)"], N, batch=B, heads=H, dtype=x.dtype).detach()
+    trained = layer(x, src_mask=mask)
+    layer.eval()
+    before = torch.backends.mha.get_fastpath_enabled()
+    with torch.no_grad(), companion.fastpath_off():
+        assert not torch.backends.mha.get_fastpath_enabled()
+        inferred = layer(x, src_mask=mask)
+    assert torch.backends.mha.get_fastpath_enabled() == before
+    assert torch.allclose(inferred, trained.detach(), atol=1e-12, rtol=0)
+
+
+class _Slope(ALiBi):
+    """A prior whose bias is −θ·|i − j| with θ one 0-D parameter: the case a `score_mod` capturing θ itself breaks."""
+
+    def __init__(self):
+        super().__init__(1, symmetric=True)
+        self.theta = nn.Parameter(torch.tensor(0.3, dtype=torch.float64))
+
+    def bias(self, i, j=None):
+        pos = torch.arange(i, dtype=torch.float64)
+        return (-self.theta * (pos[:, None] - pos[None]).abs())[None]
+
+
+def test_a_zero_dim_parameter_reaches_flex_attention_through_the_captured_bias_with_its_closed_form_gradient():
+    """d/dθ of Σ w·out equals the closed form Σ_ij ∂L/∂s_ij · (−|i − j|), computed here from attend's weights."""
+    prior = _Slope()
+    q, k, v = _qkv(6)
+    out = _flex(q, k, v, score_mod(prior, N))
+    w = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    (grad,) = torch.autograd.grad((out * w).sum(), prior.theta)
+    _, p = attend(q.detach(), k, v, bias=prior.bias(N, N).detach(), return_weights=True)
+    dp = w @ v.transpose(-1, -2)  # ∂L/∂p_ij = w_i · v_j
+    ds = p * (dp - (dp * p).sum(-1, keepdim=True))  # softmax's Jacobian
+    dist = (torch.arange(N)[:, None] - torch.arange(N)[None]).abs().double()
+    assert torch.allclose(grad, (ds * -dist).sum(), atol=1e-12, rtol=0)
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    # the device given: on torch 2.6 create_block_mask's default is CUDA
+    blocks = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, N, N, device=q.device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        causal = flex_attention(q, k, v, score_mod=score_mod(prior, N, causal=True), block_mask=blocks)
+    assert torch.allclose(causal, attend(q, k, v, bias=prior.bias(N, N), causal=True), atol=1e-12, rtol=0)

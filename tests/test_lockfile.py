@@ -8,6 +8,7 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,19 @@ def test_every_interpreter_found_is_supported_and_other_never_returns_the_given_
     other = subprocess.run([sys.executable, str(ROOT / "tools" / "pythons.py"), "--other", mine],
                            capture_output=True, text=True, check=True).stdout.strip()
     assert other == "" if len(found) == 1 else pythons._version(other) not in ("", None, mine)
+
+
+def test_an_extra_that_names_the_project_stands_for_that_extras_requirements_once():
+    """`test` and `book` each take `attention-priors[train]`: the lock must hold the train extra's packages, and
+    each requirement is checked once, not once per extra that reaches it."""
+    project = {"name": "Attention_Priors", "dependencies": ["torch>=2.6"],
+               "optional-dependencies": {"train": ["pandas>=2.1", "tqdm>=4.66"],
+                                         "test": ["attention-priors[train]", "pytest>=8"],
+                                         "book": ["attention-priors[train]", "papermill>=2.6", "pandas>=2.1"]}}
+    assert [str(r) for r in lockfile.requirements(project, ("test", "book"))] == [
+        "torch>=2.6", "pandas>=2.1", "tqdm>=4.66", "pytest>=8", "papermill>=2.6"]
+    assert [str(r) for r in lockfile.requirements(project, ())] == ["torch>=2.6"]
+    real = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {r.name for r in lockfile.requirements(real, lockfile.EXTRAS)}
+    assert {"torch", "numpy", "torchvision", "pandas", "pytest", "jupyter-book"} <= names
+    assert "attention-priors" not in names

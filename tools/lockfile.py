@@ -76,13 +76,35 @@ def resolved(pins: list[Pin], env: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def requirements(project: dict, extras: tuple[str, ...]) -> list[Requirement]:
+    """pyproject.toml's dependencies with those of `extras`, each once; an extra that names the project
+    itself (`attention-priors[train]` in `test`) stands for that extra's own requirements."""
+    me, out, seen = canonicalize_name(project["name"]), [], set()
+
+    def add(reqs: list[str]) -> None:
+        for text in reqs:
+            req = Requirement(text)
+            if canonicalize_name(req.name) == me:
+                for extra in sorted(req.extras - seen):
+                    seen.add(extra)
+                    add(project["optional-dependencies"][extra])
+            elif str(req) not in {str(r) for r in out}:
+                out.append(req)
+
+    add(project["dependencies"])
+    for extra in extras:
+        if extra not in seen:
+            seen.add(extra)
+            add(project["optional-dependencies"][extra])
+    return out
+
+
 def lock_problems(pins: list[Pin], root: Path = ROOT) -> list[str]:
     """Disagreements of the lock with pyproject.toml and environment.yml, one sentence each."""
     fix = "; run `make lock`"
     problems = [f"{p.name}=={p.version} has no --hash{fix}" for p in pins if not p.hashes]
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
-    wanted = [Requirement(r) for r in project["dependencies"]]
-    wanted += [Requirement(r) for extra in EXTRAS for r in project["optional-dependencies"][extra]]
+    wanted = requirements(project, EXTRAS)
     for python in SUPPORTED:
         env = environment(python)
         if project.get("requires-python") and Version(env["python_full_version"]) not in \

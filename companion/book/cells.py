@@ -18,7 +18,9 @@ The convention (only the tags in MANAGED are set or cleared; other tags are left
 - a cell that runs only `if rerun:` (the rerunner's own measurement, beside the committed one):
   `hide-input`, whatever literals it holds;
 - cells that state their inputs as literals (a list of contrasts, a mask written out as a tensor, the
-  tokens of an example): shown, since those lines are what a reader changes to ask another question.
+  tokens of an example): shown, since those lines are what a reader changes to ask another question;
+- a `recipe` cell (tagged by hand: code a reader copies into a model of their own, which `make wheel-check`
+  also runs against the installed wheel): shown whole, imports included.
 
 A figure cell's caption (`metadata.mystnb.figure.caption`, numbered by the build) also gives its image
 its alt text (`metadata.mystnb.image.alt`): the caption as plain text, so that a screen reader says
@@ -85,6 +87,8 @@ def classify(source: str, tags: list[str]) -> set[str]:
     """The presentation tags (a subset of MANAGED) a code cell should carry."""
     if "parameters" in tags:
         return {"remove-cell"}
+    if "recipe" in tags:
+        return set()
     try:
         body = ast.parse(source).body
     except SyntaxError:  # IPython magics: leave the cell as it is

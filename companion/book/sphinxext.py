@@ -1,6 +1,7 @@
 """A small Sphinx extension for the book: facts computed at build time, never typed by hand.
 
 It sets MyST substitutions (enable the `substitution` extension) that any page may use:
+- `{{ version }}`: the package's version, `companion.__version__` (the one place it is set);
 - `{{ book_commit }}`, `{{ book_date }}`: the commit the book was built from (with "+ local changes"
   when the work tree differs from it) and its UTC date and time (the build's, with local changes), so
   a clean checkout of one commit builds the same pages on every machine;
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from sphinx.util import logging
 
+from companion import __version__
 from companion.book import glance, tables, typography, verdict_strip
 from companion.book.display import DASHBOARD, load_dashboard
 from companion.book.pdf import PDF_NAME
@@ -97,7 +99,8 @@ def build_facts(root: Path, *, url: str = "", root_doc: str = "book/intro",
                 pdf: bool = False) -> tuple[dict[str, str], list[str]]:
     """The substitutions, from the scoreboard JSON and git, and the problems to warn about."""
     commit = git_commit(root)
-    facts = {"book_commit": commit, "book_date": _build_time(root, commit).strftime("%Y-%m-%d %H:%M UTC")}
+    facts = {"book_commit": commit, "book_date": _build_time(root, commit).strftime("%Y-%m-%d %H:%M UTC"),
+             "version": __version__}
     doc = _scoreboard(root)
     facts["verdicts_at_a_glance"], problems = glance.landing(doc, book_profile(root))
     facts["book_links"] = _links(url, root_doc, pdf)

@@ -5,12 +5,15 @@ Each command lives in the module that owns its concept; a module joins the CLI b
 the parsed arguments and returning an exit code.
 
 Every value is checked before any work starts (`companion.cli.values`): a bad one is one line on stderr
-and exit 2, from the parser or from the command's own checks (`values.fail`), never a traceback.
+and exit 2, from the parser or from the command's own checks (`values.fail`), never a traceback. Installed
+without the `train` extra (`pip install attention-priors`, the core alone), it says in one line which packages
+it lacks and how to add them, and exits 1.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -19,6 +22,20 @@ from companion.cli.values import Parser
 
 _COMMAND_MODULES = ("companion.cli.runs", "companion.cli.paper", "companion.cli.ladder", "companion.cli.decisive", "companion.book.runner", "companion.book.scoreboard",
                     "companion.book.claim_cli", "companion.book.reproduce")
+
+# The `train` extra of pyproject.toml, by the name each is imported as (tests/test_cli_extras.py holds the two
+# equal): the engine behind every command. The core, `pip install attention-priors`, brings none of them.
+TRAIN_MODULES = {"torchvision": "torchvision", "scipy": "scipy", "pandas": "pandas", "yaml": "PyYAML",
+                 "tqdm": "tqdm", "submitit": "submitit", "sklearn": "scikit-learn"}
+
+
+def missing_train_extra() -> str | None:
+    """One line naming the `train` extra's packages that are not installed and the fix; None if all are."""
+    missing = [dist for module, dist in TRAIN_MODULES.items() if importlib.util.find_spec(module) is None]
+    if not missing:
+        return None
+    return (f"companion: error: the command line needs the engine's packages, and {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not installed: pip install 'attention-priors[train]'")
 
 
 def build_parser() -> Parser:
@@ -33,6 +50,10 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    missing = missing_train_extra()
+    if missing:
+        print(missing, file=sys.stderr)
+        return 1
     env = os.environ.get("COMPANION_ROOT")
     if env is not None and not (Path(env).expanduser() / "_toc.yml").is_file():
         print(f"companion: error: COMPANION_ROOT={env!r} is not a checkout of the book (no _toc.yml there); "

@@ -53,7 +53,7 @@ SEED_TEST_CELLS = tuple((task, placement, contrast) for task in ("2parity", "maj
                         for placement, contrast in (("correct", 10.0), ("no mask", 0.0), ("misspecified", 10.0)))
 MOVABLE_TEST_CELLS = tuple((task, "misspecified", "own lr") for task in ("2parity", "maj3"))
 
-# chapter number → (notebook name, blocks). Chapters 1, 2 and 10 train nothing.
+# chapter number → (notebook name, blocks). Chapters 1, 2, 10 and 11 train nothing.
 CHAPTERS: dict[str, tuple[str, tuple[Block, ...]]] = {
     "01": ("01_masks_and_positions", ()),
     "02": ("02_prior_in_the_mask", ()),
@@ -76,6 +76,7 @@ CHAPTERS: dict[str, tuple[str, tuple[Block, ...]]] = {
     "09": ("09_extrapolation", (Block((0, 1), grid="extrapolation"),
                                 Block((0, 1, 2, 3, 4, 5), request=Request("vit-resolution"), profiles=("ci",)))),
     "10": ("10_cost", ()),
+    "11": ("11_your_own_model", ()),
 }
 
 # Asked first at `paper` (issue order: the comparisons whose `ci` verdicts may be scale effects).
