@@ -21,7 +21,7 @@ __all__ = [
     "prior_bias", "mha_mask", "score_mod", "attention_function", "fastpath_off",
     "__version__",
     "ModelConfig", "PriorConfig", "TaskConfig", "TrainConfig", "RunConfig", "EXPERIMENTS",
-    "build_model", "train", "make_task", "ensure_runs",
+    "build_model", "make_task", "ensure_runs",
 ]
 
 # The priors and initialisations a model of your own can use (imported on first use, like the engine below).
@@ -33,13 +33,15 @@ _LAZY_PRIORS = {
 _LAZY = _LAZY_PRIORS | {
     "ModelConfig": "companion.config", "PriorConfig": "companion.config", "TaskConfig": "companion.config",
     "TrainConfig": "companion.config", "RunConfig": "companion.config", "EXPERIMENTS": "companion.experiments",
-    "build_model": "companion.model", "train": "companion.train", "make_task": "companion.tasks",
+    "build_model": "companion.model", "make_task": "companion.tasks",
     "ensure_runs": "companion.sweep",
 }
 
 
 def __getattr__(name):
     """Import the engine's modules on first use, so `import companion` stays light."""
+    if name == "EXPERIMENTS":  # the registry, filled as its modules are imported: give it filled
+        return importlib.import_module("companion.experiments").load_experiments()
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'companion' has no attribute {name!r}")

@@ -141,9 +141,9 @@ def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = ran
 
     Raises:
         ValueError: unknown experiment, profile or method, or a bad override.
-        StoreError: runs are missing and the store cannot be written (nothing was trained).
+        companion.store.StoreError: runs are missing and the store cannot be written (nothing was trained).
         RuntimeError: some runs failed (the others are stored).
-        MissingRuns: with `train=False`, some runs are not stored.
+        companion.sweep.MissingRuns: with `train=False`, some runs are not stored.
     """
     store = store if isinstance(store, RunStore) else RunStore(store, profile=profile)
     if executor == "local":

@@ -225,3 +225,33 @@ def test_a_zero_dim_parameter_reaches_flex_attention_through_the_captured_bias_w
         warnings.simplefilter("ignore", UserWarning)
         causal = flex_attention(q, k, v, score_mod=score_mod(prior, N, causal=True), block_mask=blocks)
     assert torch.allclose(causal, attend(q, k, v, bias=prior.bias(N, N), causal=True), atol=1e-12, rtol=0)
+
+
+class _Negated(nn.Module):
+    """A prior with its sign flipped: the mistake the equivalences must catch."""
+
+    def __init__(self, prior):
+        super().__init__()
+        self.prior = prior
+
+    def bias(self, i, j=None):
+        return -self.prior.bias(i, j)
+
+    def check_attention(self, *, causal):
+        self.prior.check_attention(causal=causal)
+
+
+@pytest.mark.parametrize("name", ["mask (per head)", "mask (shared)", "alibi", "goat"])
+def test_every_path_fails_the_equivalence_when_the_prior_is_dropped_or_mis_signed(name):
+    """The checks of Chapter 11 and its recipes (atol 1e-12 against attend) can fail: a path handed the prior with
+    its sign flipped, or no prior, misses attend's output by far more."""
+    from companion.cost.interop import NULL, PATHS
+
+    prior = _priors()[name]
+    q, k, v = _qkv(7)
+    ref = attend(q, k, v, bias=prior.bias(N, N))
+    for path_name, path in PATHS.items():
+        assert torch.allclose(path(prior, q, k, v, False), ref, atol=1e-12, rtol=0), path_name
+        wrong = path(_Negated(prior), q, k, v, False)
+        assert (wrong - ref).abs().max() > 1e-3, path_name
+    assert (NULL[1](prior, q, k, v, False) - ref).abs().max() > 1e-3

@@ -146,8 +146,26 @@ def _read(app, doctree) -> None:
         verdict_strip.add_strip(doctree, app.env.docname)
 
 
+def undocumented(documented) -> list[str]:
+    """The public names (`companion.__all__`, the version aside) that no autodoc entry documents, given the Python
+    domain's object names (`companion.attend`, ...)."""
+    import companion
+
+    return [f"companion.{n}" for n in companion.__all__ if n != "__version__" and f"companion.{n}" not in documented]
+
+
+def _check_api(app, env) -> None:
+    """Every public name is on the API page: a warning per missing one, which the strict build (-W) makes fatal."""
+    if "autodoc" not in " ".join(app.extensions):
+        return
+    for name in undocumented(set(env.get_domain("py").objects)):
+        logger.warning(f"{name} is public (companion.__all__) but book/api.md does not document it; add an autodoc "
+                       "entry for it there, or take it out of __all__")
+
+
 def setup(app):
     app.connect("config-inited", _inject)
+    app.connect("env-check-consistency", _check_api)
     app.connect("doctree-read", _read)
     app.connect("doctree-resolved", verdict_strip.resolve_strips)
     app.add_node(verdict_strip.VerdictStrip)
