@@ -46,11 +46,11 @@ def _no_estimate(group):
 
 def test_chapter_keys_and_plans():
     assert chapter_key("3") == chapter_key("03") == chapter_key("03_boolean_extrapolation") == "03"
-    with pytest.raises(ValueError, match="unknown chapter '11'; valid: 01 .*10 "):
-        chapter_key("11")
+    with pytest.raises(ValueError, match="unknown chapter '12'; valid: 01 .*11 "):
+        chapter_key("12")
     with pytest.raises(ValueError, match="unknown chapter '03_arithmetic'"):
         chapter_key("03_arithmetic")
-    assert {k for k, (_, blocks) in CHAPTERS.items() if not blocks} == {"01", "02", "10"}
+    assert {k for k, (_, blocks) in CHAPTERS.items() if not blocks} == {"01", "02", "10", "11"}
     # Chapter 3 reads the gotu grid: 4 tasks × 6 methods × 5 seeds, and at ci the symmetry grid: 4 tasks
     # × 3 methods × 10 seeds; the paper window starts with default and mask on 2Parity, Cyclic3 and
     # Majority, and ends with the three mask layouts on 2Parity

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from sphinx.util import logging
 
+import companion
 from companion import __version__
 from companion.book import glance, tables, typography, verdict_strip
 from companion.book.display import DASHBOARD, load_dashboard
@@ -149,8 +150,6 @@ def _read(app, doctree) -> None:
 def undocumented(documented) -> list[str]:
     """The public names (`companion.__all__`, the version aside) that no autodoc entry documents, given the Python
     domain's object names (`companion.attend`, ...)."""
-    import companion
-
     return [f"companion.{n}" for n in companion.__all__ if n != "__version__" and f"companion.{n}" not in documented]
 
 
