@@ -14,7 +14,7 @@ not use `companion.attend`:
   the prior (FlexAttention without `torch.compile` runs unfused, materialising the L × L scores).
 - `fastpath_off`: a context in which `nn.MultiheadAttention` and `nn.TransformerEncoderLayer` take their ordinary
   path in inference: their native fast path (eval mode, no grad) reads a float mask as a boolean one, nonzero =
-  blocked, so a prior's bias blocks every key and the layer returns NaN (PyTorch issue 118628; measured in
+  blocked, so a prior's bias blocks every key and the layer returns NaN (PyTorch bug 118628; measured in
   torch 2.6 and 2.14 on the CPU, Chapter 11).
 - `attention_function`: an attention function in the form of Hugging Face's attention interface
   (`fn(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs) -> (output, None)`, the
@@ -234,7 +234,7 @@ def attention_function(prior, *, causal: bool = False) -> Callable:
 def fastpath_off() -> Iterator[None]:
     """Turn off torch's native inference fast path of `nn.MultiheadAttention` / `nn.TransformerEncoderLayer` while
     the block runs, and restore the setting after: that path reads a float `attn_mask`/`src_mask` as a boolean
-    one (nonzero = blocked), so a prior's bias would block every key and give NaN (PyTorch issue 118628).
+    one (nonzero = blocked), so a prior's bias would block every key and give NaN (PyTorch bug 118628).
 
     Example:
         >>> import torch

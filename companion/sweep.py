@@ -125,8 +125,8 @@ def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = ran
     Args:
         experiment, profile: names in `companion.experiments.EXPERIMENTS`.
         seeds: run seeds. methods: default all methods of the profile.
-        store: a `RunStore` or its folder; default the profile's records ($COMPANION_RUNS, else
-            <repo>/results/<profile>: the committed records the chapters read).
+        store: a `RunStore` or its folder; default the profile's records ($COMPANION_RUNS, else the
+            repository's folder of committed records for the profile, which the chapters read).
         jobs: local worker processes (default os.cpu_count()).
         overrides: "key=value" strings applied to every config (changing them changes the run ids).
         executor: "local" or "slurm"; `executor_options` go to its constructor (e.g. cluster="local").

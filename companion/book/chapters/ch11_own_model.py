@@ -230,7 +230,7 @@ def traps(seed: int) -> list[dict]:
          "adapter": f"attention_function: {int(adapted.isnan().any(-1).sum())} NaN rows; those queries get zeros"},
         {"trap": "a float mask in TransformerEncoderLayer's inference fast path (eval, no_grad)",
          "naive": f"{pct(float(fast.isnan().float().mean()))} of the outputs NaN: the fast path reads the mask "
-                  "as boolean (PyTorch issue 118628)",
+                  "as boolean (PyTorch bug 118628)",
          "adapter": "fastpath_off() around inference: the ordinary path, equal to train mode (above)"},
         {"trap": "FlexAttention's backward on a CPU",
          "naive": flex_grad,
