@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from companion.book.chapter import measures, preconditions
 from companion.book.chapters import resolution as res
 
 SIDES = ",".join(map(str, res.SIDES))
@@ -56,12 +57,12 @@ def test_measures_preconditions_and_numbers_on_known_records():
     assert len(df) == 4 * 3 * 2 * 3 and set(df.reading) == {"resolution", "canvas"}
     maps = res.prior_maps(runs)
     assert maps.shape == (3, 7, 7)
-    m = res.measures(df, maps)
+    m = measures(res.CLAIMS, {"df": df, "maps": maps})
     # GOAT − learned at 16 px resized: −0.10, −0.08, −0.06 (mean −0.08, std 0.02)
     half = 4.302652729911275 * 0.02 / 3 ** 0.5
     assert m["S3-19"] == pytest.approx(round(-0.08 - half, 4))
     assert m["S3-24"] == pytest.approx(1.0)  # every seed exactly local: an interval of width 0
-    pre = res.preconditions(df, maps)
+    pre = preconditions(res.CLAIMS, {"df": df, "maps": maps})
     assert pre["S3-19"] == {"goat-learns-images": 0.0}
     assert pre["S3-24"]["prior-moved"] == pytest.approx(round(float(LOCAL_MAP.max() - LOCAL_MAP.min()), 3))
     numbers = res.numbers(df, maps, res.prior_maps(runs, layer=-1), res.prior_maps(runs, "goat-2d-shared"))
@@ -78,7 +79,7 @@ def test_the_rule_fails_where_goat_keeps_nothing_more_and_the_prior_has_no_order
     runs = _runs(goat_far=(0.40, 0.41, 0.39),
                  goat_maps=(LOCAL_MAP, -LOCAL_MAP, np.random.default_rng(0).normal(size=(7, 7))))
     df, maps = res.frame(runs), res.prior_maps(runs)
-    m = res.measures(df, maps)
+    m = measures(res.CLAIMS, {"df": df, "maps": maps})
     rule19, rule24 = ledger["S3-19"].rule, ledger["S3-24"].rule
     assert verdict(rule19, m["S3-19"]) == "not reproduced"  # level with the baseline: no gain
     assert verdict(rule24, m["S3-24"]) == "not reproduced"

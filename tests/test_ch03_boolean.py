@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from companion.config import TaskConfig, TrainConfig
+from companion.book.chapter import details, measures, preconditions
 from companion.book.chapters import ch03_boolean as ch
 from companion.experiments import get_experiment
 from companion.experiments.gotu import METHODS
@@ -127,15 +128,15 @@ def test_masks_are_the_fourier_support_recovered_from_the_values():
     assert ch.recovered_monomials("maj3") == [(0,), (1,), (2,), (0, 1, 2)]
     masks = ch.patterns()
     assert masks["2parity"][0, :4].tolist() == [True, True, True, False]  # CLS reads itself, x0 and x1
-    assert ch.mask_claims(masks) == {"S2-11": True}
+    assert measures(ch.MASKS, masks) == {"S2-11": True}
     wrong = dict(masks, maj3=masks["2parity"])
-    assert ch.mask_claims(wrong) == {"S2-11": False}
+    assert measures(ch.MASKS, wrong) == {"S2-11": False}
     dossier = ch.table7_patterns()
     assert all(torch.equal(dossier[fn], masks[fn]) for fn in masks)
     assert int(dossier["cyclic3"].sum()) == 16 + 15 + 15 * 4  # diagonal, CLS → every bit, a circulant band of 5
     closed = dict(masks, cyclic3=masks["cyclic3"].clone())
     closed["cyclic3"][1, 3] = False  # x0 no longer reads x2: the Fourier support still opens it, Table 7 too
-    assert ch.mask_claims(closed) == {"S2-11": False}
+    assert measures(ch.MASKS, closed) == {"S2-11": False}
 
 
 def test_budget_and_its_numbers_at_ci():
@@ -266,10 +267,10 @@ def test_learning_gain_asks_table_5_of_the_tasks_where_the_mask_gains(loaded):
             for m, accs in (("default", (0.875, 0.875)), ("mask", (1.0, 1.0)), ("fixed-mask", (0.875, 0.9)))
             for s, a in enumerate(accs)]
     lg = ch.learning_gain(pd.DataFrame(rows))
-    assert lg["gain"] == pytest.approx(0.1125) and ch.learning_claims(lg) == {"S2-23": 0.1125}
-    assert ch.learning_preconditions(lg) == {"S2-23": {"mask-gains": 1}}
+    assert lg["gain"] == pytest.approx(0.1125) and measures(ch.LEARNING, lg | {"caps": {}}) == {"S2-23": 0.1125}
+    assert preconditions(ch.LEARNING, lg | {"caps": {}}) == {"S2-23": {"mask-gains": 1}}
     caps = {"mask": 0.75, "zero-mask": 0.75}
-    assert ch.learning_preconditions(lg, caps) == {"S2-23": {"mask-gains": 1, "mask-can-move": 0.75}}
+    assert preconditions(ch.LEARNING, lg | {"caps": caps}) == {"S2-23": {"mask-gains": 1, "mask-can-move": 0.75}}
     results = [SimpleNamespace(id="S2-23", verdict="not reproduced"), SimpleNamespace(id="S2-10", verdict="inconclusive")]
     assert ch.learning_numbers(lg, results, caps) == {"ch3_learn_tasks": "3-bit Majority",
                                                       "ch3_learn_by_task": "3-bit Majority +11.2", "ch3_cap": "0.75",
@@ -324,11 +325,11 @@ def test_function_space_reads_the_mdi_readout_of_fitted_tasks():
 def test_table_claims_details_and_numbers(loaded):
     _, frame = loaded
     tm = ch.table1_measures(frame, REFS, space=SPACE)
-    claims = ch.table_claims(tm)
+    claims = measures(ch.TABLE, tm)
     assert list(claims) == ["S2-05", "S2-06", "S2-07", "S2-08", "S2-09", "S2-10"]
     # S2-05: the largest mean distance over the fitted named tasks (Majority 0.3; 3-symmetric is not named)
     assert claims == {"S2-05": 0.3, "S2-06": 1.0, "S2-07": 0.6, "S2-08": 1.0, "S2-09": 0.01, "S2-10": 0.02}
-    assert ch.table_claim_details(tm) == {
+    assert details(ch.TABLE, tm) == {
         "S2-06": "3 of 3 mask runs fit the seen set", "S2-07": "3 of 3 mask runs fit the seen set",
         "S2-08": "3 of 3 mask runs fit the seen set",
         "S2-05": "accuracy gap to the MDI 2.5 points; not fitted: ['cyclic3']",
@@ -353,7 +354,7 @@ def test_table_preconditions_make_an_unfitted_task_inconclusive(loaded):
 
     _, frame = loaded
     tm = ch.table1_measures(frame, REFS, space=SPACE, caps={"zero-mask": 0.75, "mask": 0.75})
-    pre = ch.table_preconditions(tm)
+    pre = preconditions(ch.TABLE, tm)
     # settled: the named fitted tasks move by 0.01 at most on average (the 3-symmetric task's 1.0 is not read)
     assert pre == {"S2-05": {"default-fits-seen": 1.0, "default-settled": 0.01}, "S2-06": {"mask-fits-seen": 1.0},
                    "S2-07": {"mask-fits-seen": 1.0}, "S2-08": {"mask-fits-seen": 1.0},
@@ -361,7 +362,7 @@ def test_table_preconditions_make_an_unfitted_task_inconclusive(loaded):
     ledger = load_ledger()
     # every precondition the ledger declares for these claims is recorded, and nothing else
     assert {cid: {r["id"] for r in ledger[cid].requires} for cid in pre} == {cid: set(v) for cid, v in pre.items()}
-    results = {r.id: r for r in record_all(ch.table_claims(tm), preconditions=pre, ledger=ledger)}
+    results = {r.id: r for r in record_all(measures(ch.TABLE, tm), preconditions=pre, ledger=ledger)}
     # the claims are about the mask: Cyclic3's default does not fit, its mask does (at 60 %)
     assert results["S2-07"].verdict == "not reproduced" and results["S2-06"].verdict == "reproduced"
     # two of three mask runs on Cyclic3 that do not fit S: the one that does decides nothing alone
@@ -370,8 +371,8 @@ def test_table_preconditions_make_an_unfitted_task_inconclusive(loaded):
     unfit.loc[rows[:2], "seen.acc"] = 0.5
     unfit.loc[rows[2], "cube.acc"] = 0.995
     tm2 = ch.table1_measures(unfit, REFS, space=SPACE)
-    assert tm2["mask_fit"]["cyclic3"] == (1, 3, pytest.approx(0.995)) and ch.table_claims(tm2)["S2-07"] == 0.995
-    (r,) = record_all({"S2-07": 0.995}, preconditions={"S2-07": ch.table_preconditions(tm2)["S2-07"]}, ledger=ledger)
+    assert tm2["mask_fit"]["cyclic3"] == (1, 3, pytest.approx(0.995)) and measures(ch.TABLE, tm2)["S2-07"] == 0.995
+    (r,) = record_all({"S2-07": 0.995}, preconditions={"S2-07": preconditions(ch.TABLE, tm2)["S2-07"]}, ledger=ledger)
     assert r.verdict == "inconclusive" and r.failed == ["mask-fits-seen"] and r.preconditions == {"mask-fits-seen": 0.3333}
     assert results["S2-05"].verdict == "partly"  # 0.3 of the way to the target on maj3: past 0.2, within 0.5
     assert results["S2-09"].verdict == "reproduced"  # +1 point of Structured (Opt) on Majority, within 2
@@ -381,13 +382,13 @@ def test_table_preconditions_make_an_unfitted_task_inconclusive(loaded):
     lone = pd.DataFrame([{"task": "2parity", "method": m, "seed": 0, "cube.acc": 0.5, "unseen.acc": 0.0,
                           "seen.acc": 0.5} for m in METHODS])
     tm = ch.table1_measures(lone, REFS)
-    lone_pre = ch.table_preconditions(tm)
+    lone_pre = preconditions(ch.TABLE, tm)
     assert math.isnan(lone_pre["S2-05"].pop("default-settled"))  # nothing to settle: recorded as NaN, which fails
     assert lone_pre == {"S2-05": {"default-fits-seen": 0.5}, "S2-06": {"mask-fits-seen": 0.0},
                         "S2-09": {"mask-gains": 0, "structured-fits": 0}}
-    (r,) = record_all({"S2-09": 0.0}, preconditions={"S2-09": ch.table_preconditions(tm)["S2-09"]}, ledger=ledger)
+    (r,) = record_all({"S2-09": 0.0}, preconditions={"S2-09": preconditions(ch.TABLE, tm)["S2-09"]}, ledger=ledger)
     assert r.verdict == "inconclusive" and r.failed == ["mask-gains", "structured-fits"]
-    (r,) = record_all({"S2-05": tm["mdi_gap"]}, preconditions={"S2-05": ch.table_preconditions(tm)["S2-05"]},
+    (r,) = record_all({"S2-05": tm["mdi_gap"]}, preconditions={"S2-05": preconditions(ch.TABLE, tm)["S2-05"]},
                       ledger=ledger)
     assert r.verdict == "inconclusive"
 
@@ -538,11 +539,11 @@ def test_retention_keeps_fitted_runs_on_gain_tasks_and_drops_trivial_rows():
     # mask (1.0 − 0.5)/(1.0 − 0.5) = 1; Structured (SVD), its fitted seed: (0.7 − 0.5)/(0.9 − 0.5) = 0.5
     assert ret["tasks"] == ["half"] and ret["runs"] == {"mask": 2, "structured-svd": 1}
     assert ret["mask"] == pytest.approx(1.0) and ret["structured-svd"] == pytest.approx(0.5)
-    assert ch.figure5_claims(ret) == {"S2-12": 0.5}
-    assert ch.figure5_preconditions(ret) == {"S2-12": {"mask-gains": 1, "structured-fits": 1}}
+    assert measures(ch.FIGURE5, ret) == {"S2-12": 0.5}
+    assert preconditions(ch.FIGURE5, ret) == {"S2-12": {"mask-gains": 1, "structured-fits": 1}}
     none = ch.retention(maps, frame, {"half": HALF, "open": OPEN, "other": HALF}, ["open"])
     assert none["tasks"] == [] and none["runs"] == {"mask": 0, "structured-svd": 0}
-    assert ch.figure5_preconditions(none) == {"S2-12": {"mask-gains": 0, "structured-fits": 0}}
+    assert preconditions(ch.FIGURE5, none) == {"S2-12": {"mask-gains": 0, "structured-fits": 0}}
     results = [SimpleNamespace(id="S2-12", verdict="reproduced")]
     numbers = ch.figure5_numbers(maps, 0, ret, results)
     assert {k: numbers[k] for k in ("ch3_ret_mask", "ch3_ret_svd", "ch3_ret_tasks", "ch3_ret_svd_runs",
@@ -640,15 +641,15 @@ def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypa
     lg = ch.learning_gain(frame)
     ret = ch.retention(ch.map_summary(records, masks), frame, masks, tm["gain_tasks"])
     sym = ch.symmetry_measures(ch.symmetry_frame(runs["symmetry"]))
-    measures = (ch.mask_claims(masks) | ch.table_claims(tm) | ch.learning_claims(lg) | ch.figure5_claims(ret)
-                | ch.symmetry_claims(sym))
-    assert {r.id: r.measure for r in results} == pytest.approx(measures)
-    assert [r.id for r in results] == list(measures)  # the verdict table's order: masks, tables, learning, Figure 5, symmetry
-    assert not any(v != v for v in measures.values())  # every claim measured (no NaN), so the comparison bites
-    pre = (ch.table_preconditions(tm) | ch.learning_preconditions(lg, caps) | ch.figure5_preconditions(ret)
-           | ch.symmetry_preconditions(sym))
+    measured = (measures(ch.MASKS, masks) | measures(ch.TABLE, tm) | measures(ch.LEARNING, lg | {"caps": caps})
+                | measures(ch.FIGURE5, ret) | measures(ch.SYMMETRY, sym))
+    assert {r.id: r.measure for r in results} == pytest.approx(measured)
+    assert [r.id for r in results] == list(measured)  # the verdict table's order: masks, tables, learning, Figure 5, symmetry
+    assert not any(v != v for v in measured.values())  # every claim measured (no NaN), so the comparison bites
+    pre = (preconditions(ch.TABLE, tm) | preconditions(ch.LEARNING, lg | {"caps": caps}) | preconditions(ch.FIGURE5, ret)
+           | preconditions(ch.SYMMETRY, sym))
     assert {r.id: r.preconditions for r in results if r.preconditions} == pre
-    assert {r.id: r.detail for r in results if r.detail} == ch.table_claim_details(tm) | ch.symmetry_details(sym)
+    assert {r.id: r.detail for r in results if r.detail} == details(ch.TABLE, tm) | details(ch.SYMMETRY, sym)
     assert {r.id: r.measure for r in results if r.id in ("M-01", "M-06")} == pytest.approx({"M-01": 0.45, "M-06": 0.0})
 
 

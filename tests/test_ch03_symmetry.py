@@ -10,7 +10,9 @@ from statistics import mean, stdev
 
 import pytest
 
+from companion.book.chapter import measures, preconditions
 from companion.book.chapters import ch03_boolean as ch
+from companion.book.chapters.symmetry import measured as symmetry_measured
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("2parity-moved", "2parity", "maj3", "threesym")
@@ -65,11 +67,11 @@ def test_the_recorded_measures_match_an_independent_recomputation(raw, sym_frame
     expected = {"M-01": _gain(raw, "2parity-moved", "unseen"), "M-02": _acc(raw, "2parity-moved", "sym-mask", "unseen"),
                 "M-03": _acc(raw, "2parity", "sym-mask", "cube"), "M-04": _lower(raw, "maj3", "mask", "cube"),
                 "M-05": _acc(raw, "maj3", "sym-mask", "cube"), "M-06": _gain(raw, "threesym", "cube")}
-    got = ch.symmetry_claims(ms)
+    got = measures(ch.SYMMETRY, ms)
     assert set(got) == set(expected)
     for cid, value in expected.items():
         assert got[cid] == pytest.approx(value, abs=5e-5), cid  # the ledger's measures carry 4 decimals
-    pre = ch.symmetry_preconditions(ms)
+    pre = preconditions(ch.SYMMETRY, ms)
     assert pre["M-01"]["default-fits-seen"] == pytest.approx(_acc(raw, "2parity-moved", "default", "seen"), abs=5e-5)
     assert pre["M-02"]["symmetric-fits-seen"] == pytest.approx(_acc(raw, "2parity-moved", "sym-mask", "seen"), abs=5e-5)
     assert pre["M-06"]["mask-fits-seen"] == pytest.approx(_acc(raw, "threesym", "mask", "seen"), abs=5e-5)
@@ -90,4 +92,4 @@ def test_at_another_profile_the_section_measures_nothing(monkeypatch):
     records = ch.load("paper", train=False)["symmetry"]
     ms = ch.symmetry_measures(ch.symmetry_frame(records))
     assert asked == ["gotu"]  # the symmetry grid is not asked for at `paper`
-    assert records == {} and ch.symmetry_claims(ms) == {} and ch.symmetry_preconditions(ms) == {}
+    assert records == {} and not symmetry_measured(ms)

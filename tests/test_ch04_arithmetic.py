@@ -10,6 +10,7 @@ import pytest
 
 from companion.config import TrainConfig
 from companion.train import prior_lr_sum
+from companion.book.chapter import details, measures, preconditions
 from companion.book.chapters import ch04_arithmetic as ch
 from companion.experiments import load_experiments
 from companion.experiments.arithmetic import METHODS, MOVABLE_LR, arithmetic_cells
@@ -115,7 +116,7 @@ def test_claim_measures_at_ci(ci):
     # interval reaches down to 16.1 (39.7 − t(2) · 9.5/√3): S2-13 and S2-14 land on their partly levels (speed,
     # not learnability); Structured (SVD) learns with more updates (50 %), so S2-15 lands on its partly level;
     # at 1 % the margin closes to 15 points with more updates, which decides S2-18.
-    assert ch.claim_measures(frame, "ci") == {"S2-13": 0.15, "S2-14": 0.2, "S2-15": 0.15, "S2-16": 0.0,
+    assert measures(ch.CLAIMS, ch.analysis(frame, "ci")) == {"S2-13": 0.15, "S2-14": 0.2, "S2-15": 0.15, "S2-16": 0.0,
                                               "S2-18": 0.15, "S2-24": 0.0033}  # fixed mask 0.79 in one seed
 
 
@@ -150,9 +151,8 @@ def test_claims_decided_at_both_budgets_read_partly_when_the_gap_closes(ci):
     from companion.book.claims import load_ledger, record_all
 
     records, frame = ci
-    results = {r.id: r.verdict for r in record_all(ch.claim_measures(frame, "ci"), ledger=load_ledger(),
-                                                      preconditions=ch.claim_preconditions(frame, "ci",
-                                                                                           ch.table8_caps(records)))}
+    results = {r.id: r.verdict for r in record_all(measures(ch.CLAIMS, ch.analysis(frame, "ci")), ledger=load_ledger(),
+                                                      preconditions=preconditions(ch.CLAIMS, ch.analysis(frame, "ci", caps=ch.table8_caps(records))))}
     assert results["S2-13"] == "partly" and results["S2-14"] == "partly" and results["S2-18"] == "partly"
     assert results["S2-15"] == "partly"
     # 250 one-cycle updates peaking at 1e-3 let an entry of the mask move about 0.1: S2-24 cannot be decided
@@ -161,27 +161,27 @@ def test_claims_decided_at_both_budgets_read_partly_when_the_gap_closes(ci):
 
 def test_claim_measures_at_paper_add_the_structured_multiplication():
     frame = ch.runs_frame(_grid("paper"))
-    measures = ch.claim_measures(frame, "paper")
+    measured = measures(ch.CLAIMS, ch.analysis(frame, "paper"))
     # 3 % adds a margin of 65 at the stated budget and 47 at the longer one; 1 %'s long margin still decides
-    assert measures["S2-17"] == 0.2 and measures["S2-18"] == 0.15
-    assert list(measures) == ["S2-13", "S2-14", "S2-15", "S2-16", "S2-17", "S2-18", "S2-24"]
+    assert measured["S2-17"] == 0.2 and measured["S2-18"] == 0.15
+    assert list(measured) == ["S2-13", "S2-14", "S2-15", "S2-16", "S2-17", "S2-18", "S2-24"]
 
 
 def test_claim_preconditions_make_multiplication_inconclusive_when_no_method_learns_it(ci):
     from companion.book.claims import load_ledger, record_all
 
     records, frame = ci
-    pre = ch.claim_preconditions(frame, "ci")
+    pre = preconditions(ch.CLAIMS, ch.analysis(frame, "ci"))
     assert pre == {"S2-16": {"a-method-learns": 0.02}, "S2-24": {"mask-gains": 0.69}}  # mul: default and mask at 2 %
     cap = round(prior_lr_sum(TrainConfig(lr=1e-3, steps=250, schedule="onecycle", warmup=0.1), 250), 4)
     assert ch.table8_caps(records) == {"mask": cap} and 0.05 < cap < 0.25
-    assert ch.claim_preconditions(frame, "ci", ch.table8_caps(records))["S2-24"] == {"mask-gains": 0.69,
-                                                                                     "mask-can-move": cap}
+    assert preconditions(ch.CLAIMS, ch.analysis(frame, "ci", caps=ch.table8_caps(records)))["S2-24"] == {
+        "mask-gains": 0.69, "mask-can-move": cap}
     ledger = load_ledger()
     assert [r["id"] for r in ledger["S2-16"].requires] == ["a-method-learns"]
     (r,) = record_all({"S2-16": 0.0}, preconditions={"S2-16": pre["S2-16"]}, ledger=ledger)
     assert r.verdict == "inconclusive" and r.failed == ["a-method-learns"]
-    paper = ch.claim_preconditions(ch.runs_frame(_grid("paper")), "paper")
+    paper = preconditions(ch.CLAIMS, ch.analysis(ch.runs_frame(_grid("paper")), "paper"))
     assert paper["S2-16"] == {"a-method-learns": 0.2}  # Structured (SVD) learns it there
     (r,) = record_all({"S2-16": 0.0}, preconditions={"S2-16": paper["S2-16"]}, ledger=ledger)
     assert r.verdict == "not reproduced"
@@ -189,15 +189,15 @@ def test_claim_preconditions_make_multiplication_inconclusive_when_no_method_lea
 
 def test_claim_details_give_the_intervals_and_the_best_other(ci):
     _, frame = ci
-    details = ch.claim_details(frame, "ci")
-    assert details["S2-15"] == "Structured (Opt) 4.0 % at the stated budget, Structured (SVD) 50.0 % at 2× the updates"
-    assert details["S2-13"] == "1.0 % at the stated budget, 60.0 % at 2× the updates"
-    assert details["S2-14"].startswith("+69.0 points, 95 % interval [46.6, 91.4] at the stated budget, +39.7 points, "
+    said = details(ch.CLAIMS, ch.analysis(frame, "ci"))
+    assert said["S2-15"] == "Structured (Opt) 4.0 % at the stated budget, Structured (SVD) 50.0 % at 2× the updates"
+    assert said["S2-13"] == "1.0 % at the stated budget, 60.0 % at 2× the updates"
+    assert said["S2-14"].startswith("+69.0 points, 95 % interval [46.6, 91.4] at the stated budget, +39.7 points, "
                                        "95 % interval [16.1, ")  # 69 ± t(2) · 9/√3
-    assert details["S2-14"].endswith(" at 2× the updates, over 3 seeds")
-    assert details["S2-16"] == "95 % interval [−2.5, 2.5] points"  # a true minus, as every number of the page
-    assert details["S2-24"] == "learnable − fixed, 95 % interval [−1.1, 1.8] points"  # (0, 0, 1) points
-    assert details["S2-18"] == ("paired margins over 3 seeds at the stated budget: 0.2 % +40.0 [40.0, 40.0], "
+    assert said["S2-14"].endswith(" at 2× the updates, over 3 seeds")
+    assert said["S2-16"] == "95 % interval [−2.5, 2.5] points"  # a true minus, as every number of the page
+    assert said["S2-24"] == "learnable − fixed, 95 % interval [−1.1, 1.8] points"  # (0, 0, 1) points
+    assert said["S2-18"] == ("paired margins over 3 seeds at the stated budget: 0.2 % +40.0 [40.0, 40.0], "
                                 "0.4 % +69.0 [46.6, 91.4], 1 % +70.0 [70.0, 70.0]; at 2× the updates: 0.2 % +30.0 "
                                 "[30.0, 30.0], 0.4 % +39.7 [16.1, 63.3], 1 % +15.0 [15.0, 15.0]")
 
@@ -209,7 +209,7 @@ def test_a_two_budget_claim_shows_what_was_measured_not_its_decision_statistic(c
 
     _, frame = ci
     units = load_dashboard()["units"]
-    measure, detail = ch.claim_measures(frame, "ci")["S2-13"], ch.claim_details(frame, "ci")["S2-13"]
+    measure, detail = measures(ch.CLAIMS, ch.analysis(frame, "ci"))["S2-13"], details(ch.CLAIMS, ch.analysis(frame, "ci"))["S2-13"]
     assert measure == 0.15
     assert ours_text(measure, "S2-13", units, detail) == "1.0 % at the stated budget, 60.0 % at 2× the updates"
     assert ours_text(0.7749, "S2-13", units) == "77.5 %"
@@ -342,11 +342,11 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(monkeypat
     monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: _grid("paper"))
     assert {r.id for r in claims(ch, "paper", list(SEEDS))} == chapter
     frame = ch.runs_frame(grid)  # the notebook's former claim cell on the same records
-    assert [r.id for r in results] == list(ch.claim_measures(frame, "ci"))  # the verdict table's order
-    assert {r.id: r.measure for r in results} == pytest.approx(ch.claim_measures(frame, "ci"), nan_ok=True)
-    assert {r.id: r.preconditions for r in results if r.preconditions} == ch.claim_preconditions(
-        frame, "ci", ch.table8_caps(grid))
-    assert {r.id: r.detail for r in results if r.detail} == {k: v for k, v in ch.claim_details(frame, "ci").items() if v}
+    assert [r.id for r in results] == list(measures(ch.CLAIMS, ch.analysis(frame, "ci")))  # the verdict table's order
+    assert {r.id: r.measure for r in results} == pytest.approx(measures(ch.CLAIMS, ch.analysis(frame, "ci")), nan_ok=True)
+    assert {r.id: r.preconditions for r in results if r.preconditions} == preconditions(ch.CLAIMS, ch.analysis(
+        frame, "ci", caps=ch.table8_caps(grid)))
+    assert {r.id: r.detail for r in results if r.detail} == {k: v for k, v in details(ch.CLAIMS, ch.analysis(frame, "ci")).items() if v}
     # the prose numbers, the verdicts and Adam's step cap are glued once, from the same decision
     found = ch.decide(Runs("ci", SEEDS, {"arithmetic": grid}))
     searched = {"ch4_S216_search"}  # the decisive search's outcome, read from results/decisive (tests/test_decisive.py)

@@ -11,6 +11,7 @@ import torch
 
 from companion.config import TrainConfig
 from companion.train import prior_lr_sum
+from companion.book.chapter import measures, preconditions
 from companion.book.chapters import ch05_images as ch
 from companion.book.chapters import positions as pos
 from companion.book.chapters.stats import Paired
@@ -227,16 +228,16 @@ def test_claim_measures_preconditions_and_prose(loaded):
     assert pairs["relative change"].tolist() == pytest.approx([-0.01, 0.0, -0.02])
     ppl = ch.perplexity_interval(pairs)
     assert ppl.mean_diff == pytest.approx(-0.01) and ppl.hi == pytest.approx(-0.01 + HALF)
-    assert ch.claim_measures(t3m, fx, ppl) == {
+    assert measures(ch.CLAIMS, {"t3m": t3m, "fixed": fx, "ppl": ppl}) == {
         "S2-27": 0.02, "S2-19": round(-HALF, 4), "S2-28": round(HALF, 4), "S2-29": round(HALF - 0.01, 4), "S2-30": round(HALF - 0.01, 4)}
-    assert ch.claim_preconditions(t3m, text) == {
+    assert preconditions(ch.CLAIMS, {"t3m": t3m, "text": text, "caps": {}}) == {
         "S2-27": {"default-learns-images": 0.92}, "S2-19": {"default-learns-images": 0.92},
         "S2-28": {"default-learns-images": 0.92},
         "S2-29": {"default-learns-text": 3.0}, "S2-30": {"default-learns-text": 3.0}}
     # 300 cosine updates at 3e-3 with 10 % warm-up: an entry of the mask moves at most about 0.47
     cap = round(prior_lr_sum(TrainConfig(lr=3e-3, steps=300, schedule="cosine", warmup=0.1), 300), 4)
     assert ch.image_caps(records) == {"mask": cap} and 0.4 < cap < 0.5
-    assert ch.claim_preconditions(t3m, text, ch.image_caps(records))["S2-28"] == {
+    assert preconditions(ch.CLAIMS, {"t3m": t3m, "text": text, "caps": ch.image_caps(records)})["S2-28"] == {
         "default-learns-images": 0.92, "mask-can-move": cap}
     shares = ch.open_share(ch.map_frame(records, ch.patterns(records)))
     results = [SimpleNamespace(id="S2-27", verdict="reproduced"), SimpleNamespace(id="R-08", verdict="reproduced")]
@@ -307,17 +308,17 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(runs, loa
     t3m, fixed = ch.table3_measures(frame), ch.fixed_vs_learnable(frame)  # the notebook's former cells, same records
     inc = ch.inconsistency(ch.table3(frame), ch.table5(frame), frame)
     ppl = ch.perplexity_interval(ch.perplexity_pairs(text))
-    measures = ch.claim_measures(t3m, fixed, ppl)
-    assert [r.id for r in results] == [*measures, "S2-20", "S1-10"]  # the verdict table's order
-    assert {r.id: r.measure for r in results if r.id in measures} == pytest.approx(measures)
-    assert {r.id: r.preconditions for r in results if r.preconditions and r.id in measures} == ch.claim_preconditions(
-        t3m, text, ch.image_caps(records))
+    measured = measures(ch.CLAIMS, {"t3m": t3m, "fixed": fixed, "ppl": ppl})
+    assert [r.id for r in results] == [*measured, "S2-20", "S1-10"]  # the verdict table's order
+    assert {r.id: r.measure for r in results if r.id in measured} == pytest.approx(measured)
+    assert {r.id: r.preconditions for r in results if r.preconditions and r.id in measured} == preconditions(
+        ch.CLAIMS, {"t3m": t3m, "text": text, "caps": ch.image_caps(records)})
     # the prose numbers (the verdicts among them), the image set's name and Adam's step cap, glued once
     found = ch.decide(runs)
     masks = ch.patterns(records)
     shares = ch.open_share(ch.map_frame(records, masks))
     moved = ch.mask_movement(records, masks)
-    first = [r for r in found.results if r.id in measures]
+    first = [r for r in found.results if r.id in measured]
     fixed_pos = {k: runs[k] for k in ("sinusoidal", "matched", "sincos")}
     assert dict(found.numbers) == (ch.prose_numbers(t3m, fixed, inc, ppl, shares, masks, moved, first)
                                    | {"ch5_dataset": "8×8 digits"} | cap_glue("5", ch.image_caps(records))
@@ -400,9 +401,9 @@ def test_s2_27_is_decided_on_the_lower_end_and_names_the_lines_its_interval_cros
     lead = Paired(0.0144, -0.0010, 0.0298, float("nan"), 6)
     t3m = {"digits": {"lead": lead, "impulse_lead": lead}}
     fixed = {"digits": Paired(0.0, -0.01, 0.01, float("nan"), 6)}
-    measures = ch.claim_measures(t3m, fixed, Paired(0.0, -0.01, 0.01, float("nan"), 3))
-    assert measures["S2-27"] == -0.001
-    result = record_all({"S2-27": measures["S2-27"]}, preconditions={"S2-27": {"default-learns-images": 0.93}},
+    measured = measures(ch.CLAIMS, {"t3m": t3m, "fixed": fixed, "ppl": Paired(0.0, -0.01, 0.01, float("nan"), 3)})
+    assert measured["S2-27"] == -0.001
+    result = record_all({"S2-27": measured["S2-27"]}, preconditions={"S2-27": {"default-learns-images": 0.93}},
                         glue=False)[0]
     assert result.verdict == "not reproduced"
     assert crossed_lines("S2-27", lead.lo, lead.hi, lambda t: f"{100 * t:+.1f}-point") == \

@@ -19,6 +19,7 @@ import torch
 from companion import drift
 from companion.readouts import jsonable, log_mask
 
+from companion.book.chapter import details, measures, preconditions
 from companion.book.chapters import ch06_referees as ch
 from companion.book.chapters import step_cap
 from companion.config import TaskConfig, TrainConfig
@@ -214,7 +215,7 @@ def test_claim_measures_exact(frame, qk):
     norm = drift.mask_scale(BooleanTask("2parity", n_bits=N_BITS).mask_pattern("pair:0-2", cls=True), 10.0)
     assert norm == pytest.approx(math.sqrt(11 * math.log1p(math.exp(-10)) ** 2 + 38 * (10 + math.log1p(math.exp(-10))) ** 2))
     assert ch.mask_matters(frame) == ["maj3"]  # +10 points on Majority; 2Parity's correct mask = no mask
-    assert ch.claim_measures(frame, qk) == {
+    assert measures(ch.CLAIMS, ch.analysis(frame, qk)) == {
         "R-02": 0.0833,  # the widened falsifier: |(1 + 1 + 0.875) / 3 − 0.875|
         "R-03": 0.8258,  # the lower end of (0.9, 0.95, 1.0)'s interval: 0.95 − t(2) · 0.05/√3
         "R-04": 3.0,  # 0.3 / 0.1
@@ -224,8 +225,8 @@ def test_claim_measures_exact(frame, qk):
     }
     # the control starts on the pattern (share 1) and ends uniform: retention 0
     assert round(R06, 4) == 2.4 and ch.qk_retention(qk, False) == pytest.approx(0.0, abs=1e-6)
-    assert "R-01" not in ch.claim_measures(frame, qk)  # decided where the mask can move (step cap)
-    assert ch.claim_preconditions(frame, qk) == {
+    assert "R-01" not in measures(ch.CLAIMS, ch.analysis(frame, qk))  # decided where the mask can move (step cap)
+    assert preconditions(ch.CLAIMS, ch.analysis(frame, qk)) == {
         "R-02": {"falsifier-fits": 1.0}, "R-05": {"mask-matters": 1, "test-can-pass": 0},
         "R-06": {"prior-at-start": round(((2 / 3 - 3 / 7) + (3 / 4 - 4 / 7)) / 2, 4)},
         "R-07": {"matched-pairs": 6}}
@@ -239,12 +240,12 @@ def test_r02_passes_on_a_collapse_and_is_inconclusive_when_the_widened_falsifier
     claim = load_ledger()["R-02"]
     wid = (frame.task == "maj3") & (frame.placement == "widened")
     collapsed = frame.assign(**{"cube.acc": frame["cube.acc"].where(~wid, 0.875)})
-    assert ch.claim_measures(collapsed, qk)["R-02"] == 0.0
-    assert assess(claim, 0.0, ch.claim_preconditions(collapsed, qk)["R-02"]) == ("reproduced", [])
+    assert measures(ch.CLAIMS, ch.analysis(collapsed, qk))["R-02"] == 0.0
+    assert assess(claim, 0.0, preconditions(ch.CLAIMS, ch.analysis(collapsed, qk))["R-02"]) == ("reproduced", [])
     unfit = frame.assign(**{"seen.acc": frame["seen.acc"].where(~wid, 0.9)})
-    pre = ch.claim_preconditions(unfit, qk)["R-02"]
+    pre = preconditions(ch.CLAIMS, ch.analysis(unfit, qk))["R-02"]
     assert pre == {"falsifier-fits": 0.9}
-    assert assess(claim, ch.claim_measures(unfit, qk)["R-02"], pre) == ("inconclusive", ["falsifier-fits"])
+    assert assess(claim, measures(ch.CLAIMS, ch.analysis(unfit, qk))["R-02"], pre) == ("inconclusive", ["falsifier-fits"])
     assert assess(claim, 0.125, {"falsifier-fits": 1.0})[0] == "not reproduced"  # the null fails the rule
 
 
@@ -262,8 +263,7 @@ def test_matched_drift_keeps_only_runs_that_start_on_the_pattern(frame, qk):
 def test_claim_details_and_verdicts(frame, qk):
     from companion.book.claims import load_ledger, record_all
 
-    details = ch.claim_details(frame, qk)
-    assert details == {"R-03": "mean 95.0 % over 3 seeds, 95 % interval [82.6 %, 107.4 %]; the interval crosses the "
+    assert details(ch.CLAIMS, ch.analysis(frame, qk)) == {"R-03": "mean 95.0 % over 3 seeds, 95 % interval [82.6 %, 107.4 %]; the interval crosses the "
                                "93 % and 99 % lines",
                        "R-02": "widened falsifier ±10 on Majority 95.8 % (MDI 87.5 %); the shape-only falsifier "
                                "fits 66.7 % of the seen set",
@@ -272,7 +272,7 @@ def test_claim_details_and_verdicts(frame, qk):
                        "R-07": "free rows: Structured (SVD) 1.73 vs mask 0.14 over 6 pairs matched at the start; "
                                "every row: 3.50 vs 0.40"}
     got = {r.id: (r.verdict, r.failed) for r in record_all(
-        ch.claim_measures(frame, qk), preconditions=ch.claim_preconditions(frame, qk), ledger=load_ledger())}
+        measures(ch.CLAIMS, ch.analysis(frame, qk)), preconditions=preconditions(ch.CLAIMS, ch.analysis(frame, qk)), ledger=load_ledger())}
     # three seeds cannot reach p ≤ 0.05 (1/8 at best); the widened falsifier fits S and keeps most of the gain
     assert got["R-05"] == ("inconclusive", ["test-can-pass"]) and got["R-02"] == ("not reproduced", [])
     assert got["R-06"] == ("reproduced", []) and got["R-07"] == ("reproduced", [])
@@ -486,7 +486,9 @@ def test_claims_reads_the_three_grids_and_decides_every_claim_as_the_notebook_do
     tested = ch.placement_frame({k: grids["referee"][k] for k in ch.SEED_TEST_CELLS})
     ten, ten_own = ({k: grids["referee"][k] for k in ch.SEED_TEST_CELLS},
                     {k: movable[k] for k in ch.MOVABLE_TEST_CELLS})
-    parts = ch.verdicts(frame, qk, ch.step_cap_measures(grids["referee"], movable, ten, ten_own), tested)
+    cap, a = ch.step_cap_measures(grids["referee"], movable, ten, ten_own), ch.analysis(frame, qk, tested)
+    parts = {f.__name__: f(step_cap.CLAIMS[:1], cap) | f(ch.CLAIMS, a) | f(step_cap.CLAIMS[1:], cap)
+             for f in (measures, preconditions, details)}
     assert [r.id for r in results] == list(parts["measures"]) and list(parts["measures"])[:2] == ["R-01", "R-02"]
     assert {r.id: r.measure for r in results} == pytest.approx(parts["measures"], nan_ok=True)
     assert {r.id: r.preconditions for r in results if r.preconditions} == parts["preconditions"]
@@ -517,7 +519,7 @@ def test_step_cap_measures_exact(runs, movable):
     25 cap at its own; the misspecified mask with its own rate moves its entries that the correct mask
     opens from −10 to −5, and none of those it closes."""
     cap = ch.step_cap_measures(_with_log_mask(runs), movable)
-    claims = step_cap.step_cap_claims(cap)
+    claims = measures(step_cap.CLAIMS, cap)
     pattern = BooleanTask("maj3", n_bits=N_BITS).mask_pattern("group:0-1-3", cls=True)
     right = BooleanTask("maj3", n_bits=N_BITS).mask_pattern("support", cls=True)
     up, down = int((right & ~pattern).sum()), int((pattern & ~right).sum())
@@ -535,7 +537,7 @@ def test_step_cap_measures_exact(runs, movable):
     upper = gains.mean() + 4.302652729911275 * gains.std(ddof=1) / 3 ** 0.5
     assert claims["M-09"] == pytest.approx(round(upper, 4), abs=1e-4) and cap["matters"] == ["maj3"]
     assert cap["recover"]["maj3"].mean_diff == pytest.approx(gains.mean()) and cap["recover"]["maj3"].n == 3
-    assert step_cap.step_cap_preconditions(cap) == {
+    assert preconditions(step_cap.CLAIMS, cap) == {
         "M-08": {"mask-can-move": 25.0}, "M-09": {"mask-can-move": 25.0, "mask-matters": 1},
         "R-01": {"mask-can-move": 25.0, "mask-matters": 1}}
     assert cap["model_cap"] == pytest.approx(0.03)
@@ -548,7 +550,7 @@ def test_r01_is_inconclusive_where_the_mask_cannot_move_and_decided_where_it_can
 
     ledger = load_ledger()
     cap = ch.step_cap_measures(_with_log_mask(runs), movable)
-    claims, pre = step_cap.step_cap_claims(cap), step_cap.step_cap_preconditions(cap)
+    claims, pre = measures(step_cap.CLAIMS, cap), preconditions(step_cap.CLAIMS, cap)
     got = {r.id: r.verdict for r in record_all(claims, preconditions=pre, ledger=ledger)}
     assert got["R-01"] == "not reproduced" and got["M-07"] == "reproduced"
     stuck = {k: {**v, "mask-can-move": cap["model_cap"]} for k, v in pre.items()}

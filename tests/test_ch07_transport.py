@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
+from companion.book.chapter import details, measures, preconditions
 from companion.book.chapters import ch07_transport as ch
 from companion.book.claims import record_all
 from companion.book.chapters.entropic import objective, solve_entropic
@@ -82,8 +83,8 @@ def test_sensitivity_measures_details_and_numbers():
                          ch.SINK: [-0.03, -0.001], ch.SINK_TIGHT: [2e-16, 4e-15], ch.MARGIN: [-2e-5, 5e-16],
                          ch.PSI_UNIFORM: [0.75, 1023 / 1024], ch.PSI_LOG_L: [3 / 7, 1023 / 2047]},
                         index=pd.Index([4, 1024], name="L"))
-    assert ch.sensitivity_measures(sens) == {"S3-20": 2e-13, "S3-23": 5e-16}
-    assert ch.sensitivity_details(sens) == {"S3-20": "aligned perturbations attain it to < 1e-13",
+    assert measures(ch.SENSITIVITY, sens) == {"S3-20": 2e-13, "S3-23": 5e-16}
+    assert details(ch.SENSITIVITY, sens) == {"S3-20": "aligned perturbations attain it to < 1e-13",
                                             "S3-23": "the extremal prior attains the sink bound to < 1e-13"}
     assert ch.sensitivity_numbers(sens) == {"ch7_sens_worst": "2e-13", "ch7_sens_tight": "< 1e-13",
                                             "ch7_limit_worst": "< 1e-13", "ch7_sink_tight": "< 1e-13",
@@ -196,7 +197,7 @@ def test_sink_heads_picks_the_head_with_most_attention_on_key_0():
     _, p1 = matched_bins(d["omega"][:, 1], d["p0"][:, 1], 8)
     assert row["head"] == 1 == int(share.argmax()) and row["mean p0"] == float(share[1]) > 0.9
     assert (row["p0, lowest ω bin"], row["p0, highest ω bin"]) == (p1[0], p1[-1])
-    assert ch.claim_preconditions(heads) == {"S3-04": {"goat-has-sink": round(row["mean p0"], 3)},
+    assert preconditions(ch.CLAIMS, {"control_heads": heads}) == {"S3-04": {"goat-has-sink": round(row["mean p0"], 3)},
                                              "S3-22": {"goat-has-sink": round(row["mean p0"], 3)}}
 
 
@@ -236,18 +237,18 @@ def test_claim_measures_details_and_prose_numbers():
     eot, thm, curves, control, heads = _synthetic()
     # GOAT sheds 0.8/0.9 and 0.6/0.8 (mean 0.81944…); RoPE 0.2/0.5 = 0.4; ALiBi −0.05/0.2 = −0.25:
     # GOAT's lead over the better one is 0.41944…
-    assert ch.claim_measures(eot, thm, curves) == {"S3-01": 3e-15, "S3-02": 2e-15, "S3-03": 4.4e-15,
+    assert measures(ch.CLAIMS, {"eot": eot, "thm": thm, "control": curves}) == {"S3-01": 3e-15, "S3-02": 2e-15, "S3-03": 4.4e-15,
                                                    "S3-04": 0.819, "S3-22": 0.419}
     # the chapter decides on the control's curves: GOAT 0.5, RoPE 0.667, ALiBi 0.6 → lead −0.167
-    assert ch.claim_measures(eot, thm, control)["S3-04"] == 0.5 and ch.claim_measures(eot, thm, control)["S3-22"] == -0.167
+    assert measures(ch.CLAIMS, {"eot": eot, "thm": thm, "control": control})["S3-04"] == 0.5 and measures(ch.CLAIMS, {"eot": eot, "thm": thm, "control": control})["S3-22"] == -0.167
     both = ("share of sink mass shed, char-LM (decides): GOAT +0.500, RoPE +0.667, ALiBi +0.600; "
             "copy-mixture: GOAT +0.819, RoPE +0.400, ALiBi -0.250")
-    assert ch.claim_details(eot, thm, curves, control) == {"S3-02": "random simplex points better: 2",
+    assert details(ch.CLAIMS, {"eot": eot, "thm": thm, "curves": curves, "control": control}) == {"S3-02": "random simplex points better: 2",
                                                            "S3-03": "3,345 (query, key, head) triples",
                                                            "S3-04": both, "S3-22": both}
-    with_heads = ch.claim_details(eot, thm, curves, control, heads)["S3-04"]
+    with_heads = details(ch.CLAIMS, {"eot": eot, "thm": thm, "curves": curves, "control": control, "heads": heads})["S3-04"]
     assert with_heads == both + "; copy-mixture's GOAT puts 0.90 of one head's attention on key 0, a token it copies"
-    assert ch.claim_preconditions(heads) == {"S3-04": {"goat-has-sink": 0.9}, "S3-22": {"goat-has-sink": 0.9}}
+    assert preconditions(ch.CLAIMS, {"control_heads": heads}) == {"S3-04": {"goat-has-sink": 0.9}, "S3-22": {"goat-has-sink": 0.9}}
     control_heads = heads.assign(**{"mean p0": [0.018, 0.017]})
     numbers = ch.prose_numbers(eot, thm, curves, control, heads, 0.8634, control_heads)
     assert numbers == {
@@ -339,12 +340,12 @@ def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
     assert calls[0][3] == calls[1][3] == {"jobs": None, "store": "there", "train": False}
     assert [r.id for r in results] == ["S3-01", "S3-02", "S3-03", "S3-04", "S3-22", "S3-20", "S3-23", "S3-21"]
     eot, thm, curves = ch.propositions(), ch.theorem(runs), ch.sink_curves(control)
-    expect = {**ch.claim_measures(eot, thm, curves), **ch.sensitivity_measures(ch.sensitivity()),
+    expect = {**measures(ch.CLAIMS, {"eot": eot, "thm": thm, "control": curves}), **measures(ch.SENSITIVITY, ch.sensitivity()),
               "S3-21": ch.bochner.measure(ch.bochner.goat_checks())}
-    stored = record_all(expect, preconditions=ch.claim_preconditions(ch.sink_heads(control)))
+    stored = record_all(expect, preconditions=preconditions(ch.CLAIMS, {"control_heads": ch.sink_heads(control)}))
     assert [(r.id, r.measure, r.verdict) for r in results] == [(r.id, r.measure, r.verdict) for r in stored]
-    assert results[3].preconditions == ch.claim_preconditions(ch.sink_heads(control))["S3-04"]
-    assert results[3].preconditions["goat-has-sink"] < 0.5 < ch.claim_preconditions(ch.sink_heads(runs))["S3-04"]["goat-has-sink"]
+    assert results[3].preconditions == preconditions(ch.CLAIMS, {"control_heads": ch.sink_heads(control)})["S3-04"]
+    assert results[3].preconditions["goat-has-sink"] < 0.5 < preconditions(ch.CLAIMS, {"control_heads": ch.sink_heads(runs)})["S3-04"]["goat-has-sink"]
     assert results[3].verdict == results[4].verdict == "inconclusive"
     with pytest.raises(ValueError, match="seeds"):
         claims(ch, seeds=[])

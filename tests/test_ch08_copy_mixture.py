@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from companion.book.chapter import details, measures
 from companion.book.chapters import ch08_copy_mixture as ch
 from companion.book.chapters.entropic import prior_panels
 from companion.config import ModelConfig, PriorConfig
@@ -115,8 +116,8 @@ def _frame() -> pd.DataFrame:
 def test_claim_measures_and_details():
     heads = _heads({0: [23.8, -1.0], 1: [1.9, 0.5], 2: [-3.0, 2.0]}, {0: [False, True], 1: [False, False], 2: [True, False]})
     frame = _frame()
-    assert ch.claim_measures(frame, heads) == {"S3-07": 0.0141, "S3-05": 0.667, "S3-06": 0.667}
-    assert ch.claim_details(frame, heads) == {"S3-07": "±0.0004 over 3 seeds",
+    assert measures(ch.CLAIMS, {"frame": frame, "heads": heads}) == {"S3-07": 0.0141, "S3-05": 0.667, "S3-06": 0.667}
+    assert details(ch.CLAIMS, {"frame": frame, "heads": heads}) == {"S3-07": "±0.0004 over 3 seeds",
                                               "S3-05": "largest u(0) − median u per seed: 23.8, 1.9, 2.0"}
 
 
@@ -191,7 +192,7 @@ def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
     results = claims(ch, store="there", train=False)
     runs = {"goat": goat}
     frame, heads = ch.frame_of(runs), ch.structure(goat, lag=2)
-    expect = record_all(ch.claim_measures(frame, heads), details=ch.claim_details(frame, heads))
+    expect = record_all(measures(ch.CLAIMS, {"frame": frame, "heads": heads}), details=details(ch.CLAIMS, {"frame": frame, "heads": heads}))
     assert [(r.id, r.measure, r.verdict, r.detail) for r in results] == [(r.id, r.measure, r.verdict, r.detail)
                                                                          for r in expect]
     assert [r.id for r in results] == ["S3-07", "S3-05", "S3-06"] and results[1].measure == round(2 / 3, 3)

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from companion.book.chapter import details, measures
 from companion.book.chapters import ch09_extrapolation as ch
 from companion.book.chapter import Runs, claims
 from companion.config import ModelConfig, TaskConfig
@@ -124,8 +125,8 @@ def _lm_table():
 
 def test_lm_claims_are_the_ratios_and_gap_of_the_mean_over_seeds():
     lm = _lm_table()
-    assert ch.lm_claims(lm, L, FAR) == {"S3-08": 2.5, "S3-09": 1.5, "S3-10": 1.05}
-    assert ch.lm_claim_details(lm, L, FAR) == {"S3-08": "per seed 3.00, 2.00", "S3-09": "per seed 1.50, 1.50",
+    assert measures(ch.LM, {"lm": lm, "L": L, "far": FAR}) == {"S3-08": 2.5, "S3-09": 1.5, "S3-10": 1.05}
+    assert details(ch.LM, {"lm": lm, "L": L, "far": FAR}) == {"S3-08": "per seed 3.00, 2.00", "S3-09": "per seed 1.50, 1.50",
                                                "S3-10": "per seed 1.000, 1.100"}
 
 
@@ -199,7 +200,7 @@ def test_lm_lengths_read_the_records_and_give_the_claims_of_the_same_table():
     expected = _lm_table().replace({"length": {L: 64, 8: 128, FAR: 512}})
     merged = lm.merge(expected, on=["reading", "seed", "length"], suffixes=("", "_table"))
     assert len(merged) == len(lm) == 6 * 3 * 2 and (merged.ppl == merged.ppl_table).all()
-    assert ch.lm_claims(lm, 64, 512) == ch.lm_claims(_lm_table(), L, FAR) == {"S3-08": 2.5, "S3-09": 1.5, "S3-10": 1.05}
+    assert measures(ch.LM, {"lm": lm, "L": 64, "far": 512}) == measures(ch.LM, {"lm": _lm_table(), "L": L, "far": FAR}) == {"S3-08": 2.5, "S3-09": 1.5, "S3-10": 1.05}
 
 
 def test_position_curves_read_the_first_seed_rope_pi_from_its_own_readout():
@@ -271,8 +272,8 @@ def test_sink_structure_claims_and_numbers():
     assert structure.loc["goat", "rise"].tolist() == [0.3, 0.0]
     assert structure.loc["goat-uniform", "spike"].tolist() == [1.3, 0.0]
     assert structure.loc["goat-uniform", "rise"].tolist() == [0.6, 0.5]
-    assert ch.sink_claims(structure) == {"S3-11": 0.5, "S3-12": 0.5}
-    assert ch.sink_claim_details(structure) == {"S3-11": "largest spike per seed: 2.5, 0.0",
+    assert measures(ch.SINKS, structure) == {"S3-11": 0.5, "S3-12": 0.5}
+    assert details(ch.SINKS, structure) == {"S3-11": "largest spike per seed: 2.5, 0.0",
                                                 "S3-12": "largest rise per seed (uniform start): 0.60, 0.50"}
     assert ch.sink_numbers(structure) == {"ch9_spike_seeds": "1 of 2", "ch9_spike_max": "2.5",
                                           "ch9_spike_uniform": "1.3", "ch9_rise_seeds": "1 of 2"}
@@ -343,8 +344,8 @@ def _grid():
 def test_passkey_claims_margin_over_the_best_baseline_and_worst_depth():
     pk, grid = _pk_table(), _grid()
     # per seed, beyond L: GOAT 0.75 and 0.5; best baseline 0.875 (RoPE + PI) and 0.125 (RoPE, sinusoidal)
-    assert ch.passkey_claims(pk, grid, 4) == {"S3-13": 0.125, "S3-14": 0.09}
-    assert ch.passkey_claim_details(pk, 4) == {
+    assert measures(ch.PASSKEY, {"pk": pk, "grid": grid, "L": 4}) == {"S3-13": 0.125, "S3-14": 0.09}
+    assert details(ch.PASSKEY, {"pk": pk, "L": 4}) == {
         "S3-13": "GOAT minus the best of RoPE, RoPE + PI, sinusoidal per seed: -0.12, +0.38",
         "S3-14": "GOAT, lowest span-token accuracy over depth bins at 8L"}
 

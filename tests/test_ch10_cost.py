@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from companion.cost import records
+from companion.book.chapter import details, measures
 from companion.book.chapters import ch10_cost as cr
 from companion.book.claims import load_ledger
 from companion.book.labels import VARIANTS
@@ -182,19 +183,18 @@ def test_goals_take_their_limits_from_the_ledger():
 
 def test_claim_measures_and_details():
     cpu, steps = cr.frame(_sweep()), cr.step_frame(_steps())
-    m = cr.claim_measures(cpu, {}, steps)
+    m = measures(cr.CLAIMS, {"cpu": cpu, "gpu": {}, "steps": steps})
     # S3-15 and C-02 are decided on a GPU: without a GPU result neither has a measure
     assert m == {"C-03": 2.0, "S3-15": None, "C-01": 2.0, "C-02": None, "S3-16": 0.991}
     none = "no GPU result is committed"
-    assert cr.claim_details({}) == {"C-02": none, "S3-15": none}
-    assert cr.claim_details({}, cpu) == {"C-02": none, "S3-15": none + "; on this CPU 1.05 ×"}
+    assert details(cr.CLAIMS, {"gpu": {}, "cpu": cpu}) == {"C-02": none, "S3-15": none + "; on this CPU 1.05 ×"}
     gpu = {"gpu": _result([_rec("sdpa", 4096), _rec("mask-attend", 4096, ratio=1.8123),
                            _rec("goat-lanes", 4096, ratio=1.4937)],
                           settings={"device": "cuda:0", "dtype": "float32"})}
     assert cr.gpu_results({**gpu, "cpu": _sweep()}) == gpu
-    assert cr.claim_measures(cpu, gpu, steps)["C-02"] == 1.812
-    assert cr.claim_measures(cpu, gpu, steps)["S3-15"] == 1.494  # the GPU's ratio, not this CPU's 1.05
-    assert cr.claim_details(gpu, cpu) == {"C-02": "worst of float32 1.81 ×",
+    assert measures(cr.CLAIMS, {"cpu": cpu, "gpu": gpu, "steps": steps})["C-02"] == 1.812
+    assert measures(cr.CLAIMS, {"cpu": cpu, "gpu": gpu, "steps": steps})["S3-15"] == 1.494  # the GPU's ratio, not this CPU's 1.05
+    assert details(cr.CLAIMS, {"gpu": gpu, "cpu": cpu}) == {"C-02": "worst of float32 1.81 ×",
                                           "S3-15": "worst of float32 1.49 ×; on this CPU 1.05 ×"}
     # C-02 takes the worse precision: a bfloat16 result at 3.54 decides it; GOAT's bfloat16 lanes fail
     # the gate, are not timed, and leave S3-15 on float32, with the failure named
@@ -202,9 +202,10 @@ def test_claim_measures_and_details():
                              _rec("goat-lanes", 4096, status="gate-failed")],
                             settings={"device": "cuda:0", "dtype": "bfloat16"})}
     both = {**gpu, **bf16}
-    assert cr.claim_measures(cpu, both, steps)["C-02"] == 3.541
-    assert cr.claim_measures(cpu, both, steps)["S3-15"] == 1.494
-    assert cr.claim_details(both)["S3-15"] == "worst of float32 1.49 ×; bfloat16 fails the float64 gate, not timed"
+    assert measures(cr.CLAIMS, {"cpu": cpu, "gpu": both, "steps": steps})["C-02"] == 3.541
+    assert measures(cr.CLAIMS, {"cpu": cpu, "gpu": both, "steps": steps})["S3-15"] == 1.494
+    assert details(cr.CLAIMS, {"gpu": both, "cpu": cpu})["S3-15"] == ("worst of float32 1.49 ×; bfloat16 fails the float64 "
+                                                                    "gate, not timed; on this CPU 1.05 ×")
     assert cr.gpu_gate_failures(both, "goat-lanes") == ["bfloat16"] and cr.gpu_gate_failures(both, "mask-attend") == []
 
 
@@ -307,7 +308,7 @@ def test_the_committed_h200_results_decide_c02_on_bfloat16():
     gpu = cr.gpu_results(cr.committed())
     assert {r["settings"]["dtype"] for r in gpu.values()} == {"float32", "bfloat16"}
     ratios = cr.gpu_ratios(gpu, "mask-attend")
-    assert ratios["bfloat16"] > ratios["float32"] and cr.claim_measures(cr.frame(_sweep()), gpu, cr.step_frame(_steps()))["C-02"] == round(ratios["bfloat16"], 3)
+    assert ratios["bfloat16"] > ratios["float32"] and measures(cr.CLAIMS, {"cpu": cr.frame(_sweep()), "gpu": gpu, "steps": cr.step_frame(_steps())})["C-02"] == round(ratios["bfloat16"], 3)
 
 
 def test_prose_numbers_of_a_synthetic_sweep():
@@ -423,7 +424,7 @@ def test_the_goals_table_gains_the_chunked_row_against_c01():
     assert goals.loc["goat-chunked", "ours"] == pytest.approx(1.18, abs=1e-6)
     assert bool(goals.loc["goat-chunked", "met"]) is True
     # C-01 itself is still decided on the one-call sweep
-    assert cr.claim_measures(cr.frame(_sweep()), {}, cr.step_frame(_steps()))["C-01"] == 2.0
+    assert measures(cr.CLAIMS, {"cpu": cr.frame(_sweep()), "gpu": {}, "steps": cr.step_frame(_steps())})["C-01"] == 2.0
 
 
 def test_without_a_gpu_result_the_gpu_section_says_so_instead_of_a_number():

@@ -7,6 +7,9 @@ A chapter module (`companion/book/chapters/chNN_*.py`) has:
   that trains nothing returns its inputs: the profile, the seed and what it reads);
 - `decide(runs) -> Findings`: every claim's measure, detail and preconditions with its verdict, the
   numbers its prose cites, and the named parts its tables and figures draw;
+- each claim declared once, as a `Measure` over the analysis it reads: its measure, each precondition the
+  ledger's `requires` names, and the detail beside it (the rule, the null and the thresholds are the
+  ledger's, `book/claims.yml`); `Decision.measure(specs, analysis)` decides a family of them;
 - table and figure functions over those parts.
 
 The notebook calls `load` and `decide` once and shows the parts; `companion claim`, `companion
@@ -22,13 +25,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from types import MappingProxyType, ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import companion.book.chapters
 from companion.book.claims import ClaimResult, _in_kernel, glue_result, record_all, record_decided
 from companion.book.prose import glue_all
 
-__all__ = ["Runs", "Findings", "Decision", "claims", "module_name", "module_of"]
+__all__ = ["Runs", "Findings", "Measure", "Decision", "measures", "preconditions", "details", "claims", "module_name",
+           "module_of"]
 
 
 def _frozen(mapping: Mapping | None) -> Mapping:
@@ -88,6 +92,42 @@ class Findings:
         return list(self.results)
 
 
+@dataclass(frozen=True)
+class Measure:
+    """One claim as its chapter measures it, declared once: `value(analysis)` is the measure the ledger's rule
+    reads; `requires` maps each precondition the ledger names to its measured value (a function of the same
+    analysis; one that gives None is not passed, so `record` names it missing); `detail(analysis)` is the
+    phrase shown beside the measure; `when(analysis)`, if given, says whether the claim is measured at all
+    there (a method a profile does not run). `measures`, `preconditions` and `details` read a family of them."""
+
+    claim: str
+    value: Callable[[Any], Any]
+    requires: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    detail: Callable[[Any], str] | None = None
+    when: Callable[[Any], bool] | None = None
+
+
+def _measured(specs: Sequence[Measure], analysis: Any) -> list[Measure]:
+    return [s for s in specs if s.when is None or s.when(analysis)]
+
+
+def measures(specs: Sequence[Measure], analysis: Any) -> dict[str, Any]:
+    """{claim: measure} of each declaration measured on `analysis`, in order."""
+    return {s.claim: s.value(analysis) for s in _measured(specs, analysis)}
+
+
+def preconditions(specs: Sequence[Measure], analysis: Any) -> dict[str, dict[str, Any]]:
+    """{claim: {precondition: value}} of the declarations that require any (values that are None left out)."""
+    out = {s.claim: {k: v for k, f in s.requires.items() if (v := f(analysis)) is not None}
+           for s in _measured(specs, analysis) if s.requires}
+    return {c: pre for c, pre in out.items() if pre}
+
+
+def details(specs: Sequence[Measure], analysis: Any) -> dict[str, str]:
+    """{claim: detail} of the declarations that have one."""
+    return {s.claim: s.detail(analysis) for s in _measured(specs, analysis) if s.detail is not None}
+
+
 class Decision:
     """What `decide` fills as it goes: claims decided (verdicts at once, for prose that cites them),
     prose numbers and parts; `done()` freezes them into `Findings`."""
@@ -105,6 +145,12 @@ class Decision:
                            glue=False)
         self.results += found
         return found
+
+    def measure(self, specs: Sequence[Measure], analysis: Any) -> list[ClaimResult]:
+        """Decide a family of declared claims on one analysis (`claims` with their measures, details and
+        preconditions)."""
+        return self.claims(measures(specs, analysis), details=details(specs, analysis),
+                           preconditions=preconditions(specs, analysis))
 
     def decided_claims(self, measures: Mapping[str, Any], *, preconditions: Mapping[str, Mapping[str, Any]],
                        details: Mapping[str, str] | None = None) -> list[ClaimResult]:

@@ -1,7 +1,8 @@
 """Chapter 3 (extrapolating Boolean functions): the GOTU runs read back as tables, claims and figures.
 
-`load` and `decide` follow `companion.book.chapter`. A `*_claims` function returns {claim id: measure}, a
-`*_numbers` function {glue name: text}; `decide` gathers both. Everything here reads stored runs; nothing trains.
+`load` and `decide` follow `companion.book.chapter`: each claim is declared once, as a `Measure` in a family
+(`MASKS`, `TABLE`, `LEARNING`, `FIGURE5`, and `symmetry.SYMMETRY`); a `*_numbers` function gives {glue name: text};
+`decide` gathers both. Everything here reads stored runs; nothing trains.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pandas as pd
 import torch
 
 from companion.boolean_fourier import cube, evaluate
-from companion.book.chapter import Decision, Findings, Runs
+from companion.book.chapter import Decision, Findings, Measure, Runs
 from companion.book.chapters.budget import budget as run_budget
 from companion.book.chapters.frames import long_curves, map_panels, open_mass_frame, readout, records_frame
 from companion.book.chapters.interpolator import N_BITS, READINGS, references
@@ -30,7 +31,7 @@ from companion.book.chapters.symmetry import measures as symmetry_measures
 from companion.book.chapters.symmetry import prediction_numbers as symmetry_prediction_numbers
 from companion.book.chapters.symmetry import prediction_table as symmetry_prediction_table
 from companion.book.chapters.symmetry import predictions as symmetry_predictions
-from companion.book.chapters.symmetry import symmetry_claims, symmetry_details, symmetry_numbers, symmetry_preconditions
+from companion.book.chapters.symmetry import SYMMETRY, measured as symmetry_measured, symmetry_numbers
 from companion.experiments import get_experiment
 from companion.experiments.chapters import chapter_requests
 from companion.experiments.gotu import METHODS
@@ -40,18 +41,16 @@ from companion.sweep import ensure_grid
 from companion.tasks import make_task
 from companion.tasks.boolean import FUNCTIONS, BooleanTask, make_function
 
-__all__ = ["polynomial", "NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference_table", "reference_numbers",
-           "patterns", "recovered_monomials", "mask_claims", "budget", "budget_numbers", "load", "table",
-           "table1", "table4", "by_task", "ACCURACY", "HEADLINE", "PERSISTENCE", "table1_measures", "table_claims",
-           "table_claim_details", "table_preconditions",
-           "table_numbers",
-           "headline", "headline_numbers", "accuracy_curves", "figure5_panels", "map_summary",
-           "persistence", "figure5_claims", "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks",
-           "function_space", "settle", "space_numbers", "frame_of", "paper_headline", "structured_gain_fitted", "retention", "retention_decided", "figure5_preconditions",
-           "learning_gain", "learning_claims", "learning_preconditions", "learning_numbers", "mask_caps",
-           "TABLE7_READING", "table7_patterns", "SEEDS", "decide", "SYMMETRY_SEEDS",
+__all__ = ["polynomial", "NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference_table",
+           "reference_numbers", "patterns", "recovered_monomials", "budget", "budget_numbers", "load", "table",
+           "table1", "table4", "by_task", "ACCURACY", "HEADLINE", "PERSISTENCE", "table1_measures", "table_numbers",
+           "headline", "headline_numbers", "accuracy_curves", "figure5_panels", "map_summary", "persistence",
+           "figure5_numbers", "FIT", "GAIN", "mask_gain_tasks", "function_space", "settle", "space_numbers",
+           "frame_of", "paper_headline", "structured_gain_fitted", "retention", "retention_decided", "learning_gain",
+           "learning_numbers", "mask_caps", "TABLE7_READING", "table7_patterns", "SEEDS", "decide", "SYMMETRY_SEEDS",
            "symmetry_predictions", "symmetry_prediction_table", "symmetry_prediction_numbers", "symmetry_table",
-           "symmetry_measures", "symmetry_claims", "symmetry_details", "symmetry_preconditions", "symmetry_numbers", "budget_table"]
+           "symmetry_measures", "symmetry_numbers", "budget_table", "masks_agree", "MASKS", "TABLE", "LEARNING",
+           "FIGURE5", "SYMMETRY"]
 
 SEEDS = (0, 1, 2, 3, 4)  # the chapter's seeds: what `load` reads when the notebook's `seeds` is None
 SYMMETRY_SEEDS = tuple(range(10))  # the symmetry section's seeds, fixed (`companion.experiments.symmetry`)
@@ -160,12 +159,15 @@ def table7_patterns(n: int = N_BITS) -> dict[str, torch.Tensor]:
     return out
 
 
-def mask_claims(masks: dict[str, torch.Tensor]) -> dict[str, bool]:
-    """S2-11: every mask equals both the pattern rebuilt from the monomials recovered from the target's values
-    and `table7_patterns` (this book's reading of the source's Table 7)."""
+def masks_agree(masks: dict[str, torch.Tensor]) -> bool:
+    """Whether every mask equals both the pattern rebuilt from the monomials recovered from the target's values
+    and `table7_patterns` (this book's reading of the source's Table 7): S2-11's measure."""
     rebuilt = {fn: support_pattern(recovered_monomials(fn), N_BITS, cls=True) for fn in masks}
     reading = table7_patterns()
-    return {"S2-11": all(torch.equal(rebuilt[fn], masks[fn]) and torch.equal(reading[fn], masks[fn]) for fn in masks)}
+    return all(torch.equal(rebuilt[fn], masks[fn]) and torch.equal(reading[fn], masks[fn]) for fn in masks)
+
+
+MASKS = (Measure("S2-11", masks_agree),)
 
 
 def budget(profile: str, seeds: Sequence[int]) -> pd.Series:
@@ -407,41 +409,40 @@ def table1_measures(frame: pd.DataFrame, refs: dict[str, dict[str, float]], fit:
     }
 
 
-def table_claims(tm: dict) -> dict[str, float]:
-    """From `table1_measures`, 4 decimals: S2-05 (the default's distance from the MDI in function space),
-    S2-06–S2-08 (the mask's cube accuracy on the named tasks, over its runs that fit S), S2-09 (structured gain
-    over default on the tasks where the mask gains, fitted runs only) and S2-10 (all-zero mask gain)."""
-    return {"S2-05": round(tm["mdi_distance"], 4),
-            **{cid: round(tm["mask_fit"][fn][2], 4) for fn, cid in MASK_CLAIMS.items()},
-            "S2-09": round(tm["fitted"]["gain"], 4), "S2-10": round(tm["zero_gain"], 4)}
-
-
-def table_claim_details(tm: dict) -> dict[str, str]:
-    """S2-05 (accuracy gap to the MDI, tasks where the default did not fit S), S2-06–S2-08 (mask runs that fit
-    S), S2-09 (tasks where the mask gains, structured runs that fit)."""
+def _fitted_phrase(tm: dict) -> str:
     fitted = ", ".join(f"{label(m)} {k} of {n}" for (_, m), (k, n) in tm["fitted"]["fitted"].items())
-    fits = {cid: "{} of {} mask runs fit the seen set".format(*tm["mask_fit"][fn][:2]) for fn, cid in MASK_CLAIMS.items()}
-    return fits | {"S2-05": f"accuracy gap to the MDI {100 * tm['mdi_gap']:.1f} points; not fitted: {tm['unfit'] or 'none'}",
-            "S2-09": f"tasks where the mask gains: {', '.join(map(task_title, tm['gain_tasks'])) or 'none'}; "
-                     f"runs that fit: {fitted or 'none'}"}
+    return f"tasks where the mask gains: {', '.join(map(task_title, tm['gain_tasks'])) or 'none'}; runs that fit: {fitted or 'none'}"
 
 
-def table_preconditions(tm: dict) -> dict[str, dict[str, float]]:
-    """Table 1 claims' preconditions (book/claims.yml), 4 decimals: S2-05's `default-fits-seen` (highest mean
-    seen accuracy of the default over the named tasks) and `default-settled` (`tm`'s `settle`, NaN without the
-    function-space frame); S2-06–S2-08's `mask-fits-seen` (share of mask runs that fit S); S2-09's `mask-gains`
-    and `structured-fits`; S2-10's `mask-can-move` where `tm` holds the all-zero mask's cap."""
-    seen = {fn: round(float(tm["means"].loc[(fn, "default"), "seen.acc"]), 4)
-            for fn in NAMED if (fn, "default") in tm["means"].index}
-    out = {"S2-05": {"default-fits-seen": max(seen.values(), default=0.0),
-                     "default-settled": round(tm.get("settle", float("nan")), 4)},
-           "S2-09": {"mask-gains": len(tm["gain_tasks"]),
-                     "structured-fits": sum(k for k, _ in tm["fitted"]["fitted"].values())}}
-    out |= {cid: {"mask-fits-seen": round(k / n, 4)}
-            for fn, cid in MASK_CLAIMS.items() for k, n, _ in [tm["mask_fit"][fn]] if n}
-    if "zero-mask" in tm["caps"]:
-        out["S2-10"] = {"mask-can-move": tm["caps"]["zero-mask"]}
-    return out
+def _default_seen(tm: dict) -> float:
+    """The highest mean seen accuracy of the default over the named tasks (S2-05's `default-fits-seen`)."""
+    means = tm["means"]
+    return max((round(float(means.loc[(fn, "default"), "seen.acc"]), 4) for fn in NAMED
+                if (fn, "default") in means.index), default=0.0)
+
+
+def _mask_fit(fn: str) -> Measure:
+    """S2-06–S2-08 on task `fn`: the mask's cube accuracy over its runs that fit the seen set; `mask-fits-seen`."""
+    def share(tm):
+        k, n, _ = tm["mask_fit"][fn]
+        return round(k / n, 4) if n else None
+    return Measure(MASK_CLAIMS[fn], lambda tm: round(tm["mask_fit"][fn][2], 4), {"mask-fits-seen": share},
+                   lambda tm: "{} of {} mask runs fit the seen set".format(*tm["mask_fit"][fn][:2]))
+
+
+# Tables 1 and 4, over `table1_measures`: S2-05 (the default's distance from the MDI in function space), S2-06–S2-08
+# (the mask's cube accuracy on the named tasks, over its runs that fit S), S2-09 (structured gain over default on
+# the tasks where the mask gains, fitted runs only), S2-10 (the all-zero mask's gain); 4 decimals.
+TABLE = (
+    Measure("S2-05", lambda tm: round(tm["mdi_distance"], 4),
+            {"default-fits-seen": _default_seen, "default-settled": lambda tm: round(tm.get("settle", float("nan")), 4)},
+            lambda tm: f"accuracy gap to the MDI {100 * tm['mdi_gap']:.1f} points; not fitted: {tm['unfit'] or 'none'}"),
+    *(_mask_fit(fn) for fn in MASK_CLAIMS),
+    Measure("S2-09", lambda tm: round(tm["fitted"]["gain"], 4),
+            {"mask-gains": lambda tm: len(tm["gain_tasks"]),
+             "structured-fits": lambda tm: sum(k for k, _ in tm["fitted"]["fitted"].values())}, _fitted_phrase),
+    Measure("S2-10", lambda tm: round(tm["zero_gain"], 4), {"mask-can-move": lambda tm: tm["caps"].get("zero-mask")}),
+)
 
 
 def table_numbers(tm: dict, results: Sequence) -> dict[str, str]:
@@ -503,16 +504,10 @@ def learning_gain(frame: pd.DataFrame, gain: float = GAIN) -> dict:
     return {"tasks": tasks, "by_task": by_task, "gain": max(by_task.values(), default=float("nan"))}
 
 
-def learning_claims(lg: dict) -> dict[str, float]:
-    """S2-23: the largest mean gain of the learnable mask over the fixed one (`learning_gain`), 4 decimals."""
-    return {"S2-23": round(lg["gain"], 4)}
-
-
-def learning_preconditions(lg: dict, caps: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:
-    """S2-23's preconditions: how many tasks the learnable mask gains on and, with `caps` (`mask_caps`),
-    how far Adam lets its entries move (`mask-can-move`)."""
-    out = {"mask-gains": len(lg["tasks"])}
-    return {"S2-23": out | ({"mask-can-move": caps["mask"]} if caps else {})}
+# What learning the mask adds (over `learning_gain` with the step caps as "caps"): S2-23, the largest mean gain of
+# the learnable mask over the fixed one, 4 decimals; how many tasks it gains on; how far Adam lets its entries move.
+LEARNING = (Measure("S2-23", lambda lg: round(lg["gain"], 4),
+                    {"mask-gains": lambda lg: len(lg["tasks"]), "mask-can-move": lambda lg: lg["caps"].get("mask")}),)
 
 
 def learning_numbers(lg: dict, results: Sequence = (), caps: Mapping[str, float] | None = None) -> dict[str, str]:
@@ -589,15 +584,11 @@ def retention(maps: pd.DataFrame, frame: pd.DataFrame, masks: dict[str, torch.Te
     return out
 
 
-def figure5_claims(ret: dict) -> dict[str, float]:
-    """S2-12: the mask's retention minus Structured (SVD)'s (`retention`), rounded to 4 decimals."""
-    return {"S2-12": round(ret["mask"] - ret["structured-svd"], 4)}
-
-
-def figure5_preconditions(ret: dict) -> dict[str, dict[str, int]]:
-    """S2-12's preconditions: the tasks left (mask gains, CLS row not all open) and the fitted
-    Structured (SVD) runs on them."""
-    return {"S2-12": {"mask-gains": len(ret["tasks"]), "structured-fits": int(ret["runs"]["structured-svd"])}}
+# Figure 5, over `retention`: S2-12, the mask's retention minus Structured (SVD)'s, 4 decimals; the tasks left (mask
+# gains, CLS row not all open) and the fitted Structured (SVD) runs on them.
+FIGURE5 = (Measure("S2-12", lambda ret: round(ret["mask"] - ret["structured-svd"], 4),
+                   {"mask-gains": lambda ret: len(ret["tasks"]),
+                    "structured-fits": lambda ret: int(ret["runs"]["structured-svd"])}),)
 
 
 def figure5_numbers(maps: pd.DataFrame, seed: int, ret: dict | None = None, results: Sequence = ()) -> dict:
@@ -682,7 +673,7 @@ def decide(runs: Runs) -> Findings:
     d = Decision()
     masks = patterns()
     refs = references()
-    found = d.claims(mask_claims(masks))
+    found = d.measure(MASKS, masks)
     d.glue(reference_numbers(refs) | {"ch3_verdict_S2-11": found[-1].verdict})
     b = budget(runs.profile, runs.seeds)
     d.glue(budget_numbers(b))
@@ -690,24 +681,25 @@ def decide(runs: Runs) -> Findings:
     space = function_space(records)  # the default models, read back, against the MDI on U
     caps = mask_caps(records)  # how far Adam lets the masks move (Chapter 6)
     tm = table1_measures(frame, refs["nearest"], space=space, caps=caps)
-    d.claims(table_claims(tm), details=table_claim_details(tm), preconditions=table_preconditions(tm))
+    d.measure(TABLE, tm)
     d.glue(table_numbers(tm, d.results) | space_numbers(space))
     d.glue(cyclic3_decided(d, runs.profile))  # S2-07 where the mask fits Cyclic3 (a decisive search)
     hl = headline(frame)
     d.glue(headline_numbers(hl))
     lg = learning_gain(frame)  # Table 5's question: what does learning the mask add over fixing it?
-    d.claims(learning_claims(lg), preconditions=learning_preconditions(lg, caps))
+    d.measure(LEARNING, lg | {"caps": caps})
     d.glue(learning_numbers(lg, d.results, caps))
     maps = map_summary(records, masks)
     ret = retention(maps, frame, masks, tm["gain_tasks"])
-    d.claims(figure5_claims(ret), preconditions=figure5_preconditions(ret))
+    d.measure(FIGURE5, ret)
     d.glue(figure5_numbers(maps, runs.seeds[0], ret, d.results))
     d.glue(retention_decided(d, runs.profile, masks, tm["gain_tasks"]))  # S2-12 where Structured (SVD) fits
     preds = symmetry_predictions()  # closed forms: no run is read
     d.glue(symmetry_prediction_numbers(preds))
     sym_frame = symmetry_frame(runs["symmetry"])
     sym = symmetry_measures(sym_frame)
-    d.claims(symmetry_claims(sym), details=symmetry_details(sym), preconditions=symmetry_preconditions(sym))
+    if symmetry_measured(sym):
+        d.measure(SYMMETRY, sym)
     d.glue(symmetry_numbers(sym, d.results))
     return d.done(refs=refs, patterns=masks, budget=b, frame=frame, space=space, caps=caps, tm=tm, headline=hl,
                   lg=lg, maps=maps, ret=ret, preds=preds, sym_frame=sym_frame, sym=sym)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from companion.book.chapter import Decision, Findings, Runs
+from companion.book.chapter import Decision, Findings, Measure, Runs
 from companion.book.chapters import decisive
 from companion.book.chapters.budget import budget as run_budget
 from companion.book.chapters.frames import curves, records_frame
@@ -34,8 +34,8 @@ from companion.sweep import ensure_grid
 from companion.tasks.arithmetic import ArithmeticTask, decode
 
 __all__ = ["REACH", "fraction_label", "load", "runs_frame", "examples", "mask_panel", "budget_table",
-           "table8", "paired_against", "paired_table8", "summary", "paired_gain", "claim_measures",
-           "claim_preconditions", "table8_caps", "claim_details", "verdict_numbers", "figure2_data", "figure2_seeds",
+           "table8", "paired_against", "paired_table8", "summary", "paired_gain", "analysis", "CLAIMS",
+           "table8_caps", "verdict_numbers", "figure2_data", "figure2_seeds",
            "fraction_ticks", "figure2_table", "held_at_both", "steps_to", "budget_gap_table", "digit_frame", "digit_table", "prose_numbers",
            "seed_gains", "held_low", "interval_numbers",
            "SEEDS", "decide"]
@@ -228,67 +228,81 @@ def _long_default(frame: pd.DataFrame) -> float:
     return summary(frame, "add", TABLE8_FRACTION["add"], "default", budget="long").mean
 
 
-def claim_measures(frame: pd.DataFrame, profile: str, gains: Mapping | None = None) -> dict[str, float]:
-    """Claim measures: S2-13 (default on addition at 0.4 %), S2-14 / S2-16 (paired mask gain on addition /
-    multiplication), S2-15 (best other initialisation on addition), S2-17 (best structured initialisation on
-    multiplication, where the profile runs one), S2-18 (smallest mean mask − default margin over Figure 2's
-    fractions), S2-24 (paired learnable − fixed mask gain on addition at 0.4 %). S2-13, S2-14, S2-15 and S2-18
-    are decided at both budgets (`held_at_both`, with the claim's partly level from the ledger); S2-14 and S2-18
-    on the lower ends of the paired intervals of `gains` (`seed_gains`; of `frame` when None)."""
-    add, mul = TABLE8_FRACTION["add"], TABLE8_FRACTION["mul"]
-    gains = seed_gains(frame, profile) if gains is None else gains
-    default, long_default = summary(frame, "add", add, "default").mean / 100, _long_default(frame) / 100
-    out = {"S2-13": round(held_at_both(default, long_default, _partly("S2-13"), larger=False), 4),
-           "S2-14": round(held_low(gains, [add], _partly("S2-14")), 4),
-           "S2-15": round(held_at_both(_best_other(frame)[1] / 100, _best_other(frame, "long")[1] / 100,
-                                       _partly("S2-15"), larger=False), 4),
-           "S2-16": round(paired_gain(frame, "mul", mul, "mask").mean_diff / 100, 4)}
-    structured = [m for m in _STRUCTURED if m in MUL_METHODS[profile]]
-    if structured:
-        out["S2-17"] = round(max(summary(frame, "mul", mul, m).mean for m in structured) / 100, 4)
-    out["S2-18"] = round(held_low(gains, FRACTIONS[profile], _partly("S2-18")), 4)
-    out["S2-24"] = round(paired_gain(frame, "add", add, "mask", baseline="fixed-mask").mean_diff / 100, 4)
-    return out
+def analysis(frame: pd.DataFrame, profile: str, gains: Mapping | None = None,
+             caps: Mapping[str, float] | None = None) -> dict:
+    """What the chapter's claims read: the runs' `frame`, the `profile`, the paired seed `gains` (`seed_gains`; of
+    `frame` when None) and the mask's step `caps` (`table8_caps`; {} when None)."""
+    return {"frame": frame, "profile": profile, "gains": seed_gains(frame, profile) if gains is None else gains,
+            "caps": dict(caps or {})}
 
 
-def claim_preconditions(frame: pd.DataFrame, profile: str, caps: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:
-    """Preconditions (book/claims.yml): S2-16's `a-method-learns` (highest mean test sequence accuracy of any
-    method on multiplication at Table 8's fraction); S2-24's `mask-gains` (paired mask − default gain on addition
-    at 0.4 %) and, with `caps` (`step_cap.method_caps` of the runs), `mask-can-move`; fractions to 4 decimals."""
-    mul = TABLE8_FRACTION["mul"]
-    best = max(summary(frame, "mul", mul, m).mean for m in MUL_METHODS[profile])
-    gain = paired_gain(frame, "add", TABLE8_FRACTION["add"], "mask").mean_diff / 100
-    can = {"mask-can-move": caps["mask"]} if caps else {}
-    return {"S2-16": {"a-method-learns": round(best / 100, 4)}, "S2-24": {"mask-gains": round(gain, 4)} | can}
+_ADD, _MUL = TABLE8_FRACTION["add"], TABLE8_FRACTION["mul"]
+_LONG = f"{LONG_BUDGET}× the updates"
+
+
+def _s2_13(a: dict) -> float:
+    default = summary(a["frame"], "add", _ADD, "default").mean / 100
+    return round(held_at_both(default, _long_default(a["frame"]) / 100, _partly("S2-13"), larger=False), 4)
+
+
+def _s2_15(a: dict) -> float:
+    f = a["frame"]
+    return round(held_at_both(_best_other(f)[1] / 100, _best_other(f, "long")[1] / 100, _partly("S2-15"), larger=False), 4)
+
+
+def _structured(a: dict) -> list[str]:
+    return [m for m in _STRUCTURED if m in MUL_METHODS[a["profile"]]]
+
+
+def _best_mul(a: dict) -> float:
+    return round(max(summary(a["frame"], "mul", _MUL, m).mean for m in MUL_METHODS[a["profile"]]) / 100, 4)
+
+
+def _margin_phrase(a: dict) -> str:
+    gains, fractions = a["gains"], FRACTIONS[a["profile"]]
+    return (f"paired margins over {next(iter(gains.values())).n} seeds at the stated budget: "
+            + ", ".join(f"{fraction_label(f)} {_interval(gains[f, 'base'])}" for f in fractions) + f"; at {_LONG}: "
+            + ", ".join(f"{fraction_label(f)} {_interval(gains[f, 'long'])}" for f in fractions))
+
+
+def _best_phrase(a: dict) -> str:
+    best, best_long = _best_other(a["frame"]), _best_other(a["frame"], "long")
+    return f"{label(best[0])} {_percent(best[1])} at the stated budget, {label(best_long[0])} {_percent(best_long[1])} at {_LONG}"
+
+
+def _mask_gain(a: dict, task: str, fraction: float, baseline: str = "default") -> Paired:
+    return paired_gain(a["frame"], task, fraction, "mask", baseline=baseline)
+
+
+# Table 8, Figure 2 and the budget check, over `analysis`: S2-13 (default on addition at 0.4 %), S2-14 / S2-16 (paired
+# mask gain on addition / multiplication), S2-15 (best other initialisation on addition), S2-17 (best structured
+# initialisation on multiplication, where the profile runs one), S2-18 (smallest mean mask − default margin over
+# Figure 2's fractions), S2-24 (paired learnable − fixed mask gain on addition at 0.4 %); fractions, 4 decimals.
+# S2-13, S2-14, S2-15 and S2-18 are decided at both budgets (`held_at_both`, with the claim's partly level from the
+# ledger); S2-14 and S2-18 on the lower ends of the paired intervals of the gains.
+CLAIMS = (
+    Measure("S2-13", _s2_13, detail=lambda a: f"{_percent(summary(a['frame'], 'add', _ADD, 'default').mean)} at the "
+                                              f"stated budget, {_percent(_long_default(a['frame']))} at {_LONG}"),
+    Measure("S2-14", lambda a: round(held_low(a["gains"], [_ADD], _partly("S2-14")), 4),
+            detail=lambda a: f"{_points(a['gains'][_ADD, 'base'])} at the stated budget, "
+                             f"{_points(a['gains'][_ADD, 'long'])} at {_LONG}, over {next(iter(a['gains'].values())).n} seeds"),
+    Measure("S2-15", _s2_15, detail=_best_phrase),
+    Measure("S2-16", lambda a: round(_mask_gain(a, "mul", _MUL).mean_diff / 100, 4), {"a-method-learns": _best_mul},
+            lambda a: _interval_points(_mask_gain(a, "mul", _MUL))),
+    Measure("S2-17", lambda a: round(max(summary(a["frame"], "mul", _MUL, m).mean for m in _structured(a)) / 100, 4),
+            when=lambda a: bool(_structured(a))),
+    Measure("S2-18", lambda a: round(held_low(a["gains"], FRACTIONS[a["profile"]], _partly("S2-18")), 4), detail=_margin_phrase),
+    Measure("S2-24", lambda a: round(_mask_gain(a, "add", _ADD, "fixed-mask").mean_diff / 100, 4),
+            {"mask-gains": lambda a: round(_mask_gain(a, "add", _ADD).mean_diff / 100, 4),
+             "mask-can-move": lambda a: a["caps"].get("mask")},
+            lambda a: "learnable − fixed, " + _interval_points(_mask_gain(a, "add", _ADD, "fixed-mask"))),
+)
 
 
 def table8_caps(records: Mapping) -> dict[str, float]:
     """S2-24's `mask-can-move` value: Adam's step cap of the learnable mask on addition at Table 8's
     fraction, stated budget (`companion.book.chapters.step_cap.method_caps`)."""
     return method_caps(records[("add", TABLE8_FRACTION["add"], "base")], ("mask",))
-
-
-def claim_details(frame: pd.DataFrame, profile: str, gains: Mapping | None = None) -> dict[str, str]:
-    """What each claim's verdict table row adds to its measure: intervals (S2-14's and S2-18's over the seeds of
-    `gains`, `seed_gains`), the best method, the fractions."""
-    add, mul = TABLE8_FRACTION["add"], TABLE8_FRACTION["mul"]
-    gains = seed_gains(frame, profile) if gains is None else gains
-    n = next(iter(gains.values())).n
-    gain_mul = paired_gain(frame, "mul", mul, "mask")
-    long = f"{LONG_BUDGET}× the updates"
-    best, best_long = _best_other(frame), _best_other(frame, "long")
-    return {"S2-13": f"{_percent(summary(frame, 'add', add, 'default').mean)} at the stated budget, "
-                     f"{_percent(_long_default(frame))} at {long}",
-            "S2-14": f"{_points(gains[add, 'base'])} at the stated budget, {_points(gains[add, 'long'])} at {long}, "
-                     f"over {n} seeds",
-            "S2-15": f"{label(best[0])} {_percent(best[1])} at the stated budget, {label(best_long[0])} "
-                     f"{_percent(best_long[1])} at {long}",
-            "S2-16": _interval_points(gain_mul),
-            "S2-24": "learnable − fixed, " + _interval_points(paired_gain(frame, "add", add, "mask", baseline="fixed-mask")),
-            "S2-18": f"paired margins over {n} seeds at the stated budget: "
-                     + ", ".join(f"{fraction_label(f)} {_interval(gains[f, 'base'])}" for f in FRACTIONS[profile])
-                     + f"; at {long}: "
-                     + ", ".join(f"{fraction_label(f)} {_interval(gains[f, 'long'])}" for f in FRACTIONS[profile])}
 
 
 def _points(g: Paired) -> str:
@@ -579,8 +593,7 @@ def decide(runs: Runs) -> Findings:
     gains = seed_gains(frame, profile)  # S2-14 and S2-18, decided on the lower ends of their intervals
     caps = table8_caps(records)  # how far Adam lets the mask move (Chapter 6)
     d = Decision()
-    results = d.claims(claim_measures(frame, profile, gains), details=claim_details(frame, profile, gains),
-                       preconditions=claim_preconditions(frame, profile, caps))
+    results = d.measure(CLAIMS, analysis(frame, profile, gains, caps))
     moves = movable(frame, records)  # S2-24 where the mask can move
     decided = d.decided_claims(**{k: v for k, v in moves.items() if k != "numbers"}) if moves else []
     d.glue(prose_numbers(records, frame, profile) | verdict_numbers(results) | cap_glue("4", caps)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from companion import drift
-from companion.book.chapter import Decision, Findings, Runs
+from companion.book.chapter import Decision, Findings, Measure, Runs
 from companion.book.claims import crossed_lines
 from companion.book.chapters import frames
 from companion.book.chapters import positions as pos
@@ -37,7 +37,7 @@ from companion.tasks.images import load_digits_images
 __all__ = ["BLOCKS", "TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
            "patterns", "digit_examples", "paired_frame", "text_pattern", "text_mask", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
            "inconsistency", "reading", "map_frame", "open_share", "map_panels", "accuracy_curves", "table6",
-           "perplexity_pairs", "perplexity_interval", "mask_movement", "claim_measures", "claim_preconditions", "image_caps", "prose_numbers",
+           "perplexity_pairs", "perplexity_interval", "mask_movement", "CLAIMS", "image_caps", "prose_numbers",
            "SEEDS", "TEXT_SEEDS", "decide", "HEADERS", "for_page"]
 
 SEEDS = tuple(range(6))  # the image runs' seeds: what `load` reads when `seeds` is None
@@ -301,33 +301,38 @@ def perplexity_interval(pairs: pd.DataFrame) -> Paired:
     return Paired(s.mean, s.lo, s.hi, float("nan"), s.n)
 
 
-def claim_measures(t3m: dict, fixed: dict[str, Paired], ppl: Paired) -> dict[str, float]:
-    """S2-27: the lowest lower end of the mask's lead (fraction, 95 % interval over seeds) over the best other
-    initialisation over image sets (on the interval, not the mean: its interval crosses the claim's lines);
-    S2-19: the lowest lower end of the mask's lead over the best of default, mimetic and impulse over image sets;
-    S2-28: the largest |end| of the fixed-minus-learnable interval; S2-29, S2-30: the perplexity interval's upper end.
-    R-08 (Tables 3 and 5 printing one run alike) is reported, not rebuilt: here both tables read the same records,
-    so it could not fail; `inconsistency` still gives the gap and spread the prose cites."""
-    return {"S2-27": round(min(v["lead"].lo for v in t3m.values()), 4),
-            "S2-19": round(min(v["impulse_lead"].lo for v in t3m.values()), 4),
-            "S2-28": round(max(max(abs(p.lo), abs(p.hi)) for p in fixed.values()), 4),
-            "S2-29": round(ppl.hi, 4), "S2-30": round(ppl.hi, 4)}
+def _learns_images(a: dict) -> float:
+    return round(min(v["means"]["default"] for v in a["t3m"].values()), 4)
+
+
+def _learns_text(a: dict) -> float:
+    return round(float(a["text"][a["text"].method == "default"]["test.bpc"].mean()), 4)
+
+
+_IMAGES, _TEXT = {"default-learns-images": _learns_images}, {"default-learns-text": _learns_text}
+
+# Tables 3, 5 and 6, over {"t3m": `table3_measures`, "fixed": `fixed_vs_learnable`, "ppl": `perplexity_interval`,
+# "text": `text_frame`, "caps": `image_caps`}, 4 decimals. S2-27: the lowest lower end of the mask's lead (fraction,
+# 95 % interval over seeds) over the best other initialisation over image sets (on the interval, not the mean: its
+# interval crosses the claim's lines); S2-19: the same against the best of default, mimetic and impulse; S2-28: the
+# largest |end| of the fixed-minus-learnable interval; S2-29, S2-30: the perplexity interval's upper end. Each needs
+# the default to learn the images (its lowest mean test accuracy over image sets) or the text (its mean test bits
+# per character); S2-28 also that Adam lets the mask move. R-08 (Tables 3 and 5 printing one run alike) is
+# reported, not rebuilt: here both tables read the same records, so it could not fail; `inconsistency` still gives
+# the gap and spread the prose cites.
+CLAIMS = (
+    Measure("S2-27", lambda a: round(min(v["lead"].lo for v in a["t3m"].values()), 4), _IMAGES),
+    Measure("S2-19", lambda a: round(min(v["impulse_lead"].lo for v in a["t3m"].values()), 4), _IMAGES),
+    Measure("S2-28", lambda a: round(max(max(abs(p.lo), abs(p.hi)) for p in a["fixed"].values()), 4),
+            _IMAGES | {"mask-can-move": lambda a: a["caps"].get("mask")}),
+    Measure("S2-29", lambda a: round(a["ppl"].hi, 4), _TEXT),
+    Measure("S2-30", lambda a: round(a["ppl"].hi, 4), _TEXT),
+)
 
 
 def image_caps(records: Mapping) -> dict[str, float]:
     """S2-28's `mask-can-move` value: Adam's step cap of the learnable mask over the image runs (`method_caps`)."""
     return method_caps({k: v for k, v in records.items() if k != "text"}, ("mask",))
-
-
-def claim_preconditions(t3m: dict, text: pd.DataFrame, caps: Mapping[str, float] | None = None) -> dict[str, dict[str, float]]:
-    """The default learns the images (lowest mean test accuracy over image sets; S2-27, S2-28) and the text (mean
-    test bits per character; S2-29, S2-30); with `caps` (`image_caps`), S2-28's `mask-can-move`."""
-    learns = round(min(v["means"]["default"] for v in t3m.values()), 4)
-    bpc = round(float(text[text.method == "default"]["test.bpc"].mean()), 4)
-    can = {"mask-can-move": caps["mask"]} if caps else {}
-    return {"S2-27": {"default-learns-images": learns}, "S2-19": {"default-learns-images": learns},
-            "S2-28": {"default-learns-images": learns} | can,
-            "S2-29": {"default-learns-text": bpc}, "S2-30": {"default-learns-text": bpc}}
 
 
 def prose_numbers(t3m: dict, fixed: dict[str, Paired], inc: dict, ppl: Paired, shares: pd.DataFrame,
@@ -418,7 +423,7 @@ def decide(runs: Runs) -> Findings:
     caps = image_caps(images)  # how far Adam lets the mask move (Chapter 6)
     moved = mask_movement(images, masks)
     d = Decision()
-    results = d.claims(claim_measures(t3m, fixed, ppl), preconditions=claim_preconditions(t3m, text, caps))
+    results = d.measure(CLAIMS, {"t3m": t3m, "fixed": fixed, "ppl": ppl, "text": text, "caps": caps})
     moves = movable(frame, runs.blocks.get("movable", [])) if "digits" in images else None  # S2-28 where it moves
     decided = d.decided_claims(**{k: v for k, v in moves.items() if k not in ("numbers", "diff")}) if moves else []
     s220 = []
@@ -429,7 +434,7 @@ def decide(runs: Runs) -> Findings:
     positions, fixed_pos = None, {k: runs.blocks.get(k, []) for k in ("sinusoidal", "matched", "sincos")}
     if all(fixed_pos.values()):  # S1-10: learned against sinusoidal positions
         changes = pos.changes(text, frame, fixed_pos)
-        s110 = d.claims(pos.measures(changes), preconditions=pos.preconditions(text))
+        s110 = d.measure(pos.CLAIMS, {"found": changes, "text": text})
         d.glue(pos.numbers(changes, s110[0].verdict))
         positions = pos.table(text, frame, fixed_pos)
     else:

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from companion import drift
-from companion.book.chapter import Decision, Findings, Runs
+from companion.book.chapter import Decision, Findings, Measure, Runs
 from companion.book.chapters import step_cap
 from companion.book.chapters.frames import open_mass, readout, records_frame
 from companion.book.chapters.interpolator import mdi
@@ -37,10 +37,10 @@ from companion.tasks import make_task
 
 __all__ = ["DRIFT_TITLES", "SEED_TEST_CELLS", "MOVABLE_TEST_CELLS", "TEST_SEEDS", "load", "decide", "placement_frame", "qk_frame", "select", "by_seed", "placements_table", "accuracy_table", "accuracy_runs",
            "baseline_accuracy", "drift_table", "placement_drift", "qk_table", "qk_drift_table", "qk_drift_curves",
-           "paired_gain_table", "claim_measures", "prose_numbers", "FIT", "GAIN", "mdi", "mask_matters",
-           "separating_drift", "misspecified_drift", "r03_summary", "claim_preconditions", "claim_details", "seed_test",
+           "paired_gain_table", "analysis", "CLAIMS", "prose_numbers", "FIT", "GAIN", "mdi", "mask_matters",
+           "separating_drift", "misspecified_drift", "r03_summary", "seed_test",
            "qk_retention", "matched_drift", "MATCH", "SEEDS", "PLACEMENT_NAMES", "ACCURACY_AT", "DRIFT_AT",
-           "QK_COLUMNS", "QK_DRIFTS", "MINUS_NO_MASK", "step_cap_measures", "verdicts",
+           "QK_COLUMNS", "QK_DRIFTS", "MINUS_NO_MASK", "step_cap_measures",
            "movable_table", "step_cap_glue", "free_rows", "free_drift"]
 
 SEEDS = (0, 1, 2, 3, 4)  # the chapter's seeds: what `load` reads when the notebook's `seeds` is None
@@ -147,20 +147,6 @@ def decided_numbers(decided: Sequence) -> dict[str, str]:
     not decided here (a profile without the `mask-moves` runs)."""
     found = {r.id: f"{signed(100 * r.measure)} points, {in_words(r)}" for r in decided}
     return {f"ch6_{cid.replace('-', '')}_decided": found.get(cid, "—") for cid in DECIDED_HERE}
-
-
-def verdicts(frame: pd.DataFrame, qk: pd.DataFrame, cap: dict | None, tested: pd.DataFrame | None = None) -> dict[str, dict]:
-    """`record_all`'s {"measures", "details", "preconditions"} of every claim, in verdict-table order: R-01 … R-07,
-    then M-07 … M-09 from `cap` (`step_cap_measures`; None without `mask-moves` runs: R-01, M-07 … M-09 undecided);
-    R-05 from `tested` (the ten-seed frame) where given, else from `frame`."""
-    parts = {"measures": claim_measures(frame, qk, tested), "details": claim_details(frame, qk, tested),
-             "preconditions": claim_preconditions(frame, qk, tested)}
-    if cap is None:
-        return parts
-    own = {"measures": step_cap.step_cap_claims(cap), "details": step_cap.step_cap_details(cap),
-           "preconditions": step_cap.step_cap_preconditions(cap)}
-    return {k: {c: v for c, v in own[k].items() if c == "R-01"} | parts[k]
-            | {c: v for c, v in own[k].items() if c != "R-01"} for k in parts}
 
 
 # ---------------------------------------------------------------- per-run readings
@@ -518,58 +504,65 @@ def _relative_misspecified_drift(frame: pd.DataFrame) -> float:
     return _mask_drift(frame, "2parity", "misspecified", 10.0) / float(cell["mask_norm"].iloc[0])
 
 
-def claim_measures(frame: pd.DataFrame, qk: pd.DataFrame, tested: pd.DataFrame | None = None) -> dict[str, float]:
-    """R-02 … R-07 (thresholds in book/claims.yml; R-01 is decided in `step_cap`, see `verdicts`).
-
-    R-02: |mean cube accuracy of the widened falsifier ±10 on Majority − the MDI's| (4 digits). R-03: the lower end
-    of the 95 % interval of the correct ±1 mask's cube accuracy on Majority over seeds (`r03_summary`, 4 digits). R-04: mean final mask drift of the correct Majority mask
-    at ±1 over ±10 (1 digit). R-05: the largest exact one-sided sign-flip p of correct ±10 − no mask over the tasks
-    where the mask matters (4 digits; 1.0 without one), on `tested` (R-05's ten-seed frame) where given. R-06: `qk_retention` of Structured (SVD) with QK norm minus
-    without (4 digits). R-07: `matched_drift`'s ratio (2 digits).
-    """
-    drift_ratio = (_mask_drift(frame, "maj3", "correct", 1.0)
-                   / max(_mask_drift(frame, "maj3", "correct", 10.0), 1e-12))
-    r03 = r03_summary(frame)
-    tested = frame if tested is None else tested
-    matters = mask_matters(tested)
-    return {"R-02": round(abs(_accuracy(frame, "maj3", "widened", 10.0) - mdi("maj3")), 4),
-                  "R-03": round(r03.lo, 4),
-                  "R-04": round(drift_ratio, 1),
-                  "R-05": round(max((seed_test(tested, t)["p"] for t in matters), default=1.0), 4),
-                  "R-06": round(qk_retention(qk, True) - qk_retention(qk, False), 4),
-                  "R-07": round(matched_drift(frame, qk)["ratio"], 2)}
+def analysis(frame: pd.DataFrame, qk: pd.DataFrame, tested: pd.DataFrame | None = None) -> dict:
+    """What R-02 … R-07 read: the placement `frame`, the `qk` frame and `tested`, R-05's ten-seed frame (`frame`
+    where None)."""
+    return {"frame": frame, "qk": qk, "tested": frame if tested is None else tested}
 
 
-def claim_preconditions(frame: pd.DataFrame, qk: pd.DataFrame, tested: pd.DataFrame | None = None) -> dict:
-    """The preconditions of R-02, R-05, R-06 and R-07 (book/claims.yml), by claim id; R-05's on `tested` where
-    given."""
-    tested = frame if tested is None else tested
-    matters = mask_matters(tested)
-    fals = select(frame, "maj3", "widened", 10.0)
-    out = {"R-02": {"falsifier-fits": round(float(fals["seen.acc"].mean()), 4)},
-           "R-05": {"mask-matters": len(matters), "test-can-pass": int(2.0 ** -tested["seed"].nunique() <= 0.05)},
-           "R-06": {"prior-at-start": round(_qk_start_excess(qk), 4)},
-           "R-07": {"matched-pairs": matched_drift(frame, qk)["pairs"]}}
-    return out
+def _r03(a: dict):
+    return r03_summary(a["frame"])
 
 
-def claim_details(frame: pd.DataFrame, qk: pd.DataFrame, tested: pd.DataFrame | None = None) -> dict[str, str]:
-    """What each verdict row adds: R-02's accuracy, R-05's test per task (on `tested` where given), R-06's control,
-    R-07's pairs."""
-    r03 = r03_summary(frame)
-    tested = frame if tested is None else tested
-    out = {"R-03": f"mean {pct(r03.mean)} over {r03.n} seeds, 95 % interval [{pct(r03.lo)}, {pct(r03.hi)}]"
-                   + crossed_lines("R-03", r03.lo, r03.hi, lambda t: pct(t, 0)),
-           "R-02": f"widened falsifier ±10 on Majority {100 * _accuracy(frame, 'maj3', 'widened', 10.0):.1f} % "
-                   f"(MDI {100 * mdi('maj3'):.1f} %); the shape-only falsifier fits "
-                   f"{100 * float(select(frame, 'maj3', 'falsifier', 10.0)['seen.acc'].mean()):.1f} % of the seen set",
-           "R-05": "; ".join(f"{task_title(t)}: {s['gains']} of {s['n']} seeds gain, p = {s['p']:.3f}, "
-                             f"95% interval [{100 * s['lo']:.1f}, {100 * s['hi']:.1f}] points"
-                             for t in mask_matters(tested) for s in [seed_test(tested, t)]) or "no task where the mask matters",
-           "R-06": f"retention with QK norm {num(qk_retention(qk, True))}, without (control) {num(qk_retention(qk, False))}",
-           "R-07": "free rows: Structured (SVD) {svd:.2f} vs mask {mask:.2f} over {pairs} pairs matched at the start; "
-                   "every row: {svd_all:.2f} vs {mask_all:.2f}".format(**matched_drift(frame, qk))}
-    return out
+def _r03_detail(a: dict) -> str:
+    r03 = _r03(a)
+    return (f"mean {pct(r03.mean)} over {r03.n} seeds, 95 % interval [{pct(r03.lo)}, {pct(r03.hi)}]"
+            + crossed_lines("R-03", r03.lo, r03.hi, lambda t: pct(t, 0)))
+
+
+def _r04(a: dict) -> float:
+    f = a["frame"]
+    return round(_mask_drift(f, "maj3", "correct", 1.0) / max(_mask_drift(f, "maj3", "correct", 10.0), 1e-12), 1)
+
+
+def _r02_detail(a: dict) -> str:
+    f = a["frame"]
+    return (f"widened falsifier ±10 on Majority {100 * _accuracy(f, 'maj3', 'widened', 10.0):.1f} % "
+            f"(MDI {100 * mdi('maj3'):.1f} %); the shape-only falsifier fits "
+            f"{100 * float(select(f, 'maj3', 'falsifier', 10.0)['seen.acc'].mean()):.1f} % of the seen set")
+
+
+def _r05_detail(a: dict) -> str:
+    t = a["tested"]
+    return "; ".join(f"{task_title(task)}: {s['gains']} of {s['n']} seeds gain, p = {s['p']:.3f}, "
+                     f"95% interval [{100 * s['lo']:.1f}, {100 * s['hi']:.1f}] points"
+                     for task in mask_matters(t) for s in [seed_test(t, task)]) or "no task where the mask matters"
+
+
+# R-02 … R-07 over `analysis` (thresholds in book/claims.yml; R-01 is decided in `step_cap`). R-02: |mean cube accuracy
+# of the widened falsifier ±10 on Majority − the MDI's| (4 digits). R-03: the lower end of the 95 % interval of the
+# correct ±1 mask's cube accuracy on Majority over seeds (`r03_summary`, 4 digits). R-04: mean final mask drift of
+# the correct Majority mask at ±1 over ±10 (1 digit). R-05: the largest exact one-sided sign-flip p of correct ±10 −
+# no mask over the tasks where the mask matters (4 digits; 1.0 without one), on the ten-seed frame. R-06:
+# `qk_retention` of Structured (SVD) with QK norm minus without (4 digits). R-07: `matched_drift`'s ratio (2 digits).
+CLAIMS = (
+    Measure("R-02", lambda a: round(abs(_accuracy(a["frame"], "maj3", "widened", 10.0) - mdi("maj3")), 4),
+            {"falsifier-fits": lambda a: round(float(select(a["frame"], "maj3", "widened", 10.0)["seen.acc"].mean()), 4)},
+            _r02_detail),
+    Measure("R-03", lambda a: round(_r03(a).lo, 4), detail=_r03_detail),
+    Measure("R-04", _r04),
+    Measure("R-05", lambda a: round(max((seed_test(a["tested"], t)["p"] for t in mask_matters(a["tested"])), default=1.0), 4),
+            {"mask-matters": lambda a: len(mask_matters(a["tested"])),
+             "test-can-pass": lambda a: int(2.0 ** -a["tested"]["seed"].nunique() <= 0.05)}, _r05_detail),
+    Measure("R-06", lambda a: round(qk_retention(a["qk"], True) - qk_retention(a["qk"], False), 4),
+            {"prior-at-start": lambda a: round(_qk_start_excess(a["qk"]), 4)},
+            lambda a: f"retention with QK norm {num(qk_retention(a['qk'], True))}, without (control) "
+                      f"{num(qk_retention(a['qk'], False))}"),
+    Measure("R-07", lambda a: round(matched_drift(a["frame"], a["qk"])["ratio"], 2),
+            {"matched-pairs": lambda a: matched_drift(a["frame"], a["qk"])["pairs"]},
+            lambda a: "free rows: Structured (SVD) {svd:.2f} vs mask {mask:.2f} over {pairs} pairs matched at the start; "
+                      "every row: {svd_all:.2f} vs {mask_all:.2f}".format(**matched_drift(a["frame"], a["qk"]))),
+)
 
 
 def prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence,
@@ -630,12 +623,12 @@ def _prose_numbers(frame: pd.DataFrame, qk: pd.DataFrame, results: Sequence) -> 
     out.update({f"ch6_{r.id.replace('-', '')}": in_words(r) for r in results})
     default = _accuracy(frame, "maj3", "no mask", 0.0)
     out.update({f"ch6_gain_{k}": signed(100 * (_accuracy(frame, "maj3", p, c) - default)) for k, (p, c) in GAINS.items()})
-    out["ch6_r04"] = f"{claim_measures(frame, qk)['R-04']:g}"
+    out["ch6_r04"] = f"{_r04(analysis(frame, qk)):g}"
     return out
 
 
 def decide(runs: Runs) -> Findings:
-    """The chapter's claims (`verdicts`) and cited numbers; parts: `frame` (`placement_frame`), `qk` (`qk_frame`),
+    """The chapter's claims (R-01 and M-07 … M-09 from `step_cap.CLAIMS` on `cap`, around `CLAIMS`) and cited numbers; parts: `frame` (`placement_frame`), `qk` (`qk_frame`),
     `cap` (`step_cap_measures`, None without the `mask-moves` runs)."""
     referee, movable = runs["referee"], runs["mask-moves"]
     frame, qk = placement_frame(referee), qk_frame(runs["qk-norm"])
@@ -644,7 +637,8 @@ def decide(runs: Runs) -> Findings:
     drifts = {task: misspecified_drift(referee, task) for task in TASKS}  # the final masks, from the records
     soft = {task: misspecified_drift(referee, task, 1.0) for task in TASKS}
     d = Decision()
-    results = d.claims(**verdicts(frame, qk, cap, tested))
+    own = (step_cap.CLAIMS[:1], step_cap.CLAIMS[1:]) if cap is not None else ((), ())  # R-01 first, M-07 … M-09 last
+    results = d.measure(own[0], cap) + d.measure(CLAIMS, analysis(frame, qk, tested)) + d.measure(own[1], cap)
     decided = d.decided_claims(**step_cap.decided_claims(cap)) if cap is not None else []
     d.glue(decided_numbers(decided))  # Chapter 3's S2-10 and S2-23, decided where the mask can move
     d.glue(prose_numbers(frame, qk, results, drifts, soft, tested))

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from companion.book.chapter import Decision, Findings, Runs
+from companion.book.chapter import Decision, Findings, Measure, Runs
 from companion.book.chapters import bochner, decisive
 from companion.book.claims import in_words, load_ledger, requirement_threshold
 from companion.book.chapters.frames import by_method, readout, run_summary
@@ -33,10 +33,10 @@ from companion.transport import matched_bins
 __all__ = ["SEEDS", "CONTROL_SEEDS", "BOUNDS", "SINK_CURVE", "PROP22", "PROP31", "EQ3", "BETTER", "CLOSED_FORM_TOL",
            "RECOMPUTE_TOL", "load", "run_summary", "propositions", "propositions_table", "proposition_checks", "theorem",
            "theorem_table", "theorem_checks", "SENS", "SENS_TIGHT", "UNIFORM", "SINK", "SINK_TIGHT", "MARGIN",
-           "PSI_UNIFORM", "PSI_LOG_L", "sensitivity", "sensitivity_table", "sensitivity_checks", "sensitivity_measures",
-           "sensitivity_details", "sensitivity_numbers", "sink_search", "matched_curve", "sink_curve", "sink_curves",
-           "mean_curve", "shed", "shed_share", "sink_heads", "pooled_shed", "sink_table", "claim_measures",
-           "claim_preconditions", "claim_details", "prose_numbers", "decide"]
+           "PSI_UNIFORM", "PSI_LOG_L", "sensitivity", "sensitivity_table", "sensitivity_checks", "SENSITIVITY",
+           "BOCHNER", "sensitivity_numbers", "sink_search", "matched_curve", "sink_curve", "sink_curves",
+           "mean_curve", "shed", "shed_share", "sink_heads", "pooled_shed", "sink_table", "CLAIMS",
+           "prose_numbers", "decide"]
 
 SEEDS = (0, 1, 2)  # the chapter's seeds: what `load` reads when the notebook's `seeds` is None
 CONTROL_SEEDS = (0, 1)  # and of the char-LM control (Chapter 9's runs)
@@ -188,17 +188,20 @@ def sensitivity_checks(sens: pd.DataFrame) -> dict[str, object]:
             rf"\(\Psi \le (L-1)/(e^{{m}} + L-1)\) with content (to {_tol(t23)})": bool(sens[MARGIN].max() <= t23)}
 
 
-def sensitivity_measures(sens: pd.DataFrame) -> dict[str, float]:
-    """S3-20: the largest violation of ‖Δo‖ ≤ εΨ(C), in units of ε; S3-23: the largest violation of Theorem 5.4's
-    limits (Ψ = (L−1)/L uniform, Ψ ≤ (L−1)/(e^δ + L−1) peaked) and of the margin form (L−1)/(e^m + L−1)."""
-    return {"S3-20": float(sens[SENS].max()),
-            "S3-23": float(max(sens[UNIFORM].max(), sens[SINK].max(), sens[MARGIN].max()))}
+# Over `sensitivity`. S3-20: the largest violation of ‖Δo‖ ≤ εΨ(C), in units of ε; S3-23: the largest violation of
+# Theorem 5.4's limits (Ψ = (L−1)/L uniform, Ψ ≤ (L−1)/(e^δ + L−1) peaked) and of the margin form (L−1)/(e^m + L−1).
+# The details say how tight the bounds are where they are attained.
+SENSITIVITY = (
+    Measure("S3-20", lambda sens: float(sens[SENS].max()),
+            detail=lambda sens: f"aligned perturbations attain it to {below(sens[SENS_TIGHT].max(), fmt='.0e')}"),
+    Measure("S3-23", lambda sens: float(max(sens[UNIFORM].max(), sens[SINK].max(), sens[MARGIN].max())),
+            detail=lambda sens: f"the extremal prior attains the sink bound to {below(sens[SINK_TIGHT].max(), fmt='.0e')}"),
+)
 
-
-def sensitivity_details(sens: pd.DataFrame) -> dict[str, str]:
-    """What the verdict rows add: how tight the bounds are where they are attained."""
-    return {"S3-20": f"aligned perturbations attain it to {below(sens[SENS_TIGHT].max(), fmt='.0e')}",
-            "S3-23": f"the extremal prior attains the sink bound to {below(sens[SINK_TIGHT].max(), fmt='.0e')}"}
+# Theorem 1 (Bochner), over {"goat": `bochner.goat_checks`, "outside": `bochner.outside_checks`}.
+BOCHNER = (Measure("S3-21", lambda a: bochner.measure(a["goat"]),
+                   detail=lambda a: f"a bounded prior outside the span misses {bochner.NULL_LANES} lanes by at least "
+                                    f"{bochner.null_measure(a['outside']):.2f} at L = 64"),)
 
 
 def sensitivity_numbers(sens: pd.DataFrame) -> dict[str, str]:
@@ -348,34 +351,36 @@ def _edge(drops: Mapping[str, float]) -> float:
     return drops["goat"] - max(v for m, v in drops.items() if m != "goat")
 
 
-def claim_measures(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame]) -> dict[str, float]:
-    """S3-01, S3-02: the largest gap to Proposition 2.2's and 3.1's closed forms; S3-03: the largest violation of
-    Theorem 5.1; S3-04: GOAT's `shed_share` (mean over runs); S3-22: GOAT's share shed minus the larger of RoPE's
-    and ALiBi's (3 decimals). `curves` are the char-LM control's `sink_curves` (key 0 carries no task information)."""
-    drops = _drops(curves)
-    return {"S3-01": float(eot[PROP22].max()), "S3-02": float(eot[PROP31].max()),
-            "S3-03": float(thm["max violation"].max()), "S3-04": round(drops["goat"], 3), "S3-22": round(_edge(drops), 3)}
-
-
-def claim_preconditions(heads: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """S3-04 and S3-22 need a sink to shed: the smallest over GOAT's runs of its sink head's "mean p0"
-    (`sink_heads` of the char-LM control; 3 decimals)."""
-    sink = round(float(heads.loc[label("goat"), "mean p0"].min()), 3)
-    return {"S3-04": {"goat-has-sink": sink}, "S3-22": {"goat-has-sink": sink}}
-
-
-def claim_details(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame],
-                  control: Mapping[str, pd.DataFrame], heads: pd.DataFrame | None = None) -> dict[str, str]:
-    """What the verdict rows add: random points that did better, entries checked, every method's share
-    shed on the char-LM control (where the sink claims are decided) and on copy-mixture, and, with
-    `heads` (`sink_heads` of the copy-mixture models), the first-token head copy-mixture's GOAT builds."""
+def _shed(a: dict) -> str:
+    """What the sink rows add: every method's share shed on the char-LM control (where the sink claims are decided)
+    and on copy-mixture and, with "heads" (`sink_heads` of the copy-mixture models), the first-token head its GOAT
+    builds."""
     drops = lambda cs: ", ".join(f"{label(m)} {v:+.3f}" for m, v in _drops(cs).items())  # noqa: E731
-    both = f"share of sink mass shed, char-LM (decides): {drops(control)}; copy-mixture: {drops(curves)}"
-    if heads is not None:
-        both += (f"; copy-mixture's GOAT puts {heads.loc[label('goat'), 'mean p0'].min():.2f} of one head's attention "
-                 "on key 0, a token it copies")
-    return {"S3-02": f"random simplex points better: {int(eot[BETTER].sum())}",
-            "S3-03": f"{int(thm['checked'].sum()):,} (query, key, head) triples", "S3-04": both, "S3-22": both}
+    both = f"share of sink mass shed, char-LM (decides): {drops(a['control'])}; copy-mixture: {drops(a['curves'])}"
+    if a.get("heads") is not None:
+        both += (f"; copy-mixture's GOAT puts {a['heads'].loc[label('goat'), 'mean p0'].min():.2f} of one head's "
+                 "attention on key 0, a token it copies")
+    return both
+
+
+# S3-04 and S3-22 need a sink to shed: the smallest over GOAT's runs of its sink head's "mean p0" (`sink_heads` of the
+# char-LM control, "control_heads"; 3 decimals).
+_SINK = {"goat-has-sink": lambda a: round(float(a["control_heads"].loc[label("goat"), "mean p0"].min()), 3)}
+
+# Over {"eot": `propositions`, "thm": `theorem`, "curves" / "control": `sink_curves` of copy-mixture / the char-LM
+# control (key 0 carries no task information there), "heads" / "control_heads": their `sink_heads`}. S3-01, S3-02:
+# the largest gap to Proposition 2.2's and 3.1's closed forms; S3-03: the largest violation of Theorem 5.1; S3-04:
+# GOAT's `shed_share` on the control (mean over runs); S3-22: GOAT's share shed minus the larger of RoPE's and
+# ALiBi's (3 decimals).
+CLAIMS = (
+    Measure("S3-01", lambda a: float(a["eot"][PROP22].max())),
+    Measure("S3-02", lambda a: float(a["eot"][PROP31].max()),
+            detail=lambda a: f"random simplex points better: {int(a['eot'][BETTER].sum())}"),
+    Measure("S3-03", lambda a: float(a["thm"]["max violation"].max()),
+            detail=lambda a: f"{int(a['thm']['checked'].sum()):,} (query, key, head) triples"),
+    Measure("S3-04", lambda a: round(_drops(a["control"])["goat"], 3), _SINK, _shed),
+    Measure("S3-22", lambda a: round(_edge(_drops(a["control"])), 3), _SINK, _shed),
+)
 
 
 def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.DataFrame],
@@ -446,17 +451,15 @@ def decide(runs: Runs) -> Findings:
     curves, control = sink_curves(copymix), sink_curves(control_runs)
     heads, control_heads = sink_heads(copymix), sink_heads(control_runs)
     d = Decision()
-    d.claims(claim_measures(eot, thm, control), details=claim_details(eot, thm, curves, control, heads),
-             preconditions=claim_preconditions(control_heads))
+    d.measure(CLAIMS, {"eot": eot, "thm": thm, "curves": curves, "control": control, "heads": heads,
+                       "control_heads": control_heads})
     d.glue(prose_numbers(eot, thm, curves, control, heads, pooled_shed(copymix["goat"]), control_heads))
     d.glue(sink_search(d, runs.profile))  # S3-04 where GOAT grows a sink (a decisive search)
     sens = sensitivity()
-    d.claims(sensitivity_measures(sens), details=sensitivity_details(sens))
+    d.measure(SENSITIVITY, sens)
     d.glue(sensitivity_numbers(sens))
     goat, outside = bochner.goat_checks(), bochner.outside_checks()
-    d.claims({"S3-21": bochner.measure(goat)},
-             details={"S3-21": f"a bounded prior outside the span misses {bochner.NULL_LANES} lanes by at least "
-                               f"{bochner.null_measure(outside):.2f} at L = 64"})
+    d.measure(BOCHNER, {"goat": goat, "outside": outside})
     d.glue(bochner.numbers(goat, outside))
     return d.done(eot=eot, thm=thm, curves=curves, control=control, heads=heads, control_heads=control_heads,
                   sens=sens, bochner=goat, outside=outside)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from companion.book.chapter import Decision, Findings, Runs
+from companion.book.chapter import Decision, Findings, Measure, Runs
 from companion.book.chapters.budget import MODEL, budget as run_budget
 from companion.book.chapters.frames import by_method, long_curves, readout, records_frame, run_summary
 from companion.book.labels import label
@@ -29,8 +29,8 @@ from companion.sweep import ensure_runs
 from companion.tasks import make_task
 
 __all__ = ["SEEDS", "PRIOR", "SINK_MARGIN", "WINDOW", "LOCAL", "goat_config", "budget_table", "load", "frame_of", "run_summary",
-           "gap_curves", "final_table", "figure1_panels", "head_structure", "structure", "per_seed", "claim_measures",
-           "claim_details", "prose_numbers", "decide"]
+           "gap_curves", "final_table", "figure1_panels", "head_structure", "structure", "per_seed", "CLAIMS",
+           "prose_numbers", "decide"]
 
 SEEDS = (0, 1, 2)  # the chapter's seeds: what `load` reads when the notebook's `seeds` is None
 PRIOR = "goat_prior"  # the readout of GOAT's first-layer prior, u and κ per head (`companion.goat`)
@@ -132,20 +132,20 @@ def _counts(heads: pd.DataFrame) -> tuple[int, int, int]:
     return int((s["sink"] >= SINK_MARGIN).sum()), int(s["local"].sum()), len(s)
 
 
-def claim_measures(frame: pd.DataFrame, heads: pd.DataFrame) -> dict[str, float]:
-    """S3-07: GOAT's mean test gap to the Bayes-optimal cross-entropy (4 decimals); S3-05 and S3-06:
-    the share of seeds with a sink head (u(0) ≥ `SINK_MARGIN` nats above the median u) and with a
-    local head (κ peaking at Δ = lag − 1), 3 decimals."""
-    sink, local, n = _counts(heads)
-    gap = summarize(frame[frame.method == "goat"]["test.gap"].to_numpy())
-    return {"S3-07": round(gap.mean, 4), "S3-05": round(sink / n, 3), "S3-06": round(local / n, 3)}
+def _gap(a: dict):
+    return summarize(a["frame"][a["frame"].method == "goat"]["test.gap"].to_numpy())
 
 
-def claim_details(frame: pd.DataFrame, heads: pd.DataFrame) -> dict[str, str]:
-    """S3-07's spread over seeds and S3-05's largest sink strength per seed."""
-    gap = summarize(frame[frame.method == "goat"]["test.gap"].to_numpy())
-    sinks = ", ".join(f"{v:.1f}" for v in per_seed(heads)["sink"])
-    return {"S3-07": f"±{gap.std:.4f} over {gap.n} seeds", "S3-05": f"largest u(0) − median u per seed: {sinks}"}
+# Over {"frame": `frame_of`, "heads": `structure`}. S3-07: GOAT's mean test gap to the Bayes-optimal cross-entropy (4
+# decimals; its spread over seeds beside it); S3-05 and S3-06: the share of seeds with a sink head (u(0) ≥
+# `SINK_MARGIN` nats above the median u; the largest per seed beside it) and with a local head (κ peaking at
+# Δ = lag − 1), 3 decimals.
+CLAIMS = (
+    Measure("S3-07", lambda a: round(_gap(a).mean, 4), detail=lambda a: f"±{_gap(a).std:.4f} over {_gap(a).n} seeds"),
+    Measure("S3-05", lambda a: round(_counts(a["heads"])[0] / _counts(a["heads"])[2], 3),
+            detail=lambda a: "largest u(0) − median u per seed: " + ", ".join(f"{v:.1f}" for v in per_seed(a["heads"])["sink"])),
+    Measure("S3-06", lambda a: round(_counts(a["heads"])[1] / _counts(a["heads"])[2], 3)),
+)
 
 
 def prose_numbers(task, cfg: RunConfig, frame: pd.DataFrame, heads: pd.DataFrame) -> dict[str, object]:
@@ -167,6 +167,6 @@ def decide(runs: Runs) -> Findings:
     frame = frame_of(runs["copymix"])
     heads = structure(runs["copymix"]["goat"], lag=task.lag)
     d = Decision()
-    d.claims(claim_measures(frame, heads), details=claim_details(frame, heads))
+    d.measure(CLAIMS, {"frame": frame, "heads": heads})
     d.glue(prose_numbers(task, cfg, frame, heads))
     return d.done(cfg=cfg, task=task, frame=frame, heads=heads)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from companion.book.chapter import Decision, Findings, Runs
+from companion.book.chapter import Decision, Findings, Measure, Runs
 from companion.book.chapters import resolution
 from companion.book.chapters.budget import MODEL, budget as run_budget
 from companion.book.chapters.frames import by_method, readout, run_summary
@@ -34,10 +34,10 @@ from companion.tasks import make_task
 
 __all__ = ["SEEDS", "READINGS", "GOAT_READINGS", "DEPTH_SHOWN", "BASELINES", "Setup", "reading_lengths", "setup", "budget", "passkey_example",
            "setup_numbers", "load", "run_summary", "readings", "lm_lengths",
-           "length_curves", "ratio_summary", "ppl_table", "lm_claims", "lm_claim_details", "lm_numbers",
+           "length_curves", "ratio_summary", "ppl_table", "LM", "lm_numbers",
            "position_curves", "goat_profiles", "key_prior_lines",
-           "sink_structure", "structure_table", "sink_claims", "sink_claim_details", "sink_numbers",
-           "passkey_lengths", "passkey_table", "depth_panel", "passkey_claims", "passkey_claim_details",
+           "sink_structure", "structure_table", "SINKS", "sink_numbers",
+           "passkey_lengths", "passkey_table", "depth_panel", "PASSKEY",
            "passkey_numbers", "head_prior", "verdict_numbers", "decide"]
 
 SEEDS = (0, 1)  # the chapter's seeds: what `load` reads when the notebook's `seeds` is None
@@ -202,20 +202,20 @@ def _lm_ratios(lm: pd.DataFrame, train_len: int, far: int) -> dict[str, pd.Serie
             "in_window": wide.loc["alibi"][train_len] - wide.loc["goat"][train_len]}
 
 
-def lm_claims(lm: pd.DataFrame, train_len: int, far: int) -> dict[str, float]:
-    """S3-08: RoPE's perplexity at `far` over at L; S3-09: ALiBi minus GOAT perplexity at L; S3-10:
-    GOAT's perplexity at `far` over at L; each the mean over seeds, 3 digits."""
-    r = _lm_ratios(lm, train_len, far)
-    return {"S3-08": round(float(r["rope"].mean()), 3), "S3-09": round(float(r["in_window"].mean()), 3),
-            "S3-10": round(float(r["goat"].mean()), 3)}
+def _per_seed(key: str, fmt: str):
+    return lambda a: f"per seed {', '.join(format(v, fmt) for v in _lm_ratios(a['lm'], a['L'], a['far'])[key])}"
 
 
-def lm_claim_details(lm: pd.DataFrame, train_len: int, far: int) -> dict[str, str]:
-    """The per-seed values behind S3-08 … S3-10."""
-    r = _lm_ratios(lm, train_len, far)
-    return {"S3-08": f"per seed {', '.join(f'{v:.2f}' for v in r['rope'])}",
-            "S3-09": f"per seed {', '.join(f'{v:.2f}' for v in r['in_window'])}",
-            "S3-10": f"per seed {', '.join(f'{v:.3f}' for v in r['goat'])}"}
+def _lm_mean(key: str):
+    return lambda a: round(float(_lm_ratios(a["lm"], a["L"], a["far"])[key].mean()), 3)
+
+
+# Figure 2a, over {"lm": `lm_lengths`, "L": the training length, "far": the farthest length}; each the mean over seeds
+# (3 digits), its per-seed values beside it. S3-08: RoPE's perplexity at `far` over at L; S3-09: ALiBi minus GOAT
+# perplexity at L; S3-10: GOAT's perplexity at `far` over at L.
+LM = (Measure("S3-08", _lm_mean("rope"), detail=_per_seed("rope", ".2f")),
+      Measure("S3-09", _lm_mean("in_window"), detail=_per_seed("in_window", ".2f")),
+      Measure("S3-10", _lm_mean("goat"), detail=_per_seed("goat", ".3f")))
 
 
 def lm_numbers(lm: pd.DataFrame, train_len: int, far: int) -> dict[str, str]:
@@ -297,18 +297,15 @@ def _counts(structure: pd.DataFrame) -> tuple[int, int, int]:
     return spikes, rises, len(structure.loc["goat"])
 
 
-def sink_claims(structure: pd.DataFrame) -> dict[str, float]:
-    """S3-11: share of seeded-GOAT seeds with a first-token spike of at least 2 nats; S3-12: share of
-    uniform-start seeds whose u rises by more than 0.5 nats over the last L/8 keys; 3 digits."""
-    spikes, rises, n = _counts(structure)
-    return {"S3-11": round(spikes / n, 3), "S3-12": round(rises / n, 3)}
-
-
-def sink_claim_details(structure: pd.DataFrame) -> dict[str, str]:
-    """The per-seed spikes and rises behind S3-11 and S3-12."""
-    return {"S3-11": f"largest spike per seed: {', '.join(f'{v:.1f}' for v in structure.loc['goat', 'spike'])}",
-            "S3-12": "largest rise per seed (uniform start): "
-                     f"{', '.join(f'{v:.2f}' for v in structure.loc['goat-uniform', 'rise'])}"}
+# Figure 2b, over `sink_structure`, 3 digits. S3-11: share of seeded-GOAT seeds with a first-token spike of at least
+# 2 nats; S3-12: share of uniform-start seeds whose u rises by more than 0.5 nats over the last L/8 keys.
+SINKS = (
+    Measure("S3-11", lambda st: round(_counts(st)[0] / _counts(st)[2], 3),
+            detail=lambda st: f"largest spike per seed: {', '.join(f'{v:.1f}' for v in st.loc['goat', 'spike'])}"),
+    Measure("S3-12", lambda st: round(_counts(st)[1] / _counts(st)[2], 3),
+            detail=lambda st: "largest rise per seed (uniform start): "
+                              f"{', '.join(f'{v:.2f}' for v in st.loc['goat-uniform', 'rise'])}"),
+)
 
 
 def sink_numbers(structure: pd.DataFrame) -> dict[str, str]:
@@ -372,18 +369,16 @@ def _worst_depth(grid: pd.DataFrame) -> float:
     return float(goat.loc[goat.index.max()].min())
 
 
-def passkey_claims(pk: pd.DataFrame, grid: pd.DataFrame, train_len: int) -> dict[str, float]:
-    """S3-13: GOAT minus the best of RoPE, RoPE + PI and sinusoidal in span-token accuracy beyond L, mean
-    over seeds; S3-14: GOAT's worst depth bin at the farthest length; 3 digits."""
-    return {"S3-13": round(float(_margin(pk, train_len).mean()), 3), "S3-14": round(_worst_depth(grid), 3)}
-
-
-def passkey_claim_details(pk: pd.DataFrame, train_len: int) -> dict[str, str]:
-    """The per-seed margins behind S3-13 and what S3-14 reads."""
-    margin = _margin(pk, train_len)
-    per_seed = ", ".join(f"{v:+.2f}" for v in margin)
-    return {"S3-13": f"GOAT minus the best of RoPE, RoPE + PI, sinusoidal per seed: {per_seed}",
-            "S3-14": "GOAT, lowest span-token accuracy over depth bins at 8L"}
+# Figures 3a and 3c, over {"pk", "grid": `passkey_lengths`, "L": the training length}, 3 digits. S3-13: GOAT minus the
+# best of RoPE, RoPE + PI and sinusoidal in span-token accuracy beyond L, mean over seeds (per seed beside it);
+# S3-14: GOAT's worst depth bin at the farthest length.
+PASSKEY = (
+    Measure("S3-13", lambda a: round(float(_margin(a["pk"], a["L"]).mean()), 3),
+            detail=lambda a: "GOAT minus the best of RoPE, RoPE + PI, sinusoidal per seed: "
+                             + ", ".join(f"{v:+.2f}" for v in _margin(a["pk"], a["L"]))),
+    Measure("S3-14", lambda a: round(_worst_depth(a["grid"]), 3),
+            detail=lambda a: "GOAT, lowest span-token accuracy over depth bins at 8L"),
+)
 
 
 def passkey_numbers(pk: pd.DataFrame, grid: pd.DataFrame, train_len: int, digits: int) -> dict[str, str]:
@@ -437,15 +432,15 @@ def decide(runs: Runs) -> Findings:
     d.glue(setup_numbers(s))
     lm = lm_lengths(lm_runs, s.lm_specs)
     far = s.lengths[-1]
-    d.claims(lm_claims(lm, s.L, far), details=lm_claim_details(lm, s.L, far))
+    d.measure(LM, {"lm": lm, "L": s.L, "far": far})
     d.glue(lm_numbers(lm, s.L, far))
     profiles = goat_profiles(lm_runs, s.lm_specs["sink"])
     structure = sink_structure(profiles)
-    d.claims(sink_claims(structure), details=sink_claim_details(structure))
+    d.measure(SINKS, structure)
     d.glue(sink_numbers(structure))
     pk, grid = passkey_lengths(pk_runs, s.pk_specs, s.pk_task.digits)
     train_len = s.pk_task.seq_len
-    d.claims(passkey_claims(pk, grid, train_len), details=passkey_claim_details(pk, train_len))
+    d.measure(PASSKEY, {"pk": pk, "grid": grid, "L": train_len})
     d.glue(passkey_numbers(pk, grid, train_len, s.pk_task.digits))
     images = resolution.decide(d, runs.blocks.get("resolution"))  # S3-19, S3-24: the ViT at larger sizes
     d.glue(verdict_numbers(d.results, runs.seeds))

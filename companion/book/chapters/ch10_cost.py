@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from companion.book.chapter import Decision, Findings, Runs
+from companion.book.chapter import Decision, Findings, Measure, Runs
 from companion.book.claims import load_ledger
 from companion.book.labels import VARIANTS, label
 from companion.book.parameters import check_parameters
@@ -30,7 +30,7 @@ __all__ = ["RESULTS", "CPU_RESULT", "BF16_RESULT", "CHUNKED_RESULT", "chunked_ta
            "committed", "gpu_results", "frame", "wide", "settings_table", "variant_curves", "ratio_table", "flex_backward_note", "gpu_flex_status", "quadratic_reference", "growth_exponent", "growth_table",
            "roofline", "floor_shares", "goal_table", "goals_table", "goals_display", "steps_display", "gpu_goals_display", "gpu_ratios", "gpu_gate_failures", "gpu_worst", "GPU_GOALS", "gpu_frame",
            "gpu_ratio_table", "gpu_goal_table", "gpu_provenance", "gpu_prose_numbers", "load_steps", "step_frame",
-           "side_by_side", "step_comparison", "claim_measures", "claim_details", "prose_numbers",
+           "side_by_side", "step_comparison", "CLAIMS", "prose_numbers",
            "PEAK_RESULT", "FTZ_RESULTS", "STEP_FTZ_RESULTS", "REPORTED_RESULT",
            "cliff_results", "cliff_table", "cliff_numbers", "by_flush", "flush_setting", "host_numbers"]
 
@@ -499,34 +499,30 @@ def step_comparison(live_steps: pd.DataFrame, steps: pd.DataFrame) -> str:
             f"committed {steps.loc['goat', 'memory vs RoPE']:.3f}")
 
 
-def claim_measures(cpu: pd.DataFrame, gpu: dict[str, dict], steps: pd.DataFrame) -> dict[str, float | None]:
-    """C-03 (the mask's peak-memory exponent), C-01 (GOAT's memory over SDPA at GOAL_L on this CPU),
-    S3-15 and C-02 (GOAT's lanes and the mask over SDPA at GOAL_L on a GPU, the worse precision;
-    None without a GPU result), S3-16 (GOAT over RoPE, whole step)."""
-    return {
-        "C-03": round(growth_exponent(cpu, "mask-sdpa", "fwd+bwd"), 3),
-        "S3-15": gpu_worst(gpu, "goat-lanes"),
-        "C-01": round(_at(cpu, "goat-lanes", "memory_ratio"), 3),
-        "C-02": gpu_worst(gpu, "mask-attend"),
-        "S3-16": round(float(steps.loc["goat", "memory vs RoPE"]), 3),
-    }
-
-
 def _worst_words(ratios: Mapping[str, float], failed: Sequence[str] = ()) -> str:
     words = "worst of " + ", ".join(f"{d} {r:.2f} ×" for d, r in sorted(ratios.items()))
     return words + "".join(f"; {d} fails the float64 gate, not timed" for d in failed)
 
 
-def claim_details(gpu: dict[str, dict], cpu: pd.DataFrame | None = None) -> dict[str, str]:
-    """The GPU verdict rows' details: ratio per precision (or no GPU result), precisions that failed the gate, and
-    for S3-15 this CPU's ratio (`cpu`, the committed sweep's frame)."""
-    out = {}
-    for cid, variant in (("C-02", "mask-attend"), ("S3-15", "goat-lanes")):
-        ratios = gpu_ratios(gpu, variant)
-        out[cid] = _worst_words(ratios, gpu_gate_failures(gpu, variant)) if ratios else "no GPU result is committed"
-    if cpu is not None:
-        out["S3-15"] += f"; on this CPU {_at(cpu, 'goat-lanes', 'paired_ratio'):.2f} ×"
-    return out
+def _gpu_words(variant: str):
+    def words(a: dict) -> str:
+        ratios = gpu_ratios(a["gpu"], variant)
+        return _worst_words(ratios, gpu_gate_failures(a["gpu"], variant)) if ratios else "no GPU result is committed"
+    return words
+
+
+# Over {"cpu": the committed sweep's `frame`, "gpu": the GPU results, "steps": `step_frame`}. C-03: the mask's
+# peak-memory exponent; C-01: GOAT's memory over SDPA at GOAL_L on this CPU; S3-15 and C-02: GOAT's lanes and the mask
+# over SDPA at GOAL_L on a GPU, the worse precision (None without a GPU result; the ratio per precision and those
+# that failed the gate beside it, and for S3-15 this CPU's ratio); S3-16: GOAT over RoPE, whole step.
+CLAIMS = (
+    Measure("C-03", lambda a: round(growth_exponent(a["cpu"], "mask-sdpa", "fwd+bwd"), 3)),
+    Measure("S3-15", lambda a: gpu_worst(a["gpu"], "goat-lanes"),
+            detail=lambda a: _gpu_words("goat-lanes")(a) + f"; on this CPU {_at(a['cpu'], 'goat-lanes', 'paired_ratio'):.2f} ×"),
+    Measure("C-01", lambda a: round(_at(a["cpu"], "goat-lanes", "memory_ratio"), 3)),
+    Measure("C-02", lambda a: gpu_worst(a["gpu"], "mask-attend"), detail=_gpu_words("mask-attend")),
+    Measure("S3-16", lambda a: round(float(a["steps"].loc["goat", "memory vs RoPE"]), 3)),
+)
 
 
 def prose_numbers(result: dict, peak: dict, steps: pd.DataFrame, live_lengths: list[int]) -> dict[str, str]:
@@ -591,7 +587,7 @@ def decide(runs: Runs, *, peak: dict | None = None, live_lengths: Sequence[int] 
     chunked, bf16, cliff = results[CHUNKED_RESULT], results[BF16_RESULT], runs["cliff"]
     peak = runs["peak"] if peak is None else peak
     d = Decision()
-    d.claims(claim_measures(cpu, gpu, steps), details=claim_details(gpu, cpu))
+    d.measure(CLAIMS, {"cpu": cpu, "gpu": gpu, "steps": steps})
     d.glue(chunked_numbers(chunked))
     d.glue({**cliff_numbers(*cliff), **host_numbers(cpu_result)})
     d.glue(gpu_prose_numbers(gpu, gpu_steps))

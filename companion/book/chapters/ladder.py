@@ -22,6 +22,7 @@ from functools import lru_cache
 
 import pandas as pd
 
+from companion.book.chapter import measures
 from companion.book.chapters import ch09_extrapolation as ch09
 from companion.book.claims import assess, load_ledger
 from companion.book.chapters.frames import by_method, records_frame
@@ -112,7 +113,7 @@ def passkey_measures(records: Sequence) -> dict[str, tuple[float, dict, str]]:
     """S3-13 and S3-14 by Chapter 9's own functions on the rung's runs."""
     s = ch09.setup(records[0].config.profile)
     pk, grid = ch09.passkey_lengths(by_method(records), s.pk_specs, s.pk_task.digits)
-    values = ch09.passkey_claims(pk, grid, s.pk_task.seq_len)
+    values = measures(ch09.PASSKEY, {"pk": pk, "grid": grid, "L": s.pk_task.seq_len})
     return {cid: (v, {}, "") for cid, v in values.items()}
 
 

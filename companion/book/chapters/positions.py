@@ -17,12 +17,13 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from companion.book.chapter import Measure
 from companion.book.chapters.frames import records_frame
 from companion.book.chapters.stats import Paired, paired, summarize, summary_table
 from companion.book.prose import num, signed
 from companion.positions import MATCHED_SCALE
 
-__all__ = ["LABELS", "DECIDING", "NUMBERS", "changes", "measures", "preconditions", "table", "numbers"]
+__all__ = ["LABELS", "DECIDING", "NUMBERS", "changes", "CLAIMS", "table", "numbers"]
 
 # block of Chapter 5's runs → the row's label
 LABELS = {"learned": "Learned positions (the default)", "matched": "Sinusoidal, on the embeddings' scale",
@@ -54,15 +55,11 @@ def changes(text: pd.DataFrame, frame: pd.DataFrame, fixed: Mapping[str, Sequenc
             "sincos": paired(_by_seed(records_frame(fixed["sincos"]), "test.acc"), learned)}
 
 
-def measures(found: Mapping[str, Paired]) -> dict[str, float]:
-    """S1-10: the largest |end| of the interval of the deciding encoding's perplexity change (fraction)."""
-    p = found[DECIDING]
-    return {"S1-10": round(max(abs(p.lo), abs(p.hi)), 4)}
-
-
-def preconditions(text: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """S1-10's `default-learns-text`: the learned-position model's mean test bits per character."""
-    return {"S1-10": {"default-learns-text": round(float(text[text.method == "default"]["test.bpc"].mean()), 4)}}
+# Over {"found": `changes`, "text": the text frame}. S1-10: the largest |end| of the interval of the deciding
+# encoding's perplexity change (fraction), if the learned-position model learns the text (its mean test bits per
+# character).
+CLAIMS = (Measure("S1-10", lambda a: round(max(abs(a["found"][DECIDING].lo), abs(a["found"][DECIDING].hi)), 4),
+                  {"default-learns-text": lambda a: round(float(a["text"][a["text"].method == "default"]["test.bpc"].mean()), 4)}),)
 
 
 def table(text: pd.DataFrame, frame: pd.DataFrame, fixed: Mapping[str, Sequence],

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from companion.book.chapter import Measure
 from companion.book.chapters.frames import by_method, readout
 from companion.book.chapters.stats import Paired, paired, summarize, summary_table
 from companion.book.prose import num, signed
@@ -21,7 +22,7 @@ from companion.experiments.resolution import GOAT_BASE, GOAT_PRIOR_LR, METHODS, 
 from companion.sweep import ensure_runs
 
 __all__ = ["SEEDS", "LABELS", "READINGS", "GOAT", "BASELINE", "LOCAL", "NUMBERS", "load", "frame", "prior_maps",
-           "locality", "measures", "preconditions", "table", "curves", "numbers", "decide"]
+           "locality", "CLAIMS", "table", "curves", "numbers", "decide"]
 
 SEEDS = tuple(range(6))
 LABELS = {"learned": "learned absolute (resampled)", "sincos-2d": "2-D sin-cos", "goat-2d": "GOAT 2-D, own rate",
@@ -49,7 +50,7 @@ def decide(d, block: Mapping[str, Sequence] | None) -> dict:
         d.glue(numbers())
         return {}
     df, maps = frame(block), prior_maps(block)
-    d.claims(measures(df, maps), preconditions=preconditions(df, maps))
+    d.measure(CLAIMS, {"df": df, "maps": maps})
     d.glue(numbers(df, maps, prior_maps(block, layer=-1), prior_maps(block, "goat-2d-shared")))
     return {"frame": df, "maps": maps}
 
@@ -104,17 +105,16 @@ def _range(maps: np.ndarray) -> float:
     return float(np.mean(maps.max(axis=(1, 2)) - maps.min(axis=(1, 2))))
 
 
-def measures(df: pd.DataFrame, maps: np.ndarray) -> dict[str, float]:
-    """S3-19: the lower end of the interval of GOAT minus learned positions in test accuracy at the largest side,
-    resized (fraction); S3-24: the lower end of the interval over seeds of the prior's locality (`locality`)."""
-    return {"S3-19": round(_differences(df)["resized"].lo, 4), "S3-24": round(summarize(locality(maps)).lo, 4)}
-
-
-def preconditions(df: pd.DataFrame, maps: np.ndarray) -> dict[str, dict[str, float]]:
-    """S3-19's `goat-learns-images`: GOAT minus learned positions at the training side (mean, fraction);
-    S3-24's `prior-moved`: the prior's spread over the offsets (`_range`, nats)."""
-    return {"S3-19": {"goat-learns-images": round(_differences(df)["start"].mean_diff, 4)},
-            "S3-24": {"prior-moved": round(_range(maps), 3)}}
+# Over {"df": `frame`, "maps": `prior_maps`}. S3-19: the lower end of the interval of GOAT minus learned positions in
+# test accuracy at the largest side, resized (fraction), if GOAT learns the images at the training side (GOAT minus
+# learned there, mean); S3-24: the lower end of the interval over seeds of the prior's locality (`locality`), if the
+# prior moved (its spread over the offsets, `_range`, nats).
+CLAIMS = (
+    Measure("S3-19", lambda a: round(_differences(a["df"])["resized"].lo, 4),
+            {"goat-learns-images": lambda a: round(_differences(a["df"])["start"].mean_diff, 4)}),
+    Measure("S3-24", lambda a: round(summarize(locality(a["maps"])).lo, 4),
+            {"prior-moved": lambda a: round(_range(a["maps"]), 3)}),
+)
 
 
 def table(df: pd.DataFrame) -> pd.DataFrame:

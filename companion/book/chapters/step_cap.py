@@ -19,6 +19,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from companion.book.chapter import Measure
 from companion.book.chapters.frames import flat_records
 from companion.book.chapters.stats import Paired, paired
 from companion.book.claims import in_words
@@ -31,8 +32,8 @@ from companion.tasks import make_task
 from companion.train import adam_step_bound, lr_curve, prior_lr_sum, total_steps
 
 __all__ = ["CROSSING", "cumulative_lr", "cap", "largest_move", "step_ratio", "learnable", "cap_precondition",
-           "method_caps", "cap_glue", "movable_frame", "movable_table", "measures", "step_cap_claims", "step_cap_preconditions",
-           "step_cap_details", "step_cap_numbers", "decided_claims", "own_rate_glue", "paper_caps", "paper_cap_numbers",
+           "method_caps", "cap_glue", "movable_frame", "movable_table", "measures", "CLAIMS",
+           "step_cap_numbers", "decided_claims", "own_rate_glue", "paper_caps", "paper_cap_numbers",
            "placeholder_measures"]
 
 CROSSING = 20.0  # the distance between a closed (−10) and an open (+10) entry of a ±10 mask
@@ -163,16 +164,41 @@ def measures(frame: pd.DataFrame, ratios: Sequence[float], recover: Mapping[str,
             "accuracy": {(t, p): _mean(frame, t, p) for t in TASKS for p in (*MOVABLE, "fixed", "no mask")}}
 
 
-def step_cap_claims(ms: dict) -> dict[str, float]:
-    """M-07: largest ratio to the cap (2 digits). M-08: largest mean paired gain of the correct mask at its own
-    learning rate over the fixed one. M-09: the largest upper end of the 95 % interval of the misspecified mask's
-    gain at its own rate over the model's, paired by seed, on the tasks where the correct mask matters. R-01: largest separating drift at its own rate over
-    2Parity and those tasks. M-08 … R-01 to 4 digits."""
-    tasks = list(dict.fromkeys(["2parity", *ms["matters"]]))
-    return {"M-07": round(ms["ratio"], 2),
-            "M-08": round(max(p.mean_diff for p in ms["learn"].values()), 4),
-            "M-09": round(max((ms["recover"][t].hi for t in ms["matters"]), default=0.0), 4),
-            "R-01": round(max(ms["drifts"][t] for t in tasks), 4)}
+def _gains(pairs) -> str:
+    return "; ".join(f"{task_title(t)} {signed(100 * p.mean_diff)} points, 95% interval [{100 * p.lo:.1f}, {100 * p.hi:.1f}]"
+                     for t, p in pairs)
+
+
+def _recover(ms: dict) -> str:
+    return "; ".join(f"{task_title(t)} {signed(100 * p.mean_diff)} points, 95% interval [{100 * p.lo:.1f}, "
+                     f"{100 * p.hi:.1f}] over {p.n} seeds (to {pct(ms['accuracy'][(t, 'misspecified')])}; "
+                     f"correct mask {pct(ms['accuracy'][(t, 'correct')])})" for t, p in ms["recover"].items())
+
+
+def _drifts(ms: dict) -> str:
+    model = ", ".join(f"{task_title(t)} {v:.4f}" for t, v in ms["model_lr_drifts"].items())
+    return (", ".join(f"{task_title(t)} {v:.4f}" for t, v in ms["drifts"].items())
+            + f" (at the model's learning rate, cap {ms['model_cap']:.2f}: {model})")
+
+
+_CAN = {"mask-can-move": lambda ms: round(ms["own_cap"], 4)}
+_MATTERS = _CAN | {"mask-matters": lambda ms: len(ms["matters"])}
+
+# Over `measures`. R-01: largest separating drift at its own rate over 2Parity and the tasks where the correct mask
+# matters. M-07: largest ratio to the cap (2 digits). M-08: largest mean paired gain of the correct mask at its own
+# learning rate over the fixed one. M-09: the largest upper end of the 95 % interval of the misspecified mask's gain
+# at its own rate over the model's, paired by seed, on the tasks where the correct mask matters. M-08, M-09 and R-01
+# (4 digits) are decided where the mask can move (its cap ≥ 20); M-09 and R-01 also need a task where it matters.
+CLAIMS = (
+    Measure("R-01", lambda ms: round(max(ms["drifts"][t] for t in dict.fromkeys(["2parity", *ms["matters"]])), 4),
+            _MATTERS, _drifts),
+    Measure("M-07", lambda ms: round(ms["ratio"], 2),
+            detail=lambda ms: f"over {ms['n_runs']} runs with a learnable mask; Adam's hard bound {ms['bound']:.2f}"),
+    Measure("M-08", lambda ms: round(max(p.mean_diff for p in ms["learn"].values()), 4), _CAN,
+            lambda ms: _gains(ms["learn"].items())),
+    Measure("M-09", lambda ms: round(max((ms["recover"][t].hi for t in ms["matters"]), default=0.0), 4), _MATTERS,
+            _recover),
+)
 
 
 def decided_claims(ms: dict) -> dict[str, dict]:
@@ -189,9 +215,8 @@ def decided_claims(ms: dict) -> dict[str, dict]:
         "measures": {"S2-10": round(max(zero.values()), 4), "S2-23": round(max(gains, default=0.0), 4)},
         "details": {"S2-10": "; ".join(f"{task_title(t)} {signed(100 * v)} points (to {pct(ms['accuracy'][(t, 'all-zero')])})"
                                        for t, v in zero.items()),
-                    "S2-23": "; ".join(f"{task_title(t)} {signed(100 * p.mean_diff)} points, 95% interval "
-                                       f"[{100 * p.lo:.1f}, {100 * p.hi:.1f}]" for t, p in ms["learn"].items()
-                                       if t in ms["matters"]) or "no task where the mask gains"},
+                    "S2-23": _gains((t, p) for t, p in ms["learn"].items() if t in ms["matters"])
+                    or "no task where the mask gains"},
         "preconditions": {"S2-10": can, "S2-23": can | {"mask-gains": len(ms["matters"])}},
     }
 
@@ -205,27 +230,6 @@ def own_rate_glue(moves: dict | None, decided: Sequence, claim: str, verdict_nam
         return {k: "—" for k in (*names, verdict_name)}
     r = next(r for r in decided if r.id == claim)
     return dict(moves["numbers"]) | {verdict_name: in_words(r)}
-
-
-def step_cap_preconditions(ms: dict) -> dict[str, dict[str, float]]:
-    """M-08, M-09 and R-01 are decided where the mask can move (its cap ≥ 20); M-09 and R-01 also need
-    a task where the correct mask matters."""
-    can = {"mask-can-move": round(ms["own_cap"], 4)}
-    return {"M-08": can, "M-09": can | {"mask-matters": len(ms["matters"])},
-            "R-01": can | {"mask-matters": len(ms["matters"])}}
-
-
-def step_cap_details(ms: dict) -> dict[str, str]:
-    """What each verdict row adds."""
-    model = ", ".join(f"{task_title(t)} {v:.4f}" for t, v in ms["model_lr_drifts"].items())
-    return {"M-07": f"over {ms['n_runs']} runs with a learnable mask; Adam's hard bound {ms['bound']:.2f}",
-            "M-08": "; ".join(f"{task_title(t)} {signed(100 * p.mean_diff)} points, 95% interval "
-                              f"[{100 * p.lo:.1f}, {100 * p.hi:.1f}]" for t, p in ms["learn"].items()),
-            "M-09": "; ".join(f"{task_title(t)} {signed(100 * p.mean_diff)} points, 95% interval [{100 * p.lo:.1f}, "
-                              f"{100 * p.hi:.1f}] over {p.n} seeds (to {pct(ms['accuracy'][(t, 'misspecified')])}; "
-                              f"correct mask {pct(ms['accuracy'][(t, 'correct')])})" for t, p in ms["recover"].items()),
-            "R-01": ", ".join(f"{task_title(t)} {v:.4f}" for t, v in ms["drifts"].items())
-                    + f" (at the model's learning rate, cap {ms['model_cap']:.2f}: {model})"}
 
 
 def step_cap_numbers(ms: dict) -> dict[str, str]:

@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 
 from companion.boolean_fourier import cube, evaluate, min_degree_interpolator
+from companion.book.chapter import Measure
 from companion.book.chapters.frames import records_frame
 from companion.book.claims import crossed_lines, in_words
 from companion.book.labels import label, task_title
@@ -26,8 +27,7 @@ from companion.experiments.symmetry import METHODS, SEEDS
 from companion.tasks.boolean import accuracy, make_function
 
 __all__ = ["N_BITS", "SEEDS", "SHOWN", "FIT", "interpolants", "predictions", "prediction_table", "prediction_numbers",
-           "frame_of", "measured_table", "measures", "symmetry_claims", "symmetry_details",
-           "symmetry_preconditions", "symmetry_numbers"]
+           "frame_of", "measured_table", "measures", "measured", "SYMMETRY", "symmetry_numbers"]
 
 N_BITS = 15
 SHOWN = ("2parity", "maj3", "threesym", "2parity-moved")  # the page's order
@@ -168,47 +168,48 @@ def measures(frame: pd.DataFrame) -> dict:
             "majority": summarize(list(majority)) if len(majority) > 1 else None}
 
 
-def symmetry_claims(ms: dict) -> dict[str, float]:
-    """M-01 … M-06 from `measures`, 4 decimals (none without runs: not run at this profile); M-04 is the lower
-    end of the 95 % interval over seeds of the mask's cube accuracy on Majority."""
-    means = ms["means"]
-    if all(np.isnan(v["seen"]) for v in means.values()):
-        return {}
-    return {"M-01": round(ms["moved_gain"], 4),
-            "M-02": round(means[("2parity-moved", "sym-mask")]["unseen"], 4),
-            "M-03": round(means[("2parity", "sym-mask")]["cube"], 4),
-            "M-04": round(ms["majority"].lo, 4),
-            "M-05": round(means[("maj3", "sym-mask")]["cube"], 4),
-            "M-06": round(ms["threesym_gain"], 4)}
+def measured(ms: dict) -> bool:
+    """Whether `measures` read any run (none at a profile whose grid has no symmetry runs: not run there)."""
+    return not all(np.isnan(v["seen"]) for v in ms["means"].values())
 
 
-def symmetry_preconditions(ms: dict) -> dict[str, dict[str, float]]:
-    """Each claim's preconditions: the mean seen accuracy of the models it compares (book/claims.yml)."""
-    seen = {k: round(v, 4) for k, v in ms["seen"].items()}
-    if all(np.isnan(v) for v in seen.values()):
-        return {}
-    return {"M-01": {"default-fits-seen": seen[("2parity-moved", "default")],
-                     "mask-fits-seen": seen[("2parity-moved", "mask")]},
-            "M-02": {"symmetric-fits-seen": seen[("2parity-moved", "sym-mask")]},
-            "M-03": {"symmetric-fits-seen": seen[("2parity", "sym-mask")]},
-            "M-04": {"default-fits-seen": seen[("maj3", "default")], "mask-fits-seen": seen[("maj3", "mask")]},
-            "M-05": {"symmetric-fits-seen": seen[("maj3", "sym-mask")]},
-            "M-06": {"default-fits-seen": seen[("threesym", "default")],
-                     "mask-fits-seen": seen[("threesym", "mask")]}}
+def _seen(task: str, method: str):
+    return lambda ms: round(ms["seen"][(task, method)], 4)
 
 
-def symmetry_details(ms: dict) -> dict[str, str]:
-    """M-01's and M-06's detail: the two means the paired difference is taken between; M-04's: the mean and its
-    interval, and whether the interval crosses the claim's line."""
-    means = ms["means"]
+def _fit(task: str, *methods: str) -> dict:
+    """The preconditions of a claim comparing `methods` on `task`: each one's mean seen accuracy (book/claims.yml)."""
+    names = {"default": "default-fits-seen", "mask": "mask-fits-seen", "sym-mask": "symmetric-fits-seen"}
+    return {names[m]: _seen(task, m) for m in methods}
+
+
+def _mean_of(task: str, split: str):
+    return lambda ms: round(ms["means"][(task, "sym-mask")][split], 4)
+
+
+def _pair(task: str, split: str, where: str):
+    return lambda ms: (f"mask {pct(ms['means'][(task, 'mask')][split])}, default "
+                       f"{pct(ms['means'][(task, 'default')][split])} of {where}")
+
+
+def _majority(ms: dict) -> str:
     m = ms["majority"]
-    majority = {} if m is None else {
-        "M-04": f"mean {pct(m.mean)} over {m.n} seeds, 95 % interval [{pct(m.lo)}, {pct(m.hi)}]"
-                + crossed_lines("M-04", m.lo, m.hi, lambda t: pct(t, 0))}
-    return majority | {"M-01": f"mask {pct(means[('2parity-moved', 'mask')]['unseen'])}, default "
-                               f"{pct(means[('2parity-moved', 'default')]['unseen'])} of U",
-                       "M-06": f"mask {pct(means[('threesym', 'mask')]['cube'])}, default "
-                               f"{pct(means[('threesym', 'default')]['cube'])} of the cube"}
+    return (f"mean {pct(m.mean)} over {m.n} seeds, 95 % interval [{pct(m.lo)}, {pct(m.hi)}]"
+            + crossed_lines("M-04", m.lo, m.hi, lambda t: pct(t, 0)))
+
+
+# M-01 … M-06 over `measures` (decided only where `measured`), 4 decimals; M-04 is the lower end of the 95 %
+# interval over seeds of the mask's cube accuracy on Majority.
+SYMMETRY = (
+    Measure("M-01", lambda ms: round(ms["moved_gain"], 4), _fit("2parity-moved", "default", "mask"),
+            _pair("2parity-moved", "unseen", "U")),
+    Measure("M-02", _mean_of("2parity-moved", "unseen"), _fit("2parity-moved", "sym-mask")),
+    Measure("M-03", _mean_of("2parity", "cube"), _fit("2parity", "sym-mask")),
+    Measure("M-04", lambda ms: round(ms["majority"].lo, 4), _fit("maj3", "default", "mask"), _majority),
+    Measure("M-05", _mean_of("maj3", "cube"), _fit("maj3", "sym-mask")),
+    Measure("M-06", lambda ms: round(ms["threesym_gain"], 4), _fit("threesym", "default", "mask"),
+            _pair("threesym", "cube", "the cube")),
+)
 
 
 def symmetry_numbers(ms: dict, results: Sequence = ()) -> dict[str, str]:
