@@ -176,14 +176,14 @@ browser: $(STAMP)
 clean:
 	rm -rf _build
 
-# The whole book as one PDF (companion/book/pdf.py): the single-page build with every fold open, printed by
+# The whole book as one PDF (companion/book/site/pdf.py): the single-page build with every fold open, printed by
 # headless Chromium into _build/html/attention-priors-reproduced.pdf (the landing page links it), then checked:
 # a complete PDF with a bookmark for every chapter's title. 1.3 minutes on two cores, of which the HTML build 0.3.
 # COMPANION_PDF=1: the HTML built for it links the PDF (a plain `make book` links none: it has none).
 pdf: export COMPANION_PDF := 1
 pdf: $(HTML)
-	$(BIN)/python -m companion.book.pdf
+	$(BIN)/python -m companion.book.site.pdf
 
 # `make test` prints and checks the PDF too (about one minute more); without Chromium it says so and skips.
 pdf-check: $(HTML)
-	$(BIN)/python -m companion.book.pdf --skip-without-chromium
+	$(BIN)/python -m companion.book.site.pdf --skip-without-chromium

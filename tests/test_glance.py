@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from companion.book import compact, glance, pdf, preconditions, verdict_strip, words
+from companion.book import preconditions, words
+
+from companion.book.site import compact, glance, pdf, verdict_strip
 from companion.book.display import load_dashboard
 from companion.book.claims import ClaimResult, load_ledger, verdict_table
 from companion.book.scoreboard import claim_groups
-from companion.book.sphinxext import book_profile, build_facts
+from companion.book.site.sphinxext import book_profile, build_facts
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = json.loads((ROOT / "book" / "chapters" / "scoreboard.json").read_text())
@@ -195,7 +197,7 @@ def test_build_facts_offers_the_landing_block_and_the_links(tmp_path):
 
 
 def test_the_pdf_is_linked_only_where_it_is_served(tmp_path, monkeypatch):
-    from companion.book.sphinxext import pdf_served
+    from companion.book.site.sphinxext import pdf_served
     monkeypatch.delenv("COMPANION_PDF", raising=False)
     assert not pdf_served(tmp_path)
     (tmp_path / pdf.PDF_NAME).write_bytes(b"%PDF-1.4")
@@ -242,7 +244,7 @@ def test_a_card_gives_a_second_profile_only_where_scale_can_change_its_value():
     """Cards of exact and float64 checks, benchmarks and reported claims carry one badge; a card whose value
     comes from trained runs carries one per profile; the page's line counts those with a paper verdict,
     which are Chapter 8's three (its nine records are committed) and no claim of a chapter without them."""
-    from companion.book.scoreboard_page import _card, _other_profile_line
+    from companion.book.site.scoreboard_page import _card, _other_profile_line
 
     dash = load_dashboard()
     units = dash["units"]

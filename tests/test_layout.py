@@ -94,6 +94,20 @@ def test_the_book_machinery_imports_no_chapter_analysis():
     assert len([m for m in analyses if _is_chapter(m)]) == 11 and len(analyses) >= 30
 
 
+SITE_USERS = {"companion.book.runner", "companion.book.scoreboard"}  # the commands that write pages
+
+
+def test_page_building_is_imported_only_by_the_commands_that_write_pages():
+    """book/site/ (the Sphinx extension, the scoreboard page, the edition, the PDF…) may import the book's core;
+    the chapters never import it, and of the core only the commands that write pages do (companion/book/__init__)."""
+    graph = _graph()
+    site = {m for m in graph if m.startswith("companion.book.site")}
+    assert len(site) >= 10
+    users = {m for m, deps in graph.items() if deps & site and m not in site}
+    assert users == SITE_USERS, sorted(users)
+    assert not [m for m in site for d in graph[m] if d.startswith("companion.book.chapters")]
+
+
 def test_the_book_imports_the_package_at_module_level_only():
     """Every import of a companion module in book/ stands at the top of its file, so the graph above is
     the whole graph; only kernel, notebook and plotting libraries load inside a function."""

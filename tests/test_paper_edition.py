@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from companion.book import runner
-from companion.book.edition import build_edition, not_run_notebook
+from companion.book.site.edition import build_edition, not_run_notebook
 from companion.book.parameters import ParameterError, may_train
 from companion.sweep import MissingRuns
 

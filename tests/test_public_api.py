@@ -9,7 +9,7 @@ import pkgutil
 import types
 
 import companion
-from companion.book.sphinxext import undocumented
+from companion.book.site.sphinxext import undocumented
 
 
 def test_every_public_name_resolves_to_its_object_even_after_every_submodule_is_imported():

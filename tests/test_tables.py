@@ -10,7 +10,7 @@ from docutils.frontend import get_default_settings
 from docutils.parsers.rst import Parser
 from docutils.utils import new_document
 
-from companion.book import cells, tables
+from companion.book.site import cells, tables
 
 
 def _document():

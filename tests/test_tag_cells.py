@@ -1,4 +1,4 @@
-"""The cell convention (companion/book/cells.py, applied by tools/tag_cells.py): every chapter source
+"""The cell convention (companion/book/site/cells.py, applied by tools/tag_cells.py): every chapter source
 follows it, and the rules give the tags they promise."""
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from companion.book.cells import MANAGED, RERUN_ID, classify, plan, rerun_note
+from companion.book.site.cells import MANAGED, RERUN_ID, classify, plan, rerun_note
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "notebooks").glob("*.ipynb"))

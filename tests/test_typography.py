@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from docutils import nodes
 
-from companion.book import typography as ty
+from companion.book.site import typography as ty
 
 THIN = "\u202f"
 

@@ -1,5 +1,5 @@
 """One version, set in companion/__init__.py: the wheel reads it (pyproject.toml's dynamic version), the book
-shows it (the `version` substitution of companion/book/sphinxext.py, on the landing page), and CHANGELOG.md's
+shows it (the `version` substitution of companion/book/site/sphinxext.py, on the landing page), and CHANGELOG.md's
 newest entry is it, with the entries newest first and the changelog a page of the book."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import yaml
 from packaging.version import Version
 
 import companion
-from companion.book import sphinxext
+from companion.book.site import sphinxext
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY = re.compile(r"^## \[?(\d+\.\d+\.\d+)\]? - (\d{4}-\d{2}-\d{2})$", flags=re.M)

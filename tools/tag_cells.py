@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Apply the book's cell convention (companion/book/cells.py) to every chapter source in notebooks/.
+"""Apply the book's cell convention (companion/book/site/cells.py) to every chapter source in notebooks/.
 
 Idempotent: a second run changes nothing. `--check` only reports the sources that do not follow it.
 Each notebook is read, planned and written back at once (indent 1, UTF-8, trailing newline), keeping
@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from companion.book.cells import plan  # noqa: E402
+from companion.book.site.cells import plan  # noqa: E402
 
 
 def main(argv=None) -> int:

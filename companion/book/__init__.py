@@ -1,12 +1,16 @@
-"""The book side of the package: everything that reads runs and never trains.
+"""The book side of the package: everything that reads runs and never trains. Three parts, imported one way:
 
-Shared concepts, one module each: `frames` (records → frames, curves, trained models), `stats`
-(means, intervals, paired differences over seeds), `labels` (the one table of names and colours),
-`plots` (the one figure style), `transport` (attention as transport with a prior: the optimiser of
-Part IV and the views of a GOAT prior; what is measured on a model is `companion.transport`), `claims` and `scoreboard` (the ledger and its verdicts), `runner` (executes the chapters),
-`parameters` (checks a chapter's papermill parameters).
-Then one module per chapter, `chNN_*.py`: functions from run records to that chapter's claim
-measures, tables and figure data. Chapter modules import the shared modules, never each other.
+- this folder, the book's core and its commands: the claims ledger and its verdicts (`claims`, `words`,
+  `preconditions`, `display`), the shape every chapter shares and a claim's declaration (`chapter`), prose
+  numbers and names (`prose`, `labels`, `colours`), a notebook's parameters (`parameters`), what is stored at
+  the paper profile (`paper_status`, `predictions`), and the commands that execute, score and retrain
+  (`runner`, `scoreboard`, `claim_cli`, `reproduce`). It imports the engine, never `site`, and reaches a
+  chapter only through `chapter.module_of`;
+- `chapters/`, the analyses: one module per chapter and the sections with claims of their own. They import
+  the core, never `site` and never each other's command machinery;
+- `site/`, page building: the Sphinx extension, typography, the glance and verdict strips, the scoreboard
+  page, tables, the paper edition and the PDF. It may import the core; nothing in the core or the chapters
+  imports it but the commands that write pages (`runner`, `scoreboard`).
 
-Nothing in the core imports this folder, and it is never hashed into a run's identity.
+Nothing in the engine imports this folder, and it is never hashed into a run's identity.
 """

@@ -32,7 +32,7 @@ import torch
 import yaml
 
 from companion.book import scoreboard
-from companion.book.edition import build_edition
+from companion.book.site.edition import build_edition
 from companion.book.paper_status import paper_store
 from companion.cli.paper import estimate_total, group_label, relative_cost
 from companion.executors import plan_groups
@@ -281,7 +281,7 @@ def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: 
     sweep (`train_runs`); with `runs_only`, train and execute nothing. Returns an exit code.
 
     At `paper` nothing trains unless `train` is given: the chapters make the paper edition from the
-    committed records (`companion.book.edition`); with `train`, `train_paper` first (which, without a
+    committed records (`companion.book.site.edition`); with `train`, `train_paper` first (which, without a
     GPU, states its estimate and needs `yes`)."""
     if profile not in PROFILES:
         print(f"companion chapters: error: unknown profile {profile!r}; choose one of {PROFILES}.", file=sys.stderr)

@@ -6,7 +6,7 @@ chapter recorded, so a page and its chapter cannot disagree. An inconclusive cla
 failed precondition required, measured and needed (`companion.book.preconditions`); an item
 reported, not rebuilt gives its reason.
 
-The page (`companion.book.scoreboard_page`) is a few screens long: the counts, the headline claims,
+The page (`companion.book.site.scoreboard_page`) is a few screens long: the counts, the headline claims,
 then one folded group per source with a card per claim. Every claim has the anchor `claim-<id>` that
 chapters link to, and links back to the chapter section that measures it. How claims are grouped
 (and which groups are the book's own goals), which are headlines, each source's takeaway and the
@@ -32,7 +32,7 @@ from companion.book.paper_status import measures as paper_measures
 from companion.book.predictions import load_predictions, score, sentence
 from companion.book.preconditions import failed_sentence
 from companion.book.words import claim_groups, prefix as _prefix
-from companion.book.scoreboard_page import ALL_LABEL, HEADLINES_LABEL, page  # noqa: F401  (the labels, for readers)
+from companion.book.site.scoreboard_page import ALL_LABEL, HEADLINES_LABEL, page  # noqa: F401  (the labels, for readers)
 from companion.paths import repo_root
 
 __all__ = ["collect_measures", "build", "main", "why_line", "profile_dirs", "claim_groups", "PROFILE_DIRS"]

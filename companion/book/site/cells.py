@@ -25,7 +25,7 @@ The convention (only the tags in MANAGED are set or cleared; other tags are left
 A figure cell's caption (`metadata.mystnb.figure.caption`, numbered by the build) also gives its image
 its alt text (`metadata.mystnb.image.alt`): the caption as plain text, so that a screen reader says
 what the figure shows rather than the image's file name. A table cell's caption has a name `tab-…`
-(`companion.book.tables` numbers it as a table); the verdict table gets `VERDICT_CAPTION`.
+(`companion.book.site.tables` numbers it as a table); the verdict table gets `VERDICT_CAPTION`.
 
 Papermill's injected-parameters cell is removed by the runner (`runner.strip_volatile`).
 """

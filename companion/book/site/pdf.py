@@ -1,6 +1,6 @@
 """The whole book as one PDF: the single-page build, every fold opened, printed by headless Chromium.
 
-`make pdf` (`python -m companion.book.pdf`) runs `jupyter-book build . --builder singlehtml`, opens
+`make pdf` (`python -m companion.book.site.pdf`) runs `jupyter-book build . --builder singlehtml`, opens
 every folded group and card of the scoreboard in a copy of that page (a closed `<details>` prints
 nothing), prints it with headless Chromium (with a document outline: one bookmark per heading), and
 puts the file where the HTML book serves it, `_build/html/attention-priors-reproduced.pdf`, which
@@ -116,7 +116,7 @@ def check(pdf: Path, titles: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m companion.book.pdf", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m companion.book.site.pdf", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help=f"the PDF (default: {HTML / PDF_NAME})")
     parser.add_argument("--no-build", action="store_true", help="print the single page already in _build/singlehtml")
     parser.add_argument("--skip-without-chromium", action="store_true",

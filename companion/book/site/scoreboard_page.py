@@ -1,7 +1,7 @@
 """The scoreboard page (`book/scoreboard.md`), written from the scoreboard's rows; a few screens long.
 
 Layout, top to bottom: the counts of every verdict; a folded legend; the headline claims (the same
-block the landing page opens with, `companion.book.glance`); then one folded group per source, each
+block the landing page opens with, `companion.book.site.glance`); then one folded group per source, each
 claim a card (verdict badge, statement, the source's value beside ours, the reason in words) whose
 rule, null, threshold reasoning and preconditions are folded again inside it, as sentences. Every
 claim keeps its anchor `claim-<id>` on its card; `book/_static/scoreboard.js` unfolds the group of
@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from companion.book.claims import VERDICTS
-from companion.book.compact import compact_table
+from companion.book.site.compact import compact_table
 from companion.book.display import badge, ours_text, rule_words
-from companion.book.glance import group_badge, headline_block, totals
+from companion.book.site.glance import group_badge, headline_block, totals
 from companion.book.preconditions import needed_words, requirement, value_words
 from companion.book.words import noun, value_label, verdict_badge
 

@@ -9,18 +9,18 @@ It sets MyST substitutions (enable the `substitution` extension) that any page m
   `n_inconclusive`, `n_not_run`, `n_not_rebuilt`): the counts of `book/chapters/scoreboard.json`;
 - `{{ headline_misses }}`: a list of the headline claims that did not reproduce (not reproduced or
   inconclusive), each linked to its anchor on the scoreboard, with our value beside the source's;
-- `{{ verdicts_at_a_glance }}`: the landing page's verdicts-first block (`companion.book.glance`): a
+- `{{ verdicts_at_a_glance }}`: the landing page's verdicts-first block (`companion.book.site.glance`): a
   line per source with its counts and takeaway, and the headline claims held and failed alike; a
   takeaway whose evidence moved is left out with a build warning;
 - `{{ book_links }}`: where to read the book: its published address (`html.baseurl` in _config.yml,
   else $COMPANION_BOOK_URL, which the Pages workflow sets from GitHub's own Pages URL) and the PDF
-  (`make pdf`, `companion.book.pdf`), linked only where the build serves it (`pdf_served`).
+  (`make pdf`, `companion.book.site.pdf`), linked only where the build serves it (`pdf_served`).
 The same values go into `html_context` (`book_commit`, `book_date`) for templates. Every chapter page
-that measures claims opens with a strip of its verdicts (`companion.book.verdict_strip`), and
+that measures claims opens with a strip of its verdicts (`companion.book.site.verdict_strip`), and
 `book/_static/scoreboard.js` unfolds the scoreboard group a link to a claim points into. Built inside
 `_build/editions/<profile>/`, the verdicts are that profile's. A notebook output named `tab-…` is a
-numbered table (`companion.book.tables`), and a percent sign sits a thin no-break space from its number
-on every page (`companion.book.typography`).
+numbered table (`companion.book.site.tables`), and a percent sign sits a thin no-break space from its number
+on every page (`companion.book.site.typography`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from sphinx.util import logging
 
 import companion
 from companion import __version__
-from companion.book import glance, tables, typography, verdict_strip
+from companion.book.site import glance, tables, typography, verdict_strip
 from companion.book.display import DASHBOARD, load_dashboard
-from companion.book.pdf import PDF_NAME
+from companion.book.site.pdf import PDF_NAME
 
 __all__ = ["setup", "build_facts", "git_commit", "book_profile", "pdf_served"]
 

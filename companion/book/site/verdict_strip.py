@@ -1,6 +1,6 @@
 """A chapter opens with its answer: one or two sentences, then every claim it decides, one line each.
 
-At build time (Sphinx, `companion.book.sphinxext`), every page that measures claims gets, right
+At build time (Sphinx, `companion.book.site.sphinxext`), every page that measures claims gets, right
 after its title, its answer (`chapters` in `book/dashboard.yml`, left out with a build warning when a
 verdict it rests on has moved) and a list of its claims: the verdict badge in its kind's words, the
 id linked to the claim's card on the scoreboard, and the statement in one line. Nothing is typed
@@ -16,7 +16,7 @@ import html
 
 from docutils import nodes
 
-from companion.book.compact import one_line
+from companion.book.site.compact import one_line
 from companion.book.words import verdict_badge
 
 __all__ = ["VerdictStrip", "strip_html", "add_strip", "resolve_strips", "stale_answer", "SCOREBOARD_DOC"]
