@@ -110,7 +110,6 @@ chapters: $(STAMP)
 # says so. Built into _build/editions/paper/_build/html, beside the ci book.
 edition: $(STAMP)
 	$(BIN)/companion chapters --profile paper
-	cp CHANGELOG.md _build/editions/paper/CHANGELOG.md  # book/changelog.md includes it from the root
 	$(BIN)/jupyter-book build _build/editions/paper --all -W -n --keep-going
 
 $(HTML): $(STAMP) $(BOOK_INPUTS)

@@ -96,3 +96,21 @@ def test_training_at_paper_without_a_gpu_states_its_cost_and_waits_for_yes(monke
     assert "`companion paper 09`" in err and "repeat the command with --yes" in err
     assert len(probed) == 1  # one probe, the other groups scaled
     assert sorted(p.name for p in (ROOT / "results" / "paper").iterdir()) == before  # nothing trained
+
+
+def test_the_edition_copies_what_its_pages_include_from_outside_book(tmp_path):
+    """book/changelog.md includes ../CHANGELOG.md: the edition, a copy of book/, carries the file beside it (a page
+    including nothing from outside, or a file outside the checkout, adds nothing)."""
+    from companion.book.site.edition import prepare
+
+    root = tmp_path / "repo"
+    (root / "book" / "sub").mkdir(parents=True)
+    (root / "_toc.yml").write_text("root: book/intro\n")
+    (root / "_config.yml").write_text('title: "T"\n')
+    (root / "CHANGELOG.md").write_text("# Changes\n")
+    (root / "book" / "changelog.md").write_text("# Changelog\n\n```{include} ../CHANGELOG.md\n```\n")
+    (root / "book" / "sub" / "page.md").write_text("```{include} ../../../elsewhere.md\n```\n")
+    (tmp_path / "elsewhere.md").write_text("outside the checkout\n")
+    dest = prepare(root, "paper")
+    assert (dest / "CHANGELOG.md").read_text() == "# Changes\n"
+    assert not (dest.parent / "elsewhere.md").exists() and not (dest / "elsewhere.md").exists()

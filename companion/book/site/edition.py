@@ -3,7 +3,8 @@
 `companion chapters --profile paper` (and `make book PROFILE=paper`) makes it in minutes on any
 machine, into `_build/editions/paper/`, beside the `ci` book (`book/chapters/` is never touched):
 
-- the book's pages are copied (`_config.yml`, `_toc.yml`, `book/` without the executed `ci` chapters);
+- the book's pages are copied (`_config.yml`, `_toc.yml`, `book/` without the executed `ci` chapters, and
+  what a page includes from outside `book/`, the changelog);
 - a chapter that trains nothing (1, 2, 10), or whose paper-profile runs are all in `results/paper/`,
   is executed with papermill at `profile="paper"`, `train=False`: it reads records and trains nothing;
 - a chapter with runs missing at that scale gets a page of its own: its title, the counts
@@ -51,12 +52,30 @@ def prepare(root: Path, profile: str) -> Path:
     ignore = shutil.ignore_patterns("*.ipynb", "*.tmp")
     shutil.copytree(root / "book", dest / "book", ignore=ignore)
     shutil.copy(root / "_toc.yml", dest / "_toc.yml")
+    for included in _included_from_outside(root):  # CHANGELOG.md, which book/changelog.md includes from the root
+        (dest / included).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / included, dest / included)
     config = (root / "_config.yml").read_text()
     title = re.search(r'^title: "(.*)"$', config, re.M)
     if title:
         config = config.replace(title.group(0), f'title: "{title.group(1)} ({profile} edition)"', 1)
     (dest / "_config.yml").write_text(config)
     return dest
+
+
+_INCLUDE = re.compile(r"^```\{include\}\s+(\S+)\s*$", re.M)
+
+
+def _included_from_outside(root: Path) -> list[Path]:
+    """The files a page of book/ includes (MyST's include directive) from outside book/ but inside the checkout,
+    relative to the checkout: an edition copies only book/, so it must copy these beside it."""
+    book, out = (root / "book").resolve(), set()
+    for page in sorted(book.rglob("*.md")):
+        for target in _INCLUDE.findall(page.read_text()):
+            path = (page.parent / target).resolve()
+            if not path.is_relative_to(book) and path.is_relative_to(root.resolve()) and path.is_file():
+                out.add(path.relative_to(root.resolve()))
+    return sorted(out)
 
 
 def _outline(source: dict) -> tuple[list[str], list[tuple[str | None, str, str]]]:
