@@ -579,7 +579,7 @@ def test_walsh_expansion_equals_the_direct_fourier_sum_on_random_functions():
     """The fast transform behind S2-11 gives the same coefficients as the definition, monomial by
     monomial, on random real-valued functions of up to 6 coordinates with arbitrary labels."""
     from companion.boolean_fourier import cube, fourier_coefficients
-    from companion.book.chapters.ch03_boolean import walsh_expansion
+    from companion.book.chapters.gotu_masks import walsh_expansion
 
     g = torch.Generator().manual_seed(0)
     for k in range(1, 7):

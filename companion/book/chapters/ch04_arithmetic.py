@@ -28,6 +28,7 @@ from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
 from companion.book.prose import diff_interval, mean_sd, num, pct, signed
 from companion.experiments import get_experiment
+from companion.experiments.decisive import SEARCHES
 from companion.experiments.arithmetic import (FIGURE2_METHODS, FRACTIONS, LONG_BUDGET, METHODS, MOVABLE_LR,
                                               MUL_METHODS, TABLE8_FRACTION)
 from companion.sweep import ensure_grid
@@ -564,10 +565,15 @@ def mul_gain(records) -> float:
 def multiplication_decided(d: Decision, profile: str) -> dict[str, str]:
     """S2-16 decided at the first budget of its search (`companion.book.chapters.decisive`) where some method
     learns multiplication (best mean test sequence accuracy ≥ 5 %), at `ci`; the glue "ch4_S216_search", the
-    search's outcome as a clause: where it held and the verdict there, or what was tried ("—" at other
-    profiles)."""
+    search's outcome as a clause: where it held and the verdict there, or what was tried; "ch4_S216_factors", the
+    multiples of the updates it tries, in words ("—" at other profiles)."""
     if profile != "ci":
-        return {"ch4_S216_search": "—"}
+        return {"ch4_S216_search": "—", "ch4_S216_factors": "—"}
+    *head, last = [str(f) for f in SEARCHES["S2-16"].factors]
+    return {"ch4_S216_factors": f"{', '.join(head)} and {last}"} | _multiplication_search(d, profile)
+
+
+def _multiplication_search(d: Decision, profile: str) -> dict[str, str]:
     found = decisive.decided("S2-16", mul_gain)
     if found is None:
         words = decisive.search_words("S2-16") + ", so S2-16 stays inconclusive"
