@@ -21,6 +21,7 @@ from companion.readouts import jsonable, log_mask
 
 from companion.book.chapter import details, measures, preconditions
 from companion.book.chapters import ch06_referees as ch
+from companion.book.chapters import referee_frames as frames06
 from companion.book.chapters import step_cap
 from companion.config import TaskConfig, TrainConfig
 from companion.experiments import get_experiment, get_grid
@@ -126,8 +127,8 @@ def movable():
                                                                   "attention": 0.4, "qk": None}, step=0.5 if own else 0.0),
                         variant, train=OWN if own else TRAIN, tag=rate) for s, a in zip(SEEDS, accs)]
         if placement == "misspecified":
-            wrong = ch._pattern(recs[0].config.task, variant)
-            right = ch._pattern(recs[0].config.task, "support")
+            wrong = frames06.mask_pattern_of(recs[0].config.task, variant)
+            right = frames06.mask_pattern_of(recs[0].config.task, "support")
             logits = torch.where(wrong, 10.0, -10.0) + torch.where(right & ~wrong, 5.0, 0.0)
             value = jsonable(log_mask(SimpleNamespace(state_dict=lambda l=logits[None]: {"blocks.0.attn.prior.logits": l}),
                                       None, ""))
@@ -455,7 +456,7 @@ def _with_log_mask(runs):
     for task in ("2parity", "maj3"):
         for c in (10.0, 1.0):
             recs = runs[(task, "misspecified", c)]
-            wrong = ch._pattern(recs[0].config.task, recs[0].config.model.prior.variant)
+            wrong = frames06.mask_pattern_of(recs[0].config.task, recs[0].config.model.prior.variant)
             logits = torch.where(wrong, c, -c)[None]
             model = SimpleNamespace(state_dict=lambda logits=logits: {"blocks.0.attn.prior.logits": logits})
             value = jsonable(log_mask(model, None, ""))
@@ -579,13 +580,13 @@ def test_load_reads_the_movable_grid_at_ci_only(monkeypatch):
 def test_free_rows_are_the_queries_a_hard_mask_does_not_pin():
     """2Parity's mask opens CLS → {itself, x0, x1} and x0 ↔ x1; every other bit reads only itself, so 3 of
     its 16 rows can move under a ±10 mask, and 4 of Majority's (CLS, x0, x1, x2)."""
-    parity = ch._pattern(TaskConfig.of("boolean", function="2parity", n_bits=15), "support")
-    majority = ch._pattern(TaskConfig.of("boolean", function="maj3", n_bits=15), "support")
+    parity = frames06.mask_pattern_of(TaskConfig.of("boolean", function="2parity", n_bits=15), "support")
+    majority = frames06.mask_pattern_of(TaskConfig.of("boolean", function="maj3", n_bits=15), "support")
     assert np.flatnonzero(ch.free_rows(parity)).tolist() == [0, 1, 2]
     assert np.flatnonzero(ch.free_rows(majority)).tolist() == [0, 1, 2, 3]
     # a pinned row's move is invisible to the free-row drift, a free row's is not
     record = SimpleNamespace(drift={"maps": {"init": [UNIFORM], "final": [MASK_END]}})
-    rows = ch.free_rows(ch._pattern(TaskConfig.of("boolean", function="2parity", n_bits=N_BITS), "support"))
+    rows = ch.free_rows(frames06.mask_pattern_of(TaskConfig.of("boolean", function="2parity", n_bits=N_BITS), "support"))
     assert ch.free_drift(record, rows) == pytest.approx(MASK_FREE)
     assert ch.free_drift(SimpleNamespace(drift={"maps": {}}), rows) != ch.free_drift(SimpleNamespace(drift={"maps": {}}), rows)
 
