@@ -6,8 +6,10 @@ trains. The grid's cells, keyed (op, fraction, budget):
 - Figure 2: `FIGURE2_METHODS` on addition at each fraction of `FRACTIONS` (0.4 % shared with Table 8).
 - The budget check: `FIGURE2_METHODS` on addition at 0.4 % with `LONG_BUDGET` times the updates (budget "long").
 
-`load` and `decide` follow `companion.book.chapter`. Accuracies in tables and prose are in %; claim measures are
-fractions, rounded to 4 decimals.
+`load` and `decide` follow `companion.book.chapter`. Table 8 and the paired gains are `arith_table8`, Figure 2, the
+first reach and the digits `arith_curves`; this module declares the claims (`CLAIMS`), gives the prose its numbers and
+re-exports what the notebook reads. Accuracies in tables and prose are in %; claim measures are fractions, rounded to
+4 decimals.
 """
 
 from __future__ import annotations
@@ -19,17 +21,25 @@ import pandas as pd
 
 from companion.book.chapter import Decision, Findings, Measure, Runs
 from companion.book.chapters import decisive
+from companion.book.chapters.arith_curves import (FIRST_STEP, MASK_GAP, REACH, budget_gap_table, digit_frame,
+                                                  digit_table, figure2_data, figure2_seeds, figure2_table,
+                                                  fraction_ticks, reached, steps_to, updates_of)
+from companion.book.chapters.arith_table8 import (MINUS_DEFAULT, STRUCTURED, TABLE8, best_other, cell,
+                                                  fraction_label, held_at_both, held_low, interval_points,
+                                                  interval_text, long_default, mean_margins, paired_against, paired_gain,
+                                                  paired_table8, partly_line, percent, points_text, seed_gains,
+                                                  signed_points, summary, table8)
 from companion.book.chapters.budget import budget as run_budget
-from companion.book.chapters.frames import curves, records_frame
-from companion.book.chapters.stats import Paired, Summary, difference_table, minus, paired, summarize
+from companion.book.chapters.frames import records_frame
+from companion.book.chapters.stats import Paired, paired, summarize
 from companion.book.chapters.step_cap import cap_glue, method_caps, own_rate_glue
-from companion.book.claims import in_words, load_ledger, requirement_threshold
+from companion.book.claims import in_words, requirement_threshold
 from companion.book.labels import label, task_title
 from companion.book.parameters import check_parameters
-from companion.book.prose import diff_interval, mean_sd, num, pct, signed
+from companion.book.prose import num, pct
 from companion.experiments import get_experiment
 from companion.experiments.decisive import SEARCHES
-from companion.experiments.arithmetic import (FIGURE2_METHODS, FRACTIONS, LONG_BUDGET, METHODS, MOVABLE_LR,
+from companion.experiments.arithmetic import (FRACTIONS, LONG_BUDGET, METHODS, MOVABLE_LR,
                                               MUL_METHODS, TABLE8_FRACTION)
 from companion.sweep import ensure_grid
 from companion.tasks.arithmetic import ArithmeticTask, decode
@@ -39,19 +49,9 @@ __all__ = ["REACH", "fraction_label", "load", "runs_frame", "examples", "mask_pa
            "table8_caps", "verdict_numbers", "figure2_data", "figure2_seeds",
            "fraction_ticks", "figure2_table", "held_at_both", "steps_to", "budget_gap_table", "digit_frame", "digit_table", "prose_numbers",
            "seed_gains", "held_low", "interval_numbers",
-           "SEEDS", "decide"]
+           "SEEDS", "decide", "FIRST_STEP", "MASK_GAP", "MINUS_DEFAULT", "TABLE8"]
 
 SEEDS = (0, 1, 2, 3, 4)  # the chapter's seeds: what `load` reads when the notebook's `seeds` is None
-REACH = 0.5  # the test sequence accuracy whose first crossing "When each method gets there" counts
-_OTHERS = ("structured-svd", "structured-opt", "mimetic")  # the other initialisations of S2-15
-_STRUCTURED = ("structured-svd", "structured-opt")
-_OFFSET = 0.12  # horizontal spacing of Figure 2's methods around each fraction
-_DIGITS = 6  # answer digits of 3×3-digit multiplication
-
-
-def fraction_label(f: float) -> str:
-    """A training fraction as the text reads it: 0.004 → "0.4 %"."""
-    return f"{100 * f:g} %"
 
 
 def runs_frame(records: Mapping[tuple[str, float, str], Sequence]) -> pd.DataFrame:
@@ -117,118 +117,6 @@ def budget_table(profile: str, seeds: Sequence[int] | None = None) -> pd.DataFra
     return pd.DataFrame(columns)
 
 
-def _cell(frame: pd.DataFrame, op: str, fraction: float, budget: str = "base") -> pd.DataFrame:
-    return frame[(frame.op == op) & (frame.fraction == fraction) & (frame.budget == budget)]
-
-
-# Table 8's measures as the page heads them.
-TABLE8 = {"test.seq_acc": "Test sequence accuracy (%)", "test.digit_acc": "Test digit accuracy (%)",
-          "train.seq_acc": "Training sequence accuracy (%)"}
-
-
-def _cell_name(op: str, fraction: float) -> str:
-    return f"{task_title(op).capitalize()} at {fraction_label(fraction)}"
-
-
-def table8(frame: pd.DataFrame, metrics: Sequence[str] = tuple(TABLE8)) -> pd.DataFrame:
-    """The paper's Table 8 for the page: rows (operation at its fraction, method), one column per measure
-    (`TABLE8`, in %: mean ± standard deviation over seeds, one decimal) and the number of seeds."""
-    rows = {}
-    for op, f in TABLE8_FRACTION.items():
-        sub = _cell(frame, op, f)
-        for m, runs in sub.groupby("method", sort=False):
-            rows[(_cell_name(op, f), label(m))] = {TABLE8[k]: mean_sd(100 * runs[k]) for k in metrics} | {"Seeds": len(runs)}
-    out = pd.DataFrame.from_dict(rows, orient="index")
-    out.index = pd.MultiIndex.from_tuples(out.index, names=["Task", "Method"])
-    return out
-
-
-def paired_against(frame: pd.DataFrame, op: str, fraction: float, metric: str = "test.seq_acc",
-                   baseline: str = "default", budget: str = "base") -> pd.DataFrame:
-    """Each method minus `baseline` in percentage points, paired by seed (`stats.difference_table`,
-    column `MINUS_DEFAULT`); rows labelled."""
-    sub = _cell(frame, op, fraction, budget)
-    by = {m: dict(zip(g.seed, 100 * g[metric])) for m, g in sub.groupby("method", sort=False)}
-    if baseline not in by:
-        raise ValueError(f"baseline {baseline!r} is not among the methods {list(by)}.")
-    return difference_table({label(m): (v, by[baseline]) for m, v in by.items() if m != baseline}, MINUS_DEFAULT,
-                            ["Method"])
-
-
-MINUS_DEFAULT = minus("default")
-
-
-def paired_table8(frame: pd.DataFrame) -> pd.DataFrame:
-    """`paired_against` the default at both of Table 8's cells, one block per operation."""
-    return pd.concat({_cell_name(op, f): paired_against(frame, op, f) for op, f in TABLE8_FRACTION.items()},
-                     names=["Task"])
-
-
-def summary(frame: pd.DataFrame, op: str, fraction: float, method: str, metric: str = "test.seq_acc",
-            budget: str = "base") -> Summary:
-    """`companion.book.chapters.stats.Summary` of a metric (in %) over seeds for one cell."""
-    sub = _cell(frame, op, fraction, budget)
-    sub = sub[sub.method == method]
-    if sub.empty:
-        raise ValueError(f"no runs for {op} at {fraction} with method {method!r}.")
-    return summarize(100 * sub[metric].to_numpy())
-
-
-def paired_gain(frame: pd.DataFrame, op: str, fraction: float, method: str, baseline: str = "default",
-                metric: str = "test.seq_acc", budget: str = "base") -> Paired:
-    """`companion.book.chapters.stats.Paired` of method − baseline (percentage points), paired by seed."""
-    sub = _cell(frame, op, fraction, budget)
-    by = {m: dict(zip(g.seed, 100 * g[metric])) for m, g in sub.groupby("method")}
-    return paired(by[method], by[baseline])
-
-
-def _best_other(frame: pd.DataFrame, budget: str = "base") -> tuple[str, float]:
-    """(method, mean test accuracy in %) of the best other initialisation on addition at 0.4 % at `budget`."""
-    others = {m: summary(frame, "add", TABLE8_FRACTION["add"], m, budget=budget).mean for m in _OTHERS}
-    best = max(others, key=others.get)
-    return best, others[best]
-
-
-def _margins(frame: pd.DataFrame, profile: str, budget: str = "base") -> dict[float, float]:
-    """{fraction: mask − default mean test accuracy (points)} over Figure 2's fractions at `budget`."""
-    return {f: summary(frame, "add", f, "mask", budget=budget).mean - summary(frame, "add", f, "default", budget=budget).mean
-            for f in FRACTIONS[profile]}
-
-
-def seed_gains(frame: pd.DataFrame, profile: str) -> dict[tuple[float, str], Paired]:
-    """{(fraction, budget): mask − default in test sequence accuracy (points, paired by seed)} on addition at
-    every fraction of Figure 2 and both budgets: what S2-14 (at 0.4 %) and S2-18 (every fraction) decide on.
-    `frame`: the chapter's `runs_frame` (its seeds)."""
-    return {(f, b): paired_gain(frame, "add", f, "mask", budget=b) for f in FRACTIONS[profile] for b in ("base", "long")}
-
-
-def held_low(gains: Mapping[tuple[float, str], Paired], fractions: Sequence[float], partly: float) -> float:
-    """The smallest over `fractions` of `held_at_both` of the lower ends of the gains' 95 % intervals (as a
-    fraction): a gain passes a line only where its interval over seeds clears it at both budgets."""
-    return min(held_at_both(gains[f, "base"].lo / 100, gains[f, "long"].lo / 100, partly) for f in fractions)
-
-
-def _interval(g: Paired) -> str:
-    return diff_interval(g.mean_diff, g.lo, g.hi)
-
-
-def held_at_both(base: float, long: float, partly: float, *, larger: bool = True) -> float:
-    """A quantity decided at the stated budget and at `LONG_BUDGET` times the updates: min(base, max(long,
-    partly)) for an at_least rule (`larger`, e.g. a gain), max(base, min(long, partly)) for an at_most rule (e.g.
-    the default's accuracy). It passes the threshold only when both budgets do; when only the stated one passes
-    (the gap closes with more training: speed, not learnability), it lands on the rule's `partly` level, never
-    below it; when the stated budget fails, it is the stated budget's value."""
-    return min(base, max(long, partly)) if larger else max(base, min(long, partly))
-
-
-def _partly(claim_id: str) -> float:
-    return float(load_ledger()[claim_id].rule["partly_threshold"])
-
-
-def _long_default(frame: pd.DataFrame) -> float:
-    return summary(frame, "add", TABLE8_FRACTION["add"], "default", budget="long").mean
-
-
 def analysis(frame: pd.DataFrame, profile: str, gains: Mapping | None = None,
              caps: Mapping[str, float] | None = None) -> dict:
     """What the chapter's claims read: the runs' `frame`, the `profile`, the paired seed `gains` (`seed_gains`; of
@@ -243,16 +131,16 @@ _LONG = f"{LONG_BUDGET}× the updates"
 
 def _s2_13(a: dict) -> float:
     default = summary(a["frame"], "add", _ADD, "default").mean / 100
-    return round(held_at_both(default, _long_default(a["frame"]) / 100, _partly("S2-13"), larger=False), 4)
+    return round(held_at_both(default, long_default(a["frame"]) / 100, partly_line("S2-13"), larger=False), 4)
 
 
 def _s2_15(a: dict) -> float:
     f = a["frame"]
-    return round(held_at_both(_best_other(f)[1] / 100, _best_other(f, "long")[1] / 100, _partly("S2-15"), larger=False), 4)
+    return round(held_at_both(best_other(f)[1] / 100, best_other(f, "long")[1] / 100, partly_line("S2-15"), larger=False), 4)
 
 
 def _structured(a: dict) -> list[str]:
-    return [m for m in _STRUCTURED if m in MUL_METHODS[a["profile"]]]
+    return [m for m in STRUCTURED if m in MUL_METHODS[a["profile"]]]
 
 
 def _best_mul(a: dict) -> float:
@@ -262,13 +150,13 @@ def _best_mul(a: dict) -> float:
 def _margin_phrase(a: dict) -> str:
     gains, fractions = a["gains"], FRACTIONS[a["profile"]]
     return (f"paired margins over {next(iter(gains.values())).n} seeds at the stated budget: "
-            + ", ".join(f"{fraction_label(f)} {_interval(gains[f, 'base'])}" for f in fractions) + f"; at {_LONG}: "
-            + ", ".join(f"{fraction_label(f)} {_interval(gains[f, 'long'])}" for f in fractions))
+            + ", ".join(f"{fraction_label(f)} {interval_text(gains[f, 'base'])}" for f in fractions) + f"; at {_LONG}: "
+            + ", ".join(f"{fraction_label(f)} {interval_text(gains[f, 'long'])}" for f in fractions))
 
 
 def _best_phrase(a: dict) -> str:
-    best, best_long = _best_other(a["frame"]), _best_other(a["frame"], "long")
-    return f"{label(best[0])} {_percent(best[1])} at the stated budget, {label(best_long[0])} {_percent(best_long[1])} at {_LONG}"
+    best, best_long = best_other(a["frame"]), best_other(a["frame"], "long")
+    return f"{label(best[0])} {percent(best[1])} at the stated budget, {label(best_long[0])} {percent(best_long[1])} at {_LONG}"
 
 
 def _mask_gain(a: dict, task: str, fraction: float, baseline: str = "default") -> Paired:
@@ -282,21 +170,21 @@ def _mask_gain(a: dict, task: str, fraction: float, baseline: str = "default") -
 # S2-13, S2-14, S2-15 and S2-18 are decided at both budgets (`held_at_both`, with the claim's partly level from the
 # ledger); S2-14 and S2-18 on the lower ends of the paired intervals of the gains.
 CLAIMS = (
-    Measure("S2-13", _s2_13, detail=lambda a: f"{_percent(summary(a['frame'], 'add', _ADD, 'default').mean)} at the "
-                                              f"stated budget, {_percent(_long_default(a['frame']))} at {_LONG}"),
-    Measure("S2-14", lambda a: round(held_low(a["gains"], [_ADD], _partly("S2-14")), 4),
-            detail=lambda a: f"{_points(a['gains'][_ADD, 'base'])} at the stated budget, "
-                             f"{_points(a['gains'][_ADD, 'long'])} at {_LONG}, over {next(iter(a['gains'].values())).n} seeds"),
+    Measure("S2-13", _s2_13, detail=lambda a: f"{percent(summary(a['frame'], 'add', _ADD, 'default').mean)} at the "
+                                              f"stated budget, {percent(long_default(a['frame']))} at {_LONG}"),
+    Measure("S2-14", lambda a: round(held_low(a["gains"], [_ADD], partly_line("S2-14")), 4),
+            detail=lambda a: f"{points_text(a['gains'][_ADD, 'base'])} at the stated budget, "
+                             f"{points_text(a['gains'][_ADD, 'long'])} at {_LONG}, over {next(iter(a['gains'].values())).n} seeds"),
     Measure("S2-15", _s2_15, detail=_best_phrase),
     Measure("S2-16", lambda a: round(_mask_gain(a, "mul", _MUL).mean_diff / 100, 4), {"a-method-learns": _best_mul},
-            lambda a: _interval_points(_mask_gain(a, "mul", _MUL))),
+            lambda a: interval_points(_mask_gain(a, "mul", _MUL))),
     Measure("S2-17", lambda a: round(max(summary(a["frame"], "mul", _MUL, m).mean for m in _structured(a)) / 100, 4),
             when=lambda a: bool(_structured(a))),
-    Measure("S2-18", lambda a: round(held_low(a["gains"], FRACTIONS[a["profile"]], _partly("S2-18")), 4), detail=_margin_phrase),
+    Measure("S2-18", lambda a: round(held_low(a["gains"], FRACTIONS[a["profile"]], partly_line("S2-18")), 4), detail=_margin_phrase),
     Measure("S2-24", lambda a: round(_mask_gain(a, "add", _ADD, "fixed-mask").mean_diff / 100, 4),
             {"mask-gains": lambda a: round(_mask_gain(a, "add", _ADD).mean_diff / 100, 4),
              "mask-can-move": lambda a: a["caps"].get("mask")},
-            lambda a: "learnable − fixed, " + _interval_points(_mask_gain(a, "add", _ADD, "fixed-mask"))),
+            lambda a: "learnable − fixed, " + interval_points(_mask_gain(a, "add", _ADD, "fixed-mask"))),
 )
 
 
@@ -306,134 +194,9 @@ def table8_caps(records: Mapping) -> dict[str, float]:
     return method_caps(records[("add", TABLE8_FRACTION["add"], "base")], ("mask",))
 
 
-def _points(g: Paired) -> str:
-    """A paired gain as the scoreboard and verdict table write it: "+66.1 points, 95 % interval [48.2, 84.0]"."""
-    return f"{_signed_points(g.mean_diff)}, 95 % interval [{num(g.lo, 1)}, {num(g.hi, 1)}]"
-
-
-def _interval_points(g: Paired) -> str:
-    """A paired gain's interval alone: "95 % interval [−1.2, 0.8] points" (a true minus)."""
-    return f"95 % interval [{num(g.lo, 1)}, {num(g.hi, 1)}] points"
-
-
-def _signed_points(x: float) -> str:
-    """A difference in points with its sign and a true minus: "+6.2 points", "−0.5 points"."""
-    return f"{signed(x, 1)} points"
-
-
-def _percent(x: float) -> str:
-    """An accuracy already in percent as the page writes it: "90.4 %"."""
-    return pct(x / 100)
-
-
 def verdict_numbers(results: Sequence) -> dict[str, str]:
     """{"ch4_verdict_<claim id>": verdict} of recorded claims (`companion.book.claims.ClaimResult`)."""
     return {f"ch4_verdict_{r.id}": r.verdict for r in results}
-
-
-def figure2_data(frame: pd.DataFrame, profile: str) -> pd.DataFrame:
-    """Figure 2's points per method of `FIGURE2_METHODS` and fraction: x (fraction index, methods side by side),
-    mean test sequence accuracy (%), and how far the 95 % interval reaches below and above it (the error bar)."""
-    rows = []
-    for k, m in enumerate(FIGURE2_METHODS):
-        for i, f in enumerate(FRACTIONS[profile]):
-            s = summary(frame, "add", f, m)
-            rows.append({"method": m, "fraction": f, "x": i + (k - 0.5) * _OFFSET, "mean": s.mean,
-                         "below": s.mean - s.lo, "above": s.hi - s.mean})
-    return pd.DataFrame(rows)
-
-
-def figure2_seeds(frame: pd.DataFrame, profile: str) -> pd.DataFrame:
-    """Figure 2's seeds: method, fraction, seed, x (as in `figure2_data`) and the test sequence accuracy (%)."""
-    rows = []
-    for k, m in enumerate(FIGURE2_METHODS):
-        for i, f in enumerate(FRACTIONS[profile]):
-            sub = _cell(frame, "add", f)
-            sub = sub[sub.method == m]
-            rows += [{"method": m, "fraction": f, "seed": s, "x": i + (k - 0.5) * _OFFSET, "value": 100 * v}
-                     for s, v in zip(sub.seed, sub["test.seq_acc"])]
-    return pd.DataFrame(rows)
-
-
-def fraction_ticks(profile: str) -> tuple[list[int], list[str]]:
-    """Figure 2's x ticks: positions and "fraction (pairs)" labels."""
-    fractions = FRACTIONS[profile]
-    return list(range(len(fractions))), [f"{fraction_label(f)}\n({round(f * 1e6):,} pairs)" for f in fractions]
-
-
-def figure2_table(frame: pd.DataFrame, profile: str) -> pd.DataFrame:
-    """Mean test sequence accuracy (%, one decimal) of Figure 2's methods (rows) at each training
-    fraction (columns, headed by the fraction)."""
-    table = pd.DataFrame({fraction_label(f): {label(m): f"{summary(frame, 'add', f, m).mean:.1f}"
-                                              for m in FIGURE2_METHODS} for f in FRACTIONS[profile]})
-    table.index.name, table.columns.name = "Method", "Test sequence accuracy (%) at training fraction"
-    return table
-
-
-def steps_to(records: Sequence, threshold: float = REACH, split: str = "test", metric: str = "seq_acc") -> pd.DataFrame:
-    """Per method: in how many of its runs, and at which evaluated step (median), the metric first
-    reaches `threshold`; runs that never reach it within the budget are counted, not imputed."""
-    rows = {}
-    for m, (steps, vals) in curves(records, split, metric).items():
-        first = [int(steps[np.argmax(v >= threshold)]) for v in vals if (v >= threshold).any()]
-        rows[label(m)] = {reached(threshold): f"{len(first)} of {len(vals)}",
-                          FIRST_STEP: float(np.median(first)) if first else float("nan")}
-    out = pd.DataFrame.from_dict(rows, orient="index")
-    out.index.name = "Method"
-    return out
-
-
-FIRST_STEP = "Median update of the first reach"
-
-
-def reached(threshold: float = REACH) -> str:
-    """The header of `steps_to`'s count: "Runs reaching 50 %"."""
-    return f"Runs reaching {100 * threshold:g} %"
-
-
-def budget_gap_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Addition at 0.4 %, base and long budget (rows "N updates"): mean test sequence accuracy (%) of
-    Figure 2's methods and the paired mask − default gap with its 95 % interval."""
-    add = TABLE8_FRACTION["add"]
-    rows = {}
-    for b in ("base", "long"):
-        row = {f"{label(m)} (%)": f"{summary(frame, 'add', add, m, budget=b).mean:.1f}" for m in FIGURE2_METHODS}
-        row[MASK_GAP] = _interval(paired_gain(frame, "add", add, "mask", budget=b))
-        rows[f"{_steps(frame, b)} updates"] = row
-    out = pd.DataFrame(rows).T
-    out.index.name = "Budget"
-    return out
-
-
-MASK_GAP = "Mask " + minus("default").lower()  # "Mask minus default (points) [95 % interval]"
-
-
-def _steps(frame: pd.DataFrame, budget: str) -> int:
-    return int(frame[(frame.budget == budget) & (frame.op == "add")]["steps"].iloc[0])
-
-
-def _mul_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    return _cell(frame, "mul", TABLE8_FRACTION["mul"])
-
-
-def digit_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Multiplication at 3 %, long form: method, seed, digit ("c0" … "c5", least significant first) and
-    its final test accuracy under teacher forcing (%)."""
-    sub = _mul_frame(frame)
-    return pd.DataFrame([{"method": m, "seed": s, "digit": f"c{d}", "value": 100 * v}
-                         for d in range(_DIGITS)
-                         for m, s, v in zip(sub.method, sub.seed, sub[f"test.digit{d}_acc"])])
-
-
-def digit_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean per-digit test accuracy (%, one decimal) on multiplication at 3 %: method × c0 … c5
-    (methods labelled, in the order of their names)."""
-    cols = [f"test.digit{s}_acc" for s in range(_DIGITS)]
-    digits = (100 * _mul_frame(frame).groupby("method")[cols].mean()).round(1)
-    digits.columns = [f"c{s}" for s in range(_DIGITS)]
-    digits = digits.rename(index=label)
-    digits.index.name, digits.columns.name = "Method", "Accuracy (%) of answer digit"
-    return digits
 
 
 def _budget_numbers(profile: str) -> dict[str, str]:
@@ -451,10 +214,10 @@ def _budget_numbers(profile: str) -> dict[str, str]:
 def _table8_numbers(frame: pd.DataFrame, profile: str) -> dict[str, str]:
     add, mul = TABLE8_FRACTION["add"], TABLE8_FRACTION["mul"]
     out = {f"ch4_add_{m}": f"{summary(frame, 'add', add, m).mean:.1f} %" for m in METHODS}
-    best, value = _best_other(frame)
+    best, value = best_other(frame)
     out |= {"ch4_best_other": label(best), "ch4_best_other_value": f"{value:.1f} %",
-            "ch4_gain_add": _interval(paired_gain(frame, "add", add, "mask")),
-            "ch4_gain_mul": _interval(paired_gain(frame, "mul", mul, "mask"))}
+            "ch4_gain_add": interval_text(paired_gain(frame, "add", add, "mask")),
+            "ch4_gain_mul": interval_text(paired_gain(frame, "mul", mul, "mask"))}
     out |= {f"ch4_mul_{m}": f"{summary(frame, 'mul', mul, m).mean:.1f} %" for m in MUL_METHODS[profile]}
     base = frame[frame.budget == "base"]
     key = ["op", "fraction", "seed"]
@@ -466,7 +229,7 @@ def _table8_numbers(frame: pd.DataFrame, profile: str) -> dict[str, str]:
 
 def _figure2_numbers(frame: pd.DataFrame, profile: str) -> dict[str, str]:
     fractions = FRACTIONS[profile]
-    margins = _margins(frame, profile)
+    margins = mean_margins(frame, profile)
     train = get_experiment("arith-add").configs(profile)["default"].train
     seen = train.steps * train.batch_size  # training examples drawn in the budget
     return {"ch4_fig2_min_margin": f"{min(margins.values()):.1f}",
@@ -487,15 +250,15 @@ def _reach_numbers(records: Sequence) -> dict[str, str]:
 def _budget_gap_numbers(frame: pd.DataFrame, profile: str) -> dict[str, str]:
     add = TABLE8_FRACTION["add"]
     out = {"ch4_long_factor": str(LONG_BUDGET), "ch4_n_seeds": str(frame["seed"].nunique())}
-    best, value = _best_other(frame, "long")
+    best, value = best_other(frame, "long")
     out |= {"ch4_best_other_long": label(best), "ch4_best_other_long_value": f"{value:.1f} %"}
-    margins = _margins(frame, profile, "long")
+    margins = mean_margins(frame, profile, "long")
     out["ch4_long_min_margin"] = f"{min(margins.values()):.1f}"
     out["ch4_long_min_at"] = fraction_label(min(margins, key=margins.get))
     for b in ("base", "long"):
         out[f"ch4_{b}_default"] = f"{summary(frame, 'add', add, 'default', budget=b).mean:.1f} %"
-        out[f"ch4_{b}_gap"] = _interval(paired_gain(frame, "add", add, "mask", budget=b))
-        out[f"ch4_{b}_steps"] = str(_steps(frame, b))
+        out[f"ch4_{b}_gap"] = interval_text(paired_gain(frame, "add", add, "mask", budget=b))
+        out[f"ch4_{b}_steps"] = str(updates_of(frame, b))
     return out
 
 
@@ -503,8 +266,8 @@ def interval_numbers(gains: Mapping[tuple[float, str], Paired]) -> dict[str, str
     """The prose's numbers of S2-14 and S2-18 at the seeds of `gains` (`seed_gains`): their count, the gain at
     0.4 % at both budgets with its interval, and per budget the lowest lower end over the fractions and where."""
     add = TABLE8_FRACTION["add"]
-    out = {"ch4_gain_seeds": str(next(iter(gains.values())).n), "ch4_gain_base_interval": _interval(gains[add, "base"]),
-           "ch4_gain_long_interval": _interval(gains[add, "long"])}
+    out = {"ch4_gain_seeds": str(next(iter(gains.values())).n), "ch4_gain_base_interval": interval_text(gains[add, "base"]),
+           "ch4_gain_long_interval": interval_text(gains[add, "long"])}
     for b in ("base", "long"):
         f = min((f for f, budget in gains if budget == b), key=lambda f: gains[f, b].lo)
         out[f"ch4_gain_low_{b}"] = f"{num(gains[f, b].lo, 1)} points (at {fraction_label(f)})"
@@ -534,17 +297,17 @@ def movable(frame: pd.DataFrame, records: Mapping) -> dict | None:
     key = ("add", add, "movable")
     if key not in records:
         return None
-    own = _cell(frame, "add", add, "movable")
+    own = cell(frame, "add", add, "movable")
     mask = dict(zip(own.seed, 100 * own["test.seq_acc"]))
-    base = {m: dict(zip(g.seed, 100 * g["test.seq_acc"])) for m, g in _cell(frame, "add", add).groupby("method")}
+    base = {m: dict(zip(g.seed, 100 * g["test.seq_acc"])) for m, g in cell(frame, "add", add).groupby("method")}
     learn, gain = paired(mask, base["fixed-mask"]), paired(mask, base["default"])
     cap = method_caps(records[key], ("mask",))["mask"]
     return {"measures": {"S2-24": round(learn.mean_diff / 100, 4)},
             "preconditions": {"S2-24": {"mask-gains": round(gain.mean_diff / 100, 4), "mask-can-move": cap}},
-            "details": {"S2-24": "learnable mask at its own rate − fixed, " + _interval_points(learn)},
+            "details": {"S2-24": "learnable mask at its own rate − fixed, " + interval_points(learn)},
             "numbers": {"ch4_movable_lr": f"{MOVABLE_LR:g}", "ch4_movable_cap": num(cap, 2),
-                        "ch4_movable_mask": _percent(summarize(list(mask.values())).mean),
-                        "ch4_movable_learn": f"{_signed_points(learn.mean_diff)} ({_interval_points(learn)})"}}
+                        "ch4_movable_mask": percent(summarize(list(mask.values())).mean),
+                        "ch4_movable_learn": f"{signed_points(learn.mean_diff)} ({interval_points(learn)})"}}
 
 
 MOVABLE_NUMBERS = ("ch4_movable_lr", "ch4_movable_cap", "ch4_movable_mask", "ch4_movable_learn")
@@ -587,7 +350,7 @@ def _multiplication_search(d: Decision, profile: str) -> dict[str, str]:
     r = d.decided_claims(found["measures"], preconditions=found["preconditions"], details=found["details"])[0]
     best = found["preconditions"]["S2-16"]["a-method-learns"]
     return {"ch4_S216_search": f"finds it at {decisive.search_words('S2-16')}, where the better method reaches "
-                               f"{pct(best)}; there the mask gains {_signed_points(100 * r.measure)} over the default, "
+                               f"{pct(best)}; there the mask gains {signed_points(100 * r.measure)} over the default, "
                                f"and S2-16, decided at that budget, is {in_words(r)}"}
 
 
