@@ -16,6 +16,7 @@ import torch
 
 from companion.book.chapter import details, measures, preconditions
 from companion.book.chapters import ch07_transport as ch
+from companion.book.chapters import transport_bounds as bounds7
 from companion.book.claims import record_all
 from companion.book.chapters.entropic import objective, solve_entropic
 from companion.config import ModelConfig, PriorConfig, TaskConfig
@@ -56,7 +57,7 @@ def test_psi_and_margin_follow_definitions_5_2_and_5_3_exactly():
     # z = (ln 4, 0, 0): p = (2/3, 1/6, 1/6), Ψ = 1/3, margin ln 4, and the cap (L−1)/(e^m + L−1) = 2/6 is attained
     z = torch.tensor([[math.log(4.0), 0.0, 0.0], [0.0, 1.0, -1.0]], dtype=torch.float64)
     sink = torch.tensor([0, 2])
-    psi, gap = ch._psi(z, sink), ch._gap(z, sink)
+    psi, gap = bounds7.psi_of(z, sink), bounds7.sink_gap(z, sink)
     assert abs(psi[0] - 1 / 3) < 1e-15 and abs(gap[0] - math.log(4.0)) < 1e-15
     assert abs(2 / (gap[0].exp() + 2) - psi[0]) < 1e-15
     # a key that is not the largest has a negative margin, and Ψ is everything but its own weight

@@ -1,8 +1,9 @@
 """Chapter 7, attention as transport with a prior: Propositions 2.2 and 3.1 solved by an optimiser, Theorem 5.4
 checked on random problems, Theorem 5.1 and Figure 2c measured on the trained copy-mixture models, and Figure 2c
 also on Chapter 9's char-LM models, where key 0 carries no task information and the sink claims are decided.
-`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the rest of `__all__`
-builds tables, figures and claim readings.
+`load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the closed forms that read
+no run (the propositions, Theorem 5.4) are `transport_bounds`, re-exported here with the rest of what the notebook
+reads.
 
 Theorem 5.1 and Figure 2c are measured at the end of each run on the first `companion.transport.PROBE` test inputs
 and stored in its record (readouts `BOUNDS` and `SINK_CURVE`): nothing here trains and no model is rebuilt.
@@ -15,7 +16,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 
 from companion.book.chapter import Decision, Findings, Measure, Runs
 from companion.book.chapters import bochner, decisive
@@ -25,7 +25,11 @@ from companion.book.labels import label
 from companion.book.missing import gather
 from companion.book.parameters import check_parameters
 from companion.book.prose import below
-from companion.book.chapters.entropic import objective, solve_entropic
+from companion.book.chapters.transport_bounds import (BETTER, CLOSED_FORM_TOL, EQ3, MARGIN, PROP22, PROP31,
+                                                      PSI_LOG_L, PSI_UNIFORM, SENS, SENS_TIGHT, SENSITIVITY, SINK,
+                                                      SINK_TIGHT, UNIFORM, proposition_checks, propositions,
+                                                      propositions_table, sensitivity, sensitivity_checks,
+                                                      sensitivity_numbers, sensitivity_table, tolerance_text)
 from companion.experiments.copy_mixture import METHODS
 from companion.sweep import ensure_runs
 from companion.transport import matched_bins
@@ -43,175 +47,19 @@ CONTROL_SEEDS = (0, 1)  # and of the char-LM control (Chapter 9's runs)
 BOUNDS = "collapse_bounds"  # the readout of Theorem 5.1 on the first layer (`companion.transport`)
 SINK_CURVE = "sink_curve"  # the readout of Figure 2c on the last layer (`companion.transport`)
 
-PROP22 = "Prop 2.2: max |p − softmax(s/τ)|"
-PROP31 = "Prop 3.1: max |p − softmax(s/τ + log π)|"
-EQ3 = r"Eq. 3: \(\max\,\lvert -H - (\mathrm{KL}(p \Vert U) - \log L)\rvert\)"
-BETTER = "random points better"
-CLOSED_FORM_TOL = 1e-12  # the optimiser meets a closed form to this (float64 rounding, not a claim rule)
 RECOMPUTE_TOL = 1e-12  # the recomputed attention equals the forward pass to this
 
 
 # ---------------------------------------------------------------- Propositions 2.2 and 3.1
 
-def _tol(x: float) -> str:
-    """A tolerance as the text writes it: 1e-9, 1e-12."""
-    return f"{x:g}".replace("e-0", "e-")
-
-
-def _simplex_points(count: int, rows: int, length: int, generator: torch.Generator) -> torch.Tensor:
-    """Uniform points of the simplex (Dirichlet(1): normalised exponential draws), (count, rows, length), float64."""
-    e = -torch.rand(count, rows, length, generator=generator, dtype=torch.float64).log()
-    return e / e.sum(-1, keepdim=True)
-
-
-def propositions(lengths: Sequence[int] = (4, 64, 1024), taus: Sequence[float] = (0.25, 1.0, 4.0), *,
-                 rows: int = 32, points: int = 64, seed: int = 0) -> pd.DataFrame:
-    """Per length L and temperature τ, `rows` random problems (scores s = 3·N(0, 1), log-prior 2·N(0, 1), drawn in
-    this order from one generator seeded `seed`): the largest gaps between the mirror-descent minimisers and the
-    closed forms of Propositions 2.2 (`PROP22`) and 3.1 (`PROP31`) and of −H(p) = KL(p‖U) − log L (`EQ3`), and how
-    many of `points` random simplex points per problem (generator seeded `seed` + 1) have a lower objective than
-    the minimiser (`BETTER`). Index (L, τ)."""
-    g, draws = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + 1)
-    out = []
-    for length in lengths:
-        for tau in taus:
-            s = 3 * torch.randn(rows, length, generator=g, dtype=torch.float64)
-            log_pi = 2 * torch.randn(rows, length, generator=g, dtype=torch.float64)
-            p_uni, p_pri = solve_entropic(s, tau=tau), solve_entropic(s, log_pi, tau)
-            rand = _simplex_points(points, rows, length, draws)
-            entropy = -(p_uni * p_uni.log()).sum(-1)
-            kl_u = (p_uni * (p_uni.log() + np.log(length))).sum(-1)
-            worse = objective(rand, s, log_pi, tau) < objective(p_pri, s, log_pi, tau) - 1e-12
-            out.append({"L": length, "τ": tau,
-                        PROP22: float((p_uni - torch.softmax(s / tau, -1)).abs().max()),
-                        PROP31: float((p_pri - torch.softmax(s / tau + log_pi, -1)).abs().max()),
-                        EQ3: float((-entropy - (kl_u - np.log(length))).abs().max()),
-                        BETTER: int(worse.sum())})
-    return pd.DataFrame(out).set_index(["L", "τ"])
-
-
-def propositions_table(eot: pd.DataFrame) -> pd.DataFrame:
-    """`propositions` as shown: gaps to one digit, under float64's rounding floor as a bound (`prose.below`: the
-    same on every processor)."""
-    return eot.map(lambda v: below(v) if isinstance(v, float) else v)
-
-
-def proposition_checks(eot: pd.DataFrame) -> dict[str, object]:
-    """Whether every closed form was met to `CLOSED_FORM_TOL`, and how many random points did better."""
-    return {f"closed forms met to {_tol(CLOSED_FORM_TOL)}": bool(eot[[PROP22, PROP31, EQ3]].max().max() < CLOSED_FORM_TOL),
-            "random points better": int(eot[BETTER].sum())}
-
 
 # ---------------------------------------------------------------- Definitions 5.2, 5.3 and Theorem 5.4
 
-SENS = r"Thm 5.4: \(\max\,(\lVert\Delta o\rVert - \varepsilon\Psi)/\varepsilon\)"
-SENS_TIGHT = r"Thm 5.4, aligned \(\Delta v\): \(\max\,\lvert \lVert\Delta o\rVert/(\varepsilon\Psi) - 1\rvert\)"
-UNIFORM = r"uniform, \(\omega = 0\): \(\max\,\lvert\Psi - (L-1)/L\rvert\)"
-SINK = r"sink prior, \(\omega = 0\): \(\max\,\Psi - (L-1)/(e^{\delta} + L-1)\)"
-SINK_TIGHT = r"extremal prior: \(\max\,\lvert\Psi - (L-1)/(e^{\delta} + L-1)\rvert\)"
-MARGIN = r"Def 5.2 margin \(m\): \(\max\,\Psi - (L-1)/(e^{m} + L-1)\)"
-PSI_UNIFORM = "Ψ, uniform prior, ω = 0"
-PSI_LOG_L = "bound at δ = ln L"
-
-
-def _psi(z: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
-    """Definition 5.3: Ψ(C) = Σ_{k ∈ C} p_k with C every key but j* (= 1 − p_j*, summed over C so that a
-    small Ψ keeps its digits), p = softmax(z) along the last axis."""
-    return torch.softmax(z, -1).scatter(-1, sink[:, None], 0.0).sum(-1)
-
-
-def _gap(z: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
-    """Definition 5.2: the margin min_{k ≠ j*} (z_j* − z_k) of key j* in each row of z."""
-    others = z.scatter(-1, sink[:, None], float("-inf"))
-    return z.gather(-1, sink[:, None])[:, 0] - others.amax(-1)
-
-
-def sensitivity(lengths: Sequence[int] = (4, 64, 1024), *, rows: int = 64, width: int = 16, eps: float = 0.1,
-                seed: int = 0) -> pd.DataFrame:
-    """Definitions 5.2–5.3 and Theorem 5.4 on random problems, float64, one generator seeded `seed`.
-
-    Per length L, `rows` problems: scores s = 3·N(0, 1), a log-prior K = 2·N(0, 1) whose key j* (uniform) is raised
-    a margin δ ~ U(0, 2 ln L) above every other key, values V = N(0, 1) of `width`, and perturbations Δv_k of random
-    direction and norm ε·U(0, 1) on every key but j*. Columns: `SENS` (‖Δo‖ ≤ εΨ(C), violated when > 0),
-    `SENS_TIGHT` (all Δv_k = ε·e_1, attaining it), `UNIFORM` (Ψ of the uniform prior at ω = 0 against (L−1)/L),
-    `SINK` (Ψ of π itself at ω = 0 against (L−1)/(e^δ + L−1)), `SINK_TIGHT` (the prior δ on j*, 0 elsewhere, which
-    attains that bound), `MARGIN` (with content, Ψ against (L−1)/(e^m + L−1), m Definition 5.2's margin on
-    z = s + K), `PSI_UNIFORM` and `PSI_LOG_L` (the bound at δ = ln L). Index L."""
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for length in lengths:
-        f64 = dict(generator=g, dtype=torch.float64)
-        s = 3 * torch.randn(rows, length, **f64)
-        k = 2 * torch.randn(rows, length, **f64)
-        sink = torch.randint(0, length, (rows,), generator=g)
-        delta = 2 * math.log(length) * torch.rand(rows, **f64)
-        k = k.scatter(-1, sink[:, None], (k.scatter(-1, sink[:, None], float("-inf")).amax(-1) + delta)[:, None])
-        v = torch.randn(rows, length, width, **f64)
-        direction = torch.randn(rows, length, width, **f64)
-        dv = eps * torch.rand(rows, length, 1, **f64) * direction / direction.norm(dim=-1, keepdim=True)
-        keep = torch.ones(rows, length, 1, dtype=torch.float64).scatter(1, sink[:, None, None], 0.0)
-        z = s + k
-        p = torch.softmax(z, -1)[:, None]
-        psi = _psi(z, sink)
-        moved = ((p @ (v + dv * keep)) - p @ v)[:, 0].norm(dim=-1)
-        aligned = torch.zeros_like(v)
-        aligned[..., 0] = eps
-        moved_aligned = (p @ (aligned * keep))[:, 0].norm(dim=-1)  # Δo = p·ΔV: no cancellation
-        bound = lambda d: (length - 1) / (d.exp() + length - 1)  # noqa: E731
-        flat = torch.zeros(rows, length, dtype=torch.float64)
-        extremal = flat.scatter(-1, sink[:, None], delta[:, None])
-        out.append({"L": length, SENS: float(((moved - eps * psi) / eps).max()),
-                    SENS_TIGHT: float((moved_aligned / (eps * psi) - 1).abs().max()),
-                    UNIFORM: float((_psi(flat, sink) - (length - 1) / length).abs().max()),
-                    SINK: float((_psi(k, sink) - bound(_gap(k, sink))).max()),
-                    SINK_TIGHT: float((_psi(extremal, sink) - bound(delta)).abs().max()),
-                    MARGIN: float((psi - bound(_gap(z, sink))).max()),
-                    PSI_UNIFORM: (length - 1) / length, PSI_LOG_L: (length - 1) / (2 * length - 1)})
-    return pd.DataFrame(out).set_index("L")
-
-
-def sensitivity_table(sens: pd.DataFrame) -> pd.DataFrame:
-    """`sensitivity` as shown: gaps to one digit (`prose.below`), Ψ and the bound to three decimals."""
-    gaps = [SENS, SENS_TIGHT, UNIFORM, SINK, SINK_TIGHT, MARGIN]
-    return sens.assign(**{c: sens[c].map(lambda v: below(v, fmt=".0e")) for c in gaps}).round(3)
-
-
-def sensitivity_checks(sens: pd.DataFrame) -> dict[str, object]:
-    """Whether each bound holds to S3-20's and S3-23's thresholds (book/claims.yml) and is attained where it should."""
-    ledger = load_ledger()
-    t20, t23 = float(ledger["S3-20"].rule["threshold"]), float(ledger["S3-23"].rule["threshold"])
-    return {rf"\(\lVert\Delta o\rVert \le \varepsilon\Psi(C)\) everywhere (to {_tol(t20)})": bool(sens[SENS].max() <= t20),
-            f"attained by aligned perturbations (to {_tol(t20)})": bool(sens[SENS_TIGHT].max() <= t20),
-            f"Ψ of the uniform prior is (L−1)/L (to {_tol(t23)})": bool(sens[UNIFORM].max() <= t23),
-            rf"\(\Psi \le (L-1)/(e^{{\delta}} + L-1)\) for the sink prior (to {_tol(t23)})": bool(sens[SINK].max() <= t23),
-            f"attained by the extremal prior (to {_tol(t23)})": bool(sens[SINK_TIGHT].max() <= t23),
-            rf"\(\Psi \le (L-1)/(e^{{m}} + L-1)\) with content (to {_tol(t23)})": bool(sens[MARGIN].max() <= t23)}
-
-
-# Over `sensitivity`. S3-20: the largest violation of ‖Δo‖ ≤ εΨ(C), in units of ε; S3-23: the largest violation of
-# Theorem 5.4's limits (Ψ = (L−1)/L uniform, Ψ ≤ (L−1)/(e^δ + L−1) peaked) and of the margin form (L−1)/(e^m + L−1).
-# The details say how tight the bounds are where they are attained.
-SENSITIVITY = (
-    Measure("S3-20", lambda sens: float(sens[SENS].max()),
-            detail=lambda sens: f"aligned perturbations attain it to {below(sens[SENS_TIGHT].max(), fmt='.0e')}"),
-    Measure("S3-23", lambda sens: float(max(sens[UNIFORM].max(), sens[SINK].max(), sens[MARGIN].max())),
-            detail=lambda sens: f"the extremal prior attains the sink bound to {below(sens[SINK_TIGHT].max(), fmt='.0e')}"),
-)
 
 # Theorem 1 (Bochner), over {"goat": `bochner.goat_checks`, "outside": `bochner.outside_checks`}.
 BOCHNER = (Measure("S3-21", lambda a: bochner.measure(a["goat"]),
                    detail=lambda a: f"a bounded prior outside the span misses {bochner.NULL_LANES} lanes by at least "
                                     f"{bochner.null_measure(a['outside']):.2f} at L = 64"),)
-
-
-def sensitivity_numbers(sens: pd.DataFrame) -> dict[str, str]:
-    """The numbers the section's text cites, by glue name."""
-    lengths = list(sens.index)
-    return {"ch7_sens_worst": below(sens[SENS].max(), fmt=".0e"), "ch7_sens_tight": below(sens[SENS_TIGHT].max(), fmt=".0e"),
-            "ch7_limit_worst": below(max(sens[UNIFORM].max(), sens[SINK].max(), sens[MARGIN].max()), fmt=".0e"),
-            "ch7_sink_tight": below(sens[SINK_TIGHT].max(), fmt=".0e"), "ch7_sens_lmax": f"{lengths[-1]:,}",
-            "ch7_psi_uniform_lmax": f"{sens[PSI_UNIFORM].iloc[-1]:.3f}",
-            "ch7_psi_logl_lmax": f"{sens[PSI_LOG_L].iloc[-1]:.3f}"}
 
 
 # ---------------------------------------------------------------- the models
@@ -260,8 +108,8 @@ def theorem_checks(thm: pd.DataFrame) -> dict[str, object]:
     """Whether the bound holds everywhere (to S3-03's threshold in book/claims.yml), whether the
     recomputation equals the forward pass (to `RECOMPUTE_TOL`), and how many entries were checked."""
     threshold = float(load_ledger()["S3-03"].rule["threshold"])
-    return {f"bound holds everywhere (violation ≤ {_tol(threshold)})": bool(thm["max violation"].max() <= threshold),
-            f"recomputation equals the forward pass (≤ {_tol(RECOMPUTE_TOL)})":
+    return {f"bound holds everywhere (violation ≤ {tolerance_text(threshold)})": bool(thm["max violation"].max() <= threshold),
+            f"recomputation equals the forward pass (≤ {tolerance_text(RECOMPUTE_TOL)})":
                 bool(thm["recomputed vs forward"].max() <= RECOMPUTE_TOL),
             "entries checked": int(thm["checked"].sum())}
 
