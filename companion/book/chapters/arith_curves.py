@@ -20,11 +20,7 @@ __all__ = ["REACH", "OFFSET", "DIGITS", "figure2_data", "figure2_seeds", "fracti
 
 
 REACH = 0.5  # the test sequence accuracy whose first crossing "When each method gets there" counts
-
-
 OFFSET = 0.12  # horizontal spacing of Figure 2's methods around each fraction
-
-
 DIGITS = 6  # answer digits of 3×3-digit multiplication
 
 

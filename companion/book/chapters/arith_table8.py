@@ -25,8 +25,6 @@ def fraction_label(f: float) -> str:
 
 
 OTHERS = ("structured-svd", "structured-opt", "mimetic")  # the other initialisations of S2-15
-
-
 STRUCTURED = ("structured-svd", "structured-opt")
 
 

@@ -24,17 +24,9 @@ __all__ = ["FIT", "MATCH", "GAIN", "PLACEMENT_KEY", "QK_KEY", "free_rows", "free
 
 # R-05 reads its two cells per task at TEST_SEEDS (0-9, the referee's ten) where the chapter has them (`load`)
 FIT = 0.99  # a run fits the seen set at this mean seen accuracy
-
-
 MATCH = 0.05  # a query–key run starts matched to the mask when its CLS open share is within this of the mask's
-
-
 GAIN = 0.02  # the correct ±10 mask matters on a task when it is this far above no mask in cube accuracy
-
-
 PLACEMENT_KEY = ("task", "placement", "contrast")
-
-
 QK_KEY = ("task", "method", "qk_norm")
 
 

@@ -36,18 +36,12 @@ PLACEMENT_NAMES = {"correct": "Correct", "misspecified": "Misspecified", "falsif
 
 
 ACCURACY_AT = "Full-cube accuracy (%) at contrast ±c"
-
-
 DRIFT_AT = "Final mask drift ‖Δ log σ(M)‖ (Frobenius norm) at contrast ±c"
-
-
 QK_COLUMNS = {"acc": "Full-cube accuracy (%)", "open_start": "CLS attention on open keys, start",
               "open_end": "CLS attention on open keys, end", "qk_drift": "Query–key drift ‖ΔA‖/‖A₀‖"}
 
 
 QK_DRIFTS = {"qk_drift": "Query–key drift ‖ΔA‖/‖A₀‖", "attention_drift": "Attention-pattern drift"}
-
-
 MINUS_NO_MASK = minus("no mask")
 
 

@@ -23,17 +23,9 @@ __all__ = ["PROP22", "PROP31", "EQ3", "BETTER", "CLOSED_FORM_TOL", "tolerance_te
 
 
 PROP22 = "Prop 2.2: max |p − softmax(s/τ)|"
-
-
 PROP31 = "Prop 3.1: max |p − softmax(s/τ + log π)|"
-
-
 EQ3 = r"Eq. 3: \(\max\,\lvert -H - (\mathrm{KL}(p \Vert U) - \log L)\rvert\)"
-
-
 BETTER = "random points better"
-
-
 CLOSED_FORM_TOL = 1e-12  # the optimiser meets a closed form to this (float64 rounding, not a claim rule)
 
 
@@ -87,26 +79,12 @@ def proposition_checks(eot: pd.DataFrame) -> dict[str, object]:
 
 
 SENS = r"Thm 5.4: \(\max\,(\lVert\Delta o\rVert - \varepsilon\Psi)/\varepsilon\)"
-
-
 SENS_TIGHT = r"Thm 5.4, aligned \(\Delta v\): \(\max\,\lvert \lVert\Delta o\rVert/(\varepsilon\Psi) - 1\rvert\)"
-
-
 UNIFORM = r"uniform, \(\omega = 0\): \(\max\,\lvert\Psi - (L-1)/L\rvert\)"
-
-
 SINK = r"sink prior, \(\omega = 0\): \(\max\,\Psi - (L-1)/(e^{\delta} + L-1)\)"
-
-
 SINK_TIGHT = r"extremal prior: \(\max\,\lvert\Psi - (L-1)/(e^{\delta} + L-1)\rvert\)"
-
-
 MARGIN = r"Def 5.2 margin \(m\): \(\max\,\Psi - (L-1)/(e^{m} + L-1)\)"
-
-
 PSI_UNIFORM = "Ψ, uniform prior, ω = 0"
-
-
 PSI_LOG_L = "bound at δ = ln L"
 
 
