@@ -3,7 +3,9 @@
 The `images-and-language` grid (`companion.experiments.images`) has one cell per image set (the digits at `ci`,
 CIFAR-10 and CIFAR-100 at `paper`) with the six methods of `METHODS`, and the cell "text": the same character
 decoder with and without a causal local mask (`LM_METHODS`). `load` and `decide` have the shape every chapter
-module shares (`companion.book.chapter`); the rest of `__all__` builds tables, figures and claim readings.
+module shares (`companion.book.chapter`). Tables 3 and 5 and what their claims read are `vision_tables`, the masks
+and attention maps `vision_maps`, learned against sinusoidal positions `positions`; this module keeps Table 6, the
+claims' declarations, the own-rate cell, the prose numbers, load and decide, and re-exports what the notebook reads.
 
 Accuracies in tables and prose are in %; claim measures are fractions, rounded to 4 decimals. Nothing here trains.
 """
@@ -15,24 +17,26 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from companion import drift
 from companion.book.chapter import Decision, Findings, Measure, Runs
 from companion.book.claims import crossed_lines
-from companion.book.chapters import frames
 from companion.book.chapters import positions as pos
 from companion.book.chapters.budget import budget as run_budget
-from companion.book.chapters.frames import long_curves, open_mass_frame, records_frame
-from companion.book.chapters.stats import Paired, difference_table, minus, paired, summarize, summary_table
+from companion.book.chapters.vision_maps import (accuracy_curves, digit_examples, image_pattern, map_frame,
+                                                map_panels, mask_movement, open_share, patterns, text_mask,
+                                                text_pattern)
+from companion.book.chapters.vision_tables import (HEADERS, MARGIN, OTHERS, TABLE3, TABLE5, fixed_vs_learnable,
+                                                  for_page, inconsistency, paired_frame, paired_vs_default, reading,
+                                                  seed_values, table3, table3_measures, table5)
+from companion.book.chapters.frames import records_frame
+from companion.book.chapters.stats import Paired, paired, summarize, summary_table
 from companion.book.chapters.step_cap import cap_glue, method_caps, own_rate_glue
 from companion.book.labels import label, task_title
 from companion.book.missing import gather
 from companion.book.parameters import check_parameters
 from companion.book.prose import num, pct, signed
 from companion.experiments import get_experiment, get_grid
-from companion.experiments.images import LM_METHODS, METHODS, MOVABLE_CELL, MOVABLE_LR, WINDOW
-from companion.masks import causal_local_pattern, patch_pattern
+from companion.experiments.images import LM_METHODS, MOVABLE_CELL, MOVABLE_LR, WINDOW
 from companion.sweep import ensure_many
-from companion.tasks.images import load_digits_images
 
 __all__ = ["BLOCKS", "TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
            "patterns", "digit_examples", "paired_frame", "text_pattern", "text_mask", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
@@ -42,15 +46,9 @@ __all__ = ["BLOCKS", "TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_fram
 
 SEEDS = tuple(range(6))  # the image runs' seeds: what `load` reads when `seeds` is None
 TEXT_SEEDS = tuple(range(12))  # and of the language models
-TABLE3 = ("default", "mimetic", "structured-svd", "impulse", "mask", "impulse-mask")  # the starts Table 3 compares
-TABLE5 = ("default", "zero-mask", "fixed-mask", "mask")  # the mask ablations of Table 5
-OTHERS = ("default", "mimetic", "structured-svd")  # what the mask must beat in Table 3 (S2-27)
-IMPULSE_OTHERS = ("default", "mimetic", "impulse")  # and in the source's own list, with the impulse start (S2-19)
-SHOWN = ("default", "structured-svd", "mask")  # the methods of the attention-map figure
 # the grid's `ci` cells beside the image sets and the text, each read into a block of its own: the mask at its
 # own learning rate (S2-28, S2-20) and the defaults with sinusoidal positions (S1-10, `positions`)
 BLOCKS = {MOVABLE_CELL: "movable", "digits-sincos": "sincos", "text-sinusoidal": "sinusoidal", "text-matched": "matched"}
-MARGIN = 0.01  # the equivalence margin (fraction) of "no difference": one point of accuracy, 1 % of perplexity
 
 
 def image_frame(records: Mapping[str, Sequence]) -> pd.DataFrame:
@@ -105,178 +103,6 @@ def budget(profile: str, datasets: Sequence[str]) -> pd.DataFrame:
                       **run_budget(cfg, ("Optimiser", "Learning rate", "Batch size", "Updates")),
                       "Data": task.get("dataset") or task.get("corpus", "pydoc")}
     return pd.DataFrame(cols)
-
-
-def image_pattern(side: int = 4, radius: int = 1) -> np.ndarray:
-    """The open pattern of the image mask over a side × side grid of patches (no CLS, mean pooling)."""
-    return patch_pattern(side, side, radius, cls=False).numpy()
-
-
-def patterns(records: Mapping[str, Sequence]) -> dict[str, np.ndarray]:
-    """The mask of every image set run, its grid read from the size of the runs' attention maps."""
-    out = {}
-    for ds, recs in records.items():
-        if ds != "text":
-            n = len(recs[0].drift["maps"]["init"][0])
-            out[ds] = image_pattern(int(round(n ** 0.5)))
-    return out
-
-
-def digit_examples(n: int = 10) -> tuple[np.ndarray, list[int]]:
-    """The first test image of each class 0 … n − 1 of the digits (0–255) and their labels."""
-    x, y = load_digits_images()["test"]
-    idx = [int((y == k).nonzero()[0]) for k in range(n)]
-    return x[idx, 0].numpy(), [int(y[i]) for i in idx]
-
-
-def text_pattern(seq_len: int, window: int) -> np.ndarray:
-    """The causal local band of the language model (query × key, True = open)."""
-    return causal_local_pattern(seq_len, window).numpy()
-
-
-def text_mask(profile: str) -> tuple[np.ndarray, int, int]:
-    """The language model's mask at `profile` with its length L and window W: (pattern, L, W)."""
-    cfg = get_experiment("lm-local").configs(profile)["mask"]
-    length, window = cfg.task.kwargs["seq_len"], WINDOW[profile]
-    return text_pattern(length, window), length, window
-
-
-def _table(frame: pd.DataFrame, methods: Sequence[str], metrics: Sequence[str], digits: int) -> pd.DataFrame:
-    sub = frame[frame["method"].isin(methods)].copy()
-    sub["method"] = pd.Categorical(sub["method"], categories=list(methods), ordered=True)
-    sub = sub.sort_values(["dataset", "method"], kind="stable")
-    sub["method"] = sub["method"].astype(str).map(label)
-    sub["dataset"] = sub["dataset"].map(task_title)
-    return summary_table(sub, ["dataset", "method"], metrics, digits=digits)
-
-
-def table3(frame: pd.DataFrame) -> pd.DataFrame:
-    """Table 3 per image set: test (and training) top-1 accuracy (%) of `TABLE3`, seed mean ± std [95 % interval]."""
-    return _table(frame, TABLE3, ["test.acc (%)", "train.acc (%)"], 1)
-
-
-HEADERS = {"test.acc (%)": "Test accuracy (%)", "train.acc (%)": "Training accuracy (%)", "n": "Seeds",
-           "test.ppl": "Test perplexity", "test.bpc": "Test bits per character", "dataset": "Image set",
-           "method": "Method"}
-
-
-def for_page(table: pd.DataFrame) -> pd.DataFrame:
-    """Table 3, 5 or 6 as the page shows it: the metric names of the records become readers' headers."""
-    out = table.rename(columns=HEADERS)
-    out.index = out.index.set_names([HEADERS.get(n, n) for n in out.index.names])
-    return out
-
-
-def table5(frame: pd.DataFrame) -> pd.DataFrame:
-    """Table 5: default, all-zero mask, fixed mask and learnable mask, test top-1 accuracy (%)."""
-    return _table(frame, TABLE5, ["test.acc (%)"], 1)
-
-
-def paired_vs_default(frame: pd.DataFrame, metric: str = "test.acc (%)") -> pd.DataFrame:
-    """Each method minus the default, paired by seed, per image set (`stats.difference_table`)."""
-    pairs = {}
-    for ds, sub in frame.groupby("dataset", sort=False):
-        by = {m: dict(zip(g.seed, g[metric])) for m, g in sub.groupby("method", sort=False)}
-        pairs |= {(task_title(ds), label(m)): (v, by["default"]) for m, v in by.items() if m != "default"}
-    return difference_table(pairs, minus("default"), ["Image set", "Method"], digits=2)
-
-
-def paired_frame(frame: pd.DataFrame, metric: str = "test.acc (%)") -> pd.DataFrame:
-    """Long form of each method minus the default, seed by seed (dataset, method, seed, difference)."""
-    rows = []
-    for ds, sub in frame.groupby("dataset", sort=False):
-        base = dict(zip(sub[sub.method == "default"]["seed"], sub[sub.method == "default"][metric]))
-        for _, r in sub[sub.method != "default"].iterrows():
-            if r["seed"] in base:
-                rows.append({"dataset": ds, "method": r["method"], "seed": r["seed"],
-                             "difference": r[metric] - base[r["seed"]]})
-    return pd.DataFrame(rows)
-
-
-def _by_seed(frame: pd.DataFrame, dataset: str, method: str, column: str = "test.acc") -> dict[int, float]:
-    sub = frame[(frame.dataset == dataset) & (frame.method == method)]
-    return dict(zip(sub["seed"], sub[column]))
-
-
-def table3_measures(frame: pd.DataFrame) -> dict[str, dict]:
-    """Per image set: mean test accuracy per method (`means`), the best of `OTHERS` (`best_other`), and paired by seed
-    (`Paired`, fractions) the mask minus it (`lead`); the same against the best of `IMPULSE_OTHERS` (`best_impulse`,
-    `impulse_lead`); the per-head impulse mask minus the shared mask (`per_head`) and the all-zero mask minus the
-    default (`zero`)."""
-    out = {}
-    for ds in dict.fromkeys(frame["dataset"]):
-        means = {m: float(np.mean(list(_by_seed(frame, ds, m).values()))) for m in METHODS}
-        best = max(OTHERS, key=means.__getitem__)
-        best_impulse = max(IMPULSE_OTHERS, key=means.__getitem__)
-        mask = _by_seed(frame, ds, "mask")
-        out[ds] = {"means": means, "best_other": best, "lead": paired(mask, _by_seed(frame, ds, best)),
-                   "best_impulse": best_impulse, "impulse_lead": paired(mask, _by_seed(frame, ds, best_impulse)),
-                   "per_head": paired(_by_seed(frame, ds, "impulse-mask"), mask),
-                   "zero": paired(_by_seed(frame, ds, "zero-mask"), _by_seed(frame, ds, "default"))}
-    return out
-
-
-def fixed_vs_learnable(frame: pd.DataFrame) -> dict[str, Paired]:
-    """Per image set: fixed mask minus learnable mask in test accuracy (fraction), paired by seed."""
-    return {ds: paired(_by_seed(frame, ds, "fixed-mask"), _by_seed(frame, ds, "mask"))
-            for ds in dict.fromkeys(frame["dataset"])}
-
-
-def reading(p: Paired, margin: float = MARGIN, *, higher_is_better: bool = True) -> str:
-    """What a paired interval says about "a − b": "improvement" (wholly on the good side of 0), "harm"
-    (wholly on the bad side), "no difference" (wholly within ±margin) or "undecided"."""
-    lo, hi = (p.lo, p.hi) if higher_is_better else (-p.hi, -p.lo)
-    if lo > 0:
-        return "improvement"
-    if hi < 0:
-        return "harm"
-    if -margin <= lo and hi <= margin:
-        return "no difference"
-    return "undecided"
-
-
-def inconsistency(t3: pd.DataFrame, t5: pd.DataFrame, frame: pd.DataFrame) -> dict[str, float]:
-    """The referee's Table 3 vs Table 5 check: "gap", the largest gap (points) between the mask's rows in the two;
-    "spread" and "spread_max", the smallest and largest seed std (points) of its accuracy over image sets."""
-    mask = label("mask")
-    gaps = [abs(float(t3.loc[(ds, mask), "test.acc (%)"].split()[0]) - float(t5.loc[(ds, mask), "test.acc (%)"].split()[0]))
-            for ds in t3.index.get_level_values(0).unique()]
-    spread = frame[frame.method == "mask"].groupby("dataset")["test.acc (%)"].std(ddof=1)
-    return {"gap": max(gaps), "spread": float(spread.min()), "spread_max": float(spread.max())}
-
-
-def mask_movement(records: Mapping[str, Sequence], masks: Mapping[str, np.ndarray], method: str = "mask") -> float:
-    """How far a mask's bias moved: ‖log σ(M_T) − log σ(M_0)‖_F / ‖log σ(M_0)‖_F at the end (`drift.final`,
-    `drift.mask_scale`: M_0 = ±10 on the pattern), averaged over layers, then over seeds and image sets."""
-    return float(np.mean([drift.final(rec.drift, "mask") / drift.mask_scale(masks[ds], 10.0)
-                          for ds, recs in records.items() if ds != "text" for rec in recs
-                          if rec.config.method == method]))
-
-
-def map_frame(records: Mapping[str, Sequence], patterns: Mapping[str, np.ndarray],
-              methods: Sequence[str] = METHODS) -> pd.DataFrame:
-    """Share of attention on the mask's open keys (mean over queries) at the start and end of training, one row per
-    image set × method × seed × layer."""
-    images = {ds: recs for ds, recs in records.items() if ds != "text"}
-    return open_mass_frame(images, patterns, methods, key="dataset")
-
-
-def open_share(maps: pd.DataFrame) -> pd.DataFrame:
-    """Image set × method rows; columns "start" and "end": the open share averaged over seeds and layers, 3 decimals."""
-    table = maps.groupby(["dataset", "method"], sort=False)[["init", "final"]].mean()
-    table = table.rename(columns={"init": "start", "final": "end"})
-    table.index = table.index.map(lambda k: (task_title(k[0]), label(k[1])))
-    return table.round(3)
-
-
-def map_panels(records: Sequence, seed: int, methods: Sequence[str] = SHOWN) -> list[tuple[str, list]]:
-    """The attention-map figure's panels per method: first layer at start and end, last layer at end."""
-    return frames.map_panels(records, seed, methods, (("init", 0), ("final", 0), ("final", -1)))
-
-
-def accuracy_curves(records: Sequence) -> pd.DataFrame:
-    """Test accuracy (%) during training, long form (method, seed, step, "test accuracy (%)")."""
-    return long_curves(records, "test", "acc", scale=100).rename(columns={"value": "test accuracy (%)"})
 
 
 def table6(frame: pd.DataFrame) -> pd.DataFrame:
@@ -378,7 +204,7 @@ def movable(frame: pd.DataFrame, records: Sequence) -> dict | None:
         return None
     own = records_frame(records)
     mask = dict(zip(own.seed, own["test.acc"]))
-    diff = paired(_by_seed(frame, "digits", "fixed-mask"), mask)
+    diff = paired(seed_values(frame, "digits", "fixed-mask"), mask)
     learns = round(float(frame[(frame.dataset == "digits") & (frame.method == "default")]["test.acc"].mean()), 4)
     cap = method_caps(list(records), ("mask",))["mask"]
     return {"diff": diff, "measures": {"S2-28": round(max(abs(diff.lo), abs(diff.hi)), 4)},
