@@ -35,10 +35,10 @@ from companion.book.missing import gather
 from companion.book.parameters import check_parameters
 from companion.book.prose import num, pct, signed
 from companion.experiments import get_experiment, get_grid
-from companion.experiments.images import LM_METHODS, MOVABLE_CELL, MOVABLE_LR, WINDOW
+from companion.experiments.images import LM_METHODS, METHODS, MOVABLE_CELL, MOVABLE_LR, WINDOW
 from companion.sweep import ensure_many
 
-__all__ = ["BLOCKS", "TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
+__all__ = ["BLOCKS", "METHODS", "TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
            "patterns", "digit_examples", "paired_frame", "text_pattern", "text_mask", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
            "inconsistency", "reading", "map_frame", "open_share", "map_panels", "accuracy_curves", "table6",
            "perplexity_pairs", "perplexity_interval", "mask_movement", "CLAIMS", "image_caps", "prose_numbers",
