@@ -429,13 +429,13 @@ def test_by_seed_draws_a_dot_per_run_and_a_bar_per_mean(loaded):
     import matplotlib
 
     matplotlib.use("Agg")
-    from companion.book.chapters import plots
+    from companion.book.chapters import figure_checks
     from companion.book.chapters.figures import ch03 as draw
 
     _, frame = loaded
     pts = ch.seed_points(frame)
     fig = draw.by_seed(pts, {fn: {"unseen": 0.5, "seen": 1.0} for fn in set(frame.task)})
-    assert plots.layout_problems(fig) == []
+    assert figure_checks.layout_problems(fig) == []
     dots = bars = 0
     for ax in fig.axes:
         dots_ax, bars_ax = ax.collections[0], ax.collections[1]

@@ -59,9 +59,9 @@ def test_a_method_keeps_one_colour_and_its_variants_share_it():
 # ---------------------------------------------------------------- the figures themselves, on the page
 # Each chapter's figure functions (companion.book.chapters.figures) are drawn from small made-up inputs of the
 # shapes the chapters pass, with the methods each chapter draws together (its experiments' method lists), and
-# `plots.layout_problems` must find nothing: text ≥ 9 pt at the column's width, legends outside every axes'
+# `figure_checks.layout_problems` must find nothing: text ≥ 9 pt at the column's width, legends outside every axes'
 # data, a colour bar on every heat map whose scale holds the map's data, two or more labels on every log axis;
-# nor `plots.colour_problems`: every two colours drawn in one axes or shown in one legend at least
+# nor `figure_checks.colour_problems`: every two colours drawn in one axes or shown in one legend at least
 # `colours.MIN_APART` apart, and `colours.MIN_APART_CVD` to a protanope and a deuteranope. The made-up maps
 # reach the values the chapters' do (attention rows that put almost all their weight on one key, a causal prior
 # down to the readout's 1e-12 floor), so that a scale stopping short of them fails here.
@@ -75,6 +75,7 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from companion.book.chapters import plots  # noqa: E402
+from companion.book.chapters import figure_checks  # noqa: E402
 from companion.book.chapters.figures import ch01 as f01, ch02 as f02, ch03 as f03, ch04 as f04, ch05 as f05  # noqa: E402
 from companion.book.chapters.figures import ch06 as f06, ch07 as f07, ch08 as f08, ch09 as f09, ch10 as f10  # noqa: E402
 
@@ -256,7 +257,7 @@ def test_chapter_figures_keep_the_layout_rules_on_the_page(chapter):
     plots.use_style()
     try:
         for i, fig in enumerate(CHAPTER_FIGURES[chapter]()):
-            assert plots.layout_problems(fig) == [], f"{chapter} figure {i + 1}"
+            assert figure_checks.layout_problems(fig) == [], f"{chapter} figure {i + 1}"
             assert fig.get_figwidth() <= plots.COLUMN_IN + 1e-9
     finally:
         plt.close("all")
@@ -267,7 +268,7 @@ def test_chapter_figures_draw_colours_a_reader_tells_apart(chapter):
     plots.use_style()
     try:
         for i, fig in enumerate(CHAPTER_FIGURES[chapter]()):
-            assert plots.colour_problems(fig) == [], f"{chapter} figure {i + 1}"
+            assert figure_checks.colour_problems(fig) == [], f"{chapter} figure {i + 1}"
     finally:
         plt.close("all")
 
@@ -281,7 +282,7 @@ def test_colour_problems_names_close_colours_in_an_axes_and_a_legend():
     a.plot([0, 1], [0, 1], color="#2ca02c", label="RoPE")
     a.plot([0, 1], [1, 0], color="#6b7f00", label="ALiBi, once")
     b.bar([0, 1], [1, 2], color=["#e07b39", "#d95f02"])
-    problems = " | ".join(plots.colour_problems(fig))
+    problems = " | ".join(figure_checks.colour_problems(fig))
     assert "#2ca02c and #6b7f00 are 6.8 apart to a red-green dichromat" in problems
     assert "#d95f02 and #e07b39" in problems and "(ΔE00 < 15.0)" in problems
     plt.close(fig)
@@ -289,9 +290,9 @@ def test_colour_problems_names_close_colours_in_an_axes_and_a_legend():
     fig, (a, b) = plt.subplots(1, 2)
     a.plot([0, 1], [0, 1], color="#c0392b", label="mask")
     b.plot([0, 1], [0, 1], color="#c43c30", label="near-red")
-    assert plots.colour_problems(fig) == []
+    assert figure_checks.colour_problems(fig) == []
     plots.legend_below(fig)
-    assert any(p.startswith("the legend (mask, near-red") for p in plots.colour_problems(fig))
+    assert any(p.startswith("the legend (mask, near-red") for p in figure_checks.colour_problems(fig))
     plt.close(fig)
 
     fig, ax = plt.subplots()
@@ -299,7 +300,7 @@ def test_colour_problems_names_close_colours_in_an_axes_and_a_legend():
         ax.plot([0, 1], [k, k], color=tone, gid=plots.SEQUENCE, label=f"head {k}")
     ax.scatter([0, 1, 2], [0, 1, 2], c=[0.0, 0.01, 0.02])
     plots.legend_right(ax)
-    assert plots.colour_problems(fig) == []
+    assert figure_checks.colour_problems(fig) == []
     plt.close(fig)
 
 
@@ -315,7 +316,7 @@ def test_a_heat_map_whose_scale_stops_inside_its_data_is_named():
     plots.heatmap(b, weights, vmin=0, vmax=1, title="0 to 1")
     plots.heatmap(c, [[np.nan, np.log10(1 + 1e-12)], [-12.0, -3.0]], vmin=-12, vmax=0, title="log10")
     plots.heatmap(d, [[80.31, -2.0], [0.0, -80.0]], cmap="RdBu_r", vmin=-80.3089, vmax=80.3089, title="rounded")
-    problems = plots.layout_problems(fig)
+    problems = figure_checks.layout_problems(fig)
     plt.close(fig)
     assert problems == ["the heat map in axes 'stops at 0.6' clips its data: its values span 0…1, its colour scale 0…0.6"]
 
@@ -326,7 +327,7 @@ def test_attention_map_grids_scale_to_their_largest_weight():
     panels_ = [("a: start", [[0.1, 0.9], [0.5, 0.5]]), ("b: end", [[0.3, 0.7], [0.97, 0.03]])]
     fig = plots.map_grid(panels_, columns=2, panel_height=1.8)
     assert {image.get_clim() for ax in fig.axes for image in ax.images} == {(0.0, 0.97)}
-    assert plots.layout_problems(fig) == []
+    assert figure_checks.layout_problems(fig) == []
     plt.close(fig)
 
 
@@ -342,7 +343,7 @@ def test_layout_problems_names_each_broken_rule():
     a.set_ylim(2, 8)
     a.yaxis.set_major_locator(matplotlib.ticker.FixedLocator([5]))
     a.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    problems = " | ".join(plots.layout_problems(fig))
+    problems = " | ".join(figure_checks.layout_problems(fig))
     plt.close(fig)
     assert "pt on the page" in problems
     assert "legend (line" in problems
@@ -377,9 +378,9 @@ def test_a_binary_map_needs_its_two_swatches_not_a_colour_bar():
     pattern = np.array([[1, 0, 0], [1, 1, 0], [0, 1, 1]])
     fig, ax = plots.panels(height=3, width=4)
     image = plots.binary_map(ax, pattern, title="mask")
-    assert "the binary map in axes 'mask' has no two-swatch legend" in plots.layout_problems(fig)
+    assert "the binary map in axes 'mask' has no two-swatch legend" in figure_checks.layout_problems(fig)
     legend = plots.swatches(fig, image)
-    assert plots.layout_problems(fig) == []
+    assert figure_checks.layout_problems(fig) == []
     shown = {t.get_text(): matplotlib.colors.to_hex(h.get_facecolor()) for t, h in zip(legend.get_texts(), legend.legend_handles)}
     assert shown == {"closed": "#ffffff", "open": "#252525"}
     drawn = image.to_rgba(image.get_array())[..., :3]
@@ -414,7 +415,7 @@ def test_log_ticks_label_at_least_two_ticks_on_a_short_range():
     ax.plot([2, 7], [2, 7])
     ax.set(xscale="log", yscale="log")
     plots.log_ticks(ax)
-    assert plots.layout_problems(fig) == []
+    assert figure_checks.layout_problems(fig) == []
     plt.close(fig)
 
 
@@ -426,7 +427,7 @@ def test_log_ticks_label_at_least_two_ticks_between_the_1_2_5_steps(lo, hi):
     ax.plot([lo, hi], [lo, hi])
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi))
     plots.log_ticks(ax)
-    assert plots.layout_problems(fig) == []
+    assert figure_checks.layout_problems(fig) == []
     fig.canvas.draw()
     shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text() and lo <= t.get_position()[0] <= hi]
     assert len(shown) >= 2

@@ -31,7 +31,7 @@ VARIANTS = {"sdpa": "SDPA, no prior", "goat-lanes": "GOAT lanes (SDPA)",
 # Every method's colour is at least `colours.MIN_APART` (CIEDE2000) from every other method's, from
 # the categorical cycle `plots.PALETTE` and from the ink grey `plots.INK` (tests/test_colours.py). The
 # methods a chapter draws together are also `colours.MIN_APART_CVD` apart as a protanope or a
-# deuteranope sees them, and every figure is checked as drawn (`plots.colour_problems`): so Part II's
+# deuteranope sees them, and every figure is checked as drawn (`figure_checks.colour_problems`): so Part II's
 # mimetic start is a dark brown (the lighter one turned into the mask's red for a dichromat), its
 # optimised structured start an azure (its gold and the SVD start's orange were one yellow), and ALiBi
 # a magenta (its olive and RoPE's green were two greens a reader could not tell apart in Figure 8.1).
