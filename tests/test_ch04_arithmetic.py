@@ -349,7 +349,8 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(monkeypat
     assert {r.id: r.detail for r in results if r.detail} == {k: v for k, v in details(ch.CLAIMS, ch.analysis(frame, "ci")).items() if v}
     # the prose numbers, the verdicts and Adam's step cap are glued once, from the same decision
     found = ch.decide(Runs("ci", SEEDS, {"arithmetic": grid}))
-    searched = {"ch4_S216_search"}  # the decisive search's outcome, read from results/decisive (tests/test_decisive.py)
+    searched = {"ch4_S216_search", "ch4_S216_factors"}  # the decisive search, read from results/decisive (tests/test_decisive.py)
+    assert found.numbers["ch4_S216_factors"] == "2, 4, 8, 16, 32, 64 and 128"
     assert {k: v for k, v in found.numbers.items() if k not in searched} == (
         ch.prose_numbers(grid, frame, "ci") | ch.verdict_numbers(found.results) | cap_glue("4", ch.table8_caps(grid))
         | ch.movable_numbers(ch.movable(frame, grid), found.decided) | ch.interval_numbers(ch.seed_gains(frame, "ci")))
