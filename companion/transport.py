@@ -3,7 +3,7 @@
 What Part IV reads from a trained language model's attention, and the readouts that store it in the
 run's record (`companion.readouts`), so that a chapter needs records, not weights:
 
-- `probe_batch(task, n)`: the first n test inputs of a copy-mixture or char-lm task, as the task
+- `probe_batch(task, n)`: the first n test inputs of a copy-mixture, char-lm or passkey task, as the task
   gives them (`probe_sequences`; the batch every run of an experiment is read on).
 - `attention_internals(model, x, layer)`: a layer's content scores, prior and attention weights,
   recomputed from the model's parameters through the prior protocol (`Attention.project`,
@@ -37,12 +37,13 @@ BINS = 8  # position-matched bins of ω in a sink curve (Figure 2c)
 
 def probe_batch(task, n: int = PROBE) -> Tensor:
     """The first n test inputs of `task`, as the task gives them (`probe_sequences(n)`, an optional
-    method of the task protocol): copy-mixture's test sequences, char-lm's test windows at the
-    training length (inputs only, the last token dropped); the same batch for every run of a task."""
+    method of the task protocol): copy-mixture's test sequences, char-lm's test windows and passkey's test
+    sequences at the training length (inputs only, the last token dropped); the same batch for every run of
+    a task."""
     sequences = getattr(task, "probe_sequences", None)  # optional in the Task protocol
     if sequences is None:
         name = type(task).__name__
-        raise ValueError(f"the transport readings need a copy-mixture or char-lm task, not {name}: they read "
+        raise ValueError(f"the transport readings need a copy-mixture, char-lm or passkey task, not {name}: they read "
                          f"the task's first test sequences (`probe_sequences(n)`), which {name} does not give; "
                          "run them on a task that defines it.")
     return sequences(n)

@@ -149,6 +149,35 @@ def test_passkey_loss_is_on_the_key_copy_only_and_scoring_is_exact():
     assert r["correct"].shape == (10, 4) and ((r["depth"] >= 0) & (r["depth"] <= 0.8)).all()
 
 
+def test_passkey_read_as_a_language_model_scores_every_next_token_on_the_same_sequences():
+    """loss="all" (the sink control of Chapter 7): the same training sequences, every next token a target (none
+    ignored), the whole output read by the loss; the metrics still read the key's copy; BOS is key 0 of every
+    probe sequence; an unknown loss names the two there are."""
+    key, lm = (PasskeyTask(seq_len=32, digits=4, n_train=8, n_test=10, loss=loss) for loss in ("key", "all"))
+    assert torch.equal(key.train[0], lm.train[0]) and key.outputs == slice(-4, None) and lm.outputs is None
+    full = torch.cat([lm.train[0], lm.train[1][:, -1:]], 1)  # inputs and the last target: the sequences themselves
+    assert torch.equal(lm.train[1], full[:, 1:]) and (lm.train[1] != IGNORE).all()
+    assert torch.equal(key.train[1][:, -4:], lm.train[1][:, -4:]) and (key.train[1][:, :-4] == IGNORE).all()
+    probe = lm.probe_sequences(6)
+    assert torch.equal(probe, lm.test_set(32)[0][:6, :-1]) and (probe[:, 0] == BOS).all()
+    assert torch.equal(lm.probe_inputs(), lm.probe_sequences(16)) and torch.equal(key.probe_inputs(), lm.probe_inputs())
+
+    class Reads:  # what a model is asked for: only the key's copy, whatever the loss
+        asked = []
+
+        def __call__(self, inp, outputs=None):
+            self.asked.append(outputs)
+            return torch.zeros(inp.shape[0], 4, VOCAB)
+
+        def parameters(self):
+            return iter([torch.zeros(1)])
+
+    lm.accuracy_at(Reads(), 32)
+    assert Reads.asked and all(a == slice(-4, None) for a in Reads.asked)
+    with pytest.raises(ValueError, match="not 'every'.*\"all\" for the sequences read as a language model"):
+        PasskeyTask(seq_len=32, loss="every")
+
+
 def test_the_pydoc_corpus_is_the_same_text_on_every_python():
     """The offline corpus comes from the package's snapshot, not from the running interpreter, whose
     `pydoc_data.topics` changes between Python releases (3.13's differs from 3.11's)."""

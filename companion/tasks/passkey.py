@@ -8,6 +8,11 @@ span-token accuracy (the share of key digits predicted) and strict accuracy (eve
 with teacher forcing this equals greedy decoding of the whole key, since a greedy decoder that is
 right at every step sees exactly the teacher's inputs).
 
+`loss="all"` scores every next token instead (the same sequences read as a language model): the filler
+and the key's first copy are noise, so most queries have nothing in the context to read, and the BOS at
+key 0 is the same token in every sequence. Chapter 7 reads GOAT's attention sink on it (the sink
+control of `companion.experiments.sink_control`); the metrics stay those of the key's copy.
+
 Following the source's synthetic script as the reference notes describe it (letters filler, digits
 key, uniform depth up to 0.8, span-token accuracy), with a shorter key (5 digits by default, as the
 notes suggest for models this small) and training length L = `seq_len`. `accuracy_at(model, length)`
@@ -26,11 +31,12 @@ from companion.priors import interpolated
 from companion.readouts import option_int, parse_ints, register_readout, split_arg
 from companion.tasks import IGNORE, TaskSpec, epoch_batches, model_device, register_task
 
-__all__ = ["PasskeyTask", "sample_passkey", "passkey_lengths", "LETTERS", "DIGIT0", "BOS", "PROMPT", "VOCAB"]
+__all__ = ["PasskeyTask", "sample_passkey", "passkey_lengths", "LETTERS", "DIGIT0", "BOS", "PROMPT", "VOCAB", "LOSSES"]
 
 LETTERS, DIGIT0 = 26, 26          # ids 0–25: a–z; 26–35: digits 0–9
 BOS, PROMPT, VOCAB = 36, 37, 38   # begin-of-sequence, the "=" prompt, vocabulary size
 _SYMBOLS = "abcdefghijklmnopqrstuvwxyz0123456789^="
+LOSSES = ("key", "all")  # what the loss scores: the key's copy only, or every next token
 
 
 def sample_passkey(n: int, length: int, digits: int, max_depth: float, generator: torch.Generator):
@@ -58,25 +64,30 @@ class PasskeyTask:
     Args:
         seq_len: tokens the model reads in training (L). digits: key length. max_depth: largest key
             depth as a fraction of the filler. n_train: training sequences (a fixed set, reshuffled
-            each epoch). n_test: test sequences per length. data_seed: task-level seed.
+            each epoch). n_test: test sequences per length. data_seed: task-level seed. loss: "key" (the
+            key's copy only) or "all" (every next token; module docstring).
     """
 
     def __init__(self, seq_len: int = 64, digits: int = 5, max_depth: float = 0.8, n_train: int = 16384,
-                 n_test: int = 256, data_seed: int = 0):
+                 n_test: int = 256, data_seed: int = 0, loss: str = "key"):
         if digits < 1 or n_train < 1 or n_test < 1:
             raise ValueError("passkey needs digits ≥ 1 and at least one training and one test sequence.")
         if not 0 <= max_depth <= 1:
             raise ValueError(f"max_depth is a fraction of the filler in [0, 1], got {max_depth}.")
+        if loss not in LOSSES:
+            raise ValueError(f"passkey's loss scores {' or '.join(map(repr, LOSSES))} tokens, not {loss!r}: \"key\" "
+                             "for retrieval (the key's copy), \"all\" for the sequences read as a language model.")
         self.seq_len, self.digits, self.max_depth, self.n_test, self.data_seed = seq_len, digits, max_depth, n_test, data_seed
+        self.key = slice(-digits, None)  # the key's copy: what the metrics read
         x, _ = sample_passkey(n_train, seq_len, digits, max_depth, torch.Generator().manual_seed(data_seed))
-        self.train = (x[:, :-1], self._targets(x))
+        self.train = (x[:, :-1], self._targets(x) if loss == "key" else x[:, 1:].clone())
         self.n_train = n_train
-        self.outputs = slice(-digits, None)  # the loss reads the key's copy only
+        self.outputs = self.key if loss == "key" else None  # the positions the loss reads (None: all)
         self.spec = TaskSpec(inputs="tokens", output="lm", vocab_size=VOCAB, seq_len=seq_len)
 
     def _targets(self, x: Tensor) -> Tensor:
         y = torch.full_like(x[:, 1:], IGNORE)
-        y[:, -self.digits :] = x[:, -self.digits :]
+        y[:, self.key] = x[:, self.key]
         return y
 
     @staticmethod
@@ -103,7 +114,7 @@ class PasskeyTask:
         dev, hits, ces = model_device(model), [], []
         for b in range(0, len(x), batch):
             xb = x[b : b + batch]
-            logits = model(xb[:, :-1].to(dev), outputs=self.outputs).float().cpu()
+            logits = model(xb[:, :-1].to(dev), outputs=self.key).float().cpu()
             truth = xb[:, -self.digits :]
             hits.append(logits.argmax(-1) == truth)
             ces.append(F.cross_entropy(logits.transpose(1, 2), truth, reduction="none"))
@@ -122,7 +133,11 @@ class PasskeyTask:
         raise ValueError("passkey has no mask pattern: its priors are positional (GOAT, ALiBi, RoPE, sinusoidal).")
 
     def probe_inputs(self) -> Tensor:
-        return self.test_set(self.seq_len)[0][:16, :-1]
+        return self.probe_sequences(16)
+
+    def probe_sequences(self, n: int) -> Tensor:
+        """The first n test sequences at the training length, inputs only (the last token dropped)."""
+        return self.test_set(self.seq_len)[0][:n, :-1]
 
 
 @register_readout("passkey_lengths")
