@@ -17,10 +17,16 @@ from companion.store import RunStore
 __all__ = ["add_commands"]
 
 
+def _rung(claim: str, row: dict) -> str:
+    """"S3-04/4x", or "S3-04/passkey-lm/1x" for a rung of another experiment than the search's own."""
+    other = "" if row["experiment"] == SEARCHES[claim].experiment else f"{row['experiment']}/"
+    return f"{claim}/{other}{row['factor']}x"
+
+
 def _line(claim: str, row: dict) -> str:
     search = SEARCHES[claim]
     value = "—" if row["value"] is None else f"{row['value']:.2f}"
-    return (f"{claim}/{row['factor']}x ({row['steps']} updates): {row['found']} of {row['total']} runs; "
+    return (f"{_rung(claim, row)} ({row['steps']} updates): {row['found']} of {row['total']} runs; "
             f"{search.precondition} {value}{' (holds)' if row['holds'] else ''}")
 
 
@@ -39,12 +45,13 @@ def _cmd_decisive(args) -> int:
                 for row in tried:
                     print(_line(claim, row))
                 if found is None and not args.status and last["found"] == last["total"]:
-                    print(f"{claim}: no rung of {SEARCHES[claim].factors} times the updates meets "
-                          f"{SEARCHES[claim].precondition}; the claim stays inconclusive.")
+                    rungs = ", ".join(f"{e} {f}×" for e, f in SEARCHES[claim].rungs)
+                    print(f"{claim}: no rung ({rungs} the ci updates) meets {SEARCHES[claim].precondition}; "
+                          "the claim stays inconclusive.")
                 break
-            print(f"{claim}/{last['factor']}x: making {last['total'] - last['found']} of {last['total']} runs",
-                  flush=True)
-            code = train_missing("decisive", rung_configs(claim, last["factor"]), store, args.jobs)
+            print(f"{_rung(claim, last)}: making {last['total'] - last['found']} of {last['total']} runs", flush=True)
+            cfgs = rung_configs(claim, last["factor"], last["experiment"], compare=last["holds"])
+            code = train_missing("decisive", cfgs, store, args.jobs)
             if code:
                 return code
     return 0

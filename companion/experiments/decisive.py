@@ -21,9 +21,15 @@ rung holds, the claim stays inconclusive and the chapter says which budgets were
   the default and the mask (2, 4, 8, 16 times the `ci` 200; then 32, 64 and 128, added when the power law
   through the first four rungs, `companion.book.chapters.decisive.needed_factor`, put 5 % at about 68 times).
 - S3-04 and S3-22 (GOAT sheds its sink as the content signal grows): at `ci` the character model's GOAT grows
-  no sink (no head puts half its attention on key 0), so there is nothing to shed. The search multiplies the
+  no sink (no head puts half its attention on key 0), so there is nothing to shed. S3-04's search multiplies the
   updates of GOAT's character models (4 and 16 times the `ci` 400; seeds 0-2, one group) until every seed has
-  such a head; RoPE and ALiBi, which S3-22 compares, are trained only at a rung where GOAT's holds.
+  such a head; none grew one, so it goes on to another setting (`then`): the sink control `passkey-lm`
+  (`companion.experiments.sink_control`, a task whose queries mostly have nothing to read) at 1, 4 and 16 times
+  its own `ci` 500 updates, seeds 0-11 (`SINK_SEEDS`). S3-22's search tries the sink control's rungs with the
+  same GOAT runs and trains RoPE and ALiBi, which it compares (`compare`), only at the rung where GOAT's sink holds.
+
+A search tries `factors` of its own experiment first, then each (experiment, factor) of `then`: a rung is an
+(experiment, factor) pair, and `rung_configs` takes both (the experiment defaults to the search's own).
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ from typing import Callable, Sequence
 from companion.config import RunConfig, apply_overrides
 from companion.experiments import get_experiment
 
-__all__ = ["Search", "SEARCHES", "FIT", "rung_configs", "rung_overrides", "fit_share", "fitted", "sink_share", "best_mean", "first_holding"]
+__all__ = ["Search", "SEARCHES", "SINK_SEEDS", "FIT", "rung_configs", "rung_overrides", "fit_share", "fitted", "sink_share",
+           "best_mean", "first_holding"]
 
 FIT = 0.99  # a run fits the seen set at this seen accuracy (Chapter 3's FIT)
 
@@ -47,9 +54,10 @@ def fit_share(records: Sequence) -> float:
 @dataclass(frozen=True)
 class Search:
     """`claim`'s search: `methods` of `experiment` with `seeds`, at each of `factors` times the `ci` updates in
-    order, until the precondition holds: `value(records of that rung) >= threshold`. `precondition` names the
-    ledger's `requires` entry, whose threshold `threshold` is (tests/test_decisive.py holds the two equal; the
-    engine does not read the book's ledger)."""
+    order, then at each (experiment, factor) of `then` (other settings, the same methods, `then_seeds`), until the
+    precondition holds: `value(records of that rung) >= threshold`. `precondition` names the ledger's `requires`
+    entry, whose threshold `threshold` is (tests/test_decisive.py holds the two equal; the engine does not read
+    the book's ledger)."""
 
     claim: str
     experiment: str
@@ -59,6 +67,19 @@ class Search:
     precondition: str
     threshold: float
     value: Callable[[Sequence], float]  # the precondition's measured value on a rung (what the ledger's rule reads)
+    then: tuple[tuple[str, int], ...] = ()
+    then_seeds: tuple[int, ...] = ()  # the seeds of the `then` rungs (empty: `seeds`)
+    compare: tuple[str, ...] = ()  # methods the claim compares and the precondition does not read: trained only
+    #                                at the rung where the precondition holds
+
+    def seeds_of(self, experiment: str) -> tuple[int, ...]:
+        """The seeds a rung of `experiment` trains: `seeds` on the search's own, `then_seeds` (if any) on the others."""
+        return self.seeds if experiment == self.experiment or not self.then_seeds else self.then_seeds
+
+    @property
+    def rungs(self) -> tuple[tuple[str, int], ...]:
+        """Every rung in the order tried, as (experiment, factor)."""
+        return tuple((self.experiment, f) for f in self.factors) + self.then
 
     def holds(self, records: Sequence) -> bool:
         """Whether the precondition holds on one rung's records."""
@@ -84,6 +105,10 @@ def best_mean(records: Sequence, metric: str = "seq_acc") -> float:
     return max((sum(v) / len(v) for v in by.values()), default=0.0)
 
 
+# The sink control's seeds: twelve, four groups of three (its recipe stacks three), because the share a GOAT model
+# sheds varies widely from seed to seed (three seeds at 4x the updates: +0.04, +0.66, -0.06).
+SINK_SEEDS = tuple(range(12))
+
 SEARCHES: dict[str, Search] = {
     "S2-07": Search("S2-07", "gotu-cyclic3", ("mask",), (0, 1, 2, 3, 4), (2, 4, 8, 16), "mask-fits-seen", 0.5,
                     value=fit_share),
@@ -92,7 +117,10 @@ SEARCHES: dict[str, Search] = {
     "S2-16": Search("S2-16", "arith-mul", ("default", "mask"), (0, 1, 2, 3, 4), (2, 4, 8, 16, 32, 64, 128),
                     "a-method-learns", 0.05,
                     value=best_mean),
-    "S3-04": Search("S3-04", "charlm", ("goat",), (0, 1, 2), (4, 16), "goat-has-sink", 0.5, value=sink_share),
+    "S3-04": Search("S3-04", "charlm", ("goat",), (0, 1, 2), (4, 16), "goat-has-sink", 0.5, value=sink_share,
+                    then=(("passkey-lm", 1), ("passkey-lm", 4), ("passkey-lm", 16)), then_seeds=SINK_SEEDS),
+    "S3-22": Search("S3-22", "passkey-lm", ("goat",), SINK_SEEDS, (1, 4, 16), "goat-has-sink", 0.5, value=sink_share,
+                    compare=("rope", "alibi")),
 }
 
 
@@ -101,34 +129,41 @@ def rung_overrides(cfg: RunConfig, factor: int) -> tuple[str, ...]:
     return (f"train.steps={cfg.train.steps * factor}", f"train.eval_every={cfg.train.eval_every * factor}")
 
 
-def rung_configs(claim: str, factor: int) -> list[RunConfig]:
-    """Every config of one rung of `claim`'s search (each method and seed), in whole groups."""
+def rung_configs(claim: str, factor: int, experiment: str | None = None, *, compare: bool = True) -> list[RunConfig]:
+    """Every config of one rung of `claim`'s search (each method and seed, then each `compare` method's unless
+    `compare` is False), in whole groups: `factor` times the `ci` updates of `experiment` (None: the search's own)."""
     search = SEARCHES[claim]
-    if factor not in search.factors:
-        raise ValueError(f"{claim}'s search tries {search.factors} times the ci updates, not {factor}.")
-    presets = get_experiment(search.experiment).configs("ci")
+    experiment = search.experiment if experiment is None else experiment
+    if (experiment, factor) not in search.rungs:
+        tried = ", ".join(f"{e} {f}×" for e, f in search.rungs)
+        raise ValueError(f"{claim}'s search tries {tried} the ci updates, not {factor}× of {experiment}.")
+    presets = get_experiment(experiment).configs("ci")
     out = []
-    for m in search.methods:
+    for m in search.methods + (search.compare if compare else ()):
         base = apply_overrides(presets[m], list(rung_overrides(presets[m], factor)))
-        out += [replace(base, seed=s) for s in search.seeds]
+        out += [replace(base, seed=s) for s in search.seeds_of(experiment)]
     return out
 
 
 def first_holding(claim: str, load: Callable[[RunConfig], object | None]) -> tuple[list[dict], int | None]:
-    """The rungs tried, in order, as {factor, steps, found, total, value, holds}, up to the first whose
-    precondition holds (its factor second; None when none does or a rung is incomplete). `load(cfg)` gives
-    a stored record or None."""
+    """The rungs tried, in order, as {experiment, factor, steps, found, total, value, holds}, up to the first
+    whose precondition holds (its factor second, its experiment in its row; None when none does or a rung is
+    incomplete). A rung's precondition reads the search's `methods`; where it holds, the rung also needs its
+    `compare` methods (counted in found and total; the factor is None until they are there). `load(cfg)` gives a
+    stored record or None."""
     search, tried = SEARCHES[claim], []
-    for factor in search.factors:
-        cfgs = rung_configs(claim, factor)
-        recs = [load(c) for c in cfgs]
-        found = [r for r in recs if r is not None]
-        row = {"factor": factor, "steps": cfgs[0].train.steps, "found": len(found), "total": len(cfgs),
-               "value": search.value(found) if len(found) == len(cfgs) else None, "holds": False}
+    for experiment, factor in search.rungs:
+        full = rung_configs(claim, factor, experiment)
+        cfgs = [c for c in full if c.method in search.methods]
+        found = [r for r in (load(c) for c in cfgs) if r is not None]
+        row = {"experiment": experiment, "factor": factor, "steps": cfgs[0].train.steps, "found": len(found),
+               "total": len(cfgs), "value": search.value(found) if len(found) == len(cfgs) else None,
+               "holds": False}
         tried.append(row)
         if len(found) < len(cfgs):
             return tried, None
         if search.holds(found):
-            row["holds"] = True
-            return tried, factor
+            stored = len(found) + sum(load(c) is not None for c in full if c.method not in search.methods)
+            row.update(holds=True, found=stored, total=len(full))
+            return tried, factor if stored == len(full) else None
     return tried, None
