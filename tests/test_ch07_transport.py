@@ -365,9 +365,80 @@ def test_decide_glues_every_number_the_text_cites_once():
     runs = {m: [_record(m, s, model) for s in (0, 1)] for m, model in models.items()}
     found = ch.decide(Runs("ci", (0, 1), {"copymix": runs, "control": runs}))
     assert [r.id for r in found.results] == ["S3-01", "S3-02", "S3-03", "S3-04", "S3-22", "S3-20", "S3-23", "S3-21"]
-    assert set(found.parts) == {"eot", "thm", "curves", "control", "heads", "control_heads", "sens", "bochner",
-                                "outside"}
+    assert set(found.parts) == {"eot", "thm", "curves", "control", "heads", "control_heads", "sink_control", "sens",
+                                "bochner", "outside"}
     cells = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "07_transport.ipynb").read_text())["cells"]
     cited = {name for c in cells if c["cell_type"] == "markdown"
              for name in re.findall(r"\{glue:[a-z]+\}`([^`]+)`", "".join(c["source"]))}
     assert cited and cited - {"ch7_paper_status"} <= set(found.numbers)
+
+
+def _control(shares: dict[str, list[float]]) -> dict:
+    """A sink control whose runs' curves start at p0 = 0.8 and end at 0.8 · (1 − share), so each run sheds `share`."""
+    import pandas as pd
+
+    curves = {}
+    for m, ss in shares.items():
+        frames = [pd.DataFrame({"bin": range(8), "omega": np.linspace(1, 8, 8), "run": r,
+                                "p0": np.linspace(0.8, 0.8 * (1 - s), 8)}) for r, s in enumerate(ss)]
+        curves[m] = pd.concat(frames).set_index(["run", "bin"])
+    return {"factor": 4, "steps": 2000, "holds": True, "sink": 0.61, "sinks": len(shares["goat"]),
+            "compared": len(shares) > 1, "curves": curves, "heads": None,
+            "key": {m: [1.0] * len(ss) for m, ss in shares.items()}}
+
+
+def test_the_sink_control_s_spread_is_goat_s_t_interval_and_welch_s_interval_of_its_lead():
+    """GOAT's share shed over seeds with its Student-t interval, and its lead over the baseline that sheds more on
+    average with Welch's interval (scipy's `ttest_ind(equal_var=False)` gives the same)."""
+    from scipy import stats as st
+
+    from companion.book.chapters.sink_search import spread
+
+    shares = {"goat": [0.9, 0.1, 0.5, 0.7], "rope": [0.2, 0.3, 0.25, 0.1], "alibi": [0.0, 0.1, 0.05, 0.05]}
+    goat, lead = spread(_control(shares))
+    assert goat.mean == pytest.approx(0.55) and goat.n == 4
+    half = st.t.ppf(0.975, 3) * np.std(shares["goat"], ddof=1) / 2
+    assert (goat.lo, goat.hi) == pytest.approx((0.55 - half, 0.55 + half))
+    ci = st.ttest_ind(shares["goat"], shares["rope"], equal_var=False).confidence_interval()
+    assert lead.mean == pytest.approx(0.55 - 0.2125) and (lead.lo, lead.hi) == pytest.approx((ci.low, ci.high))
+
+
+def test_s3_04_and_s3_22_are_decided_on_the_sink_control_with_their_intervals_in_words(monkeypatch):
+    """Where the search holds, both claims are measured there by their own rules (GOAT's mean share; its lead over
+    the larger baseline) and their details give the intervals and the lines they cross; at another profile nothing
+    is decided and every number is "—"."""
+    from companion.book.chapter import Decision
+    from companion.book.chapters import sink_search as search
+
+    row = {"experiment": "passkey-lm", "factor": 4, "steps": 2000, "value": 0.61, "holds": True}
+    monkeypatch.setattr(search.decisive, "rungs", lambda claim, store=None: ([row], 4, []))
+    monkeypatch.setattr(search.decisive, "search_words", lambda claim, store=None: "4× its updates")
+    d = Decision()
+    glued = search.sink_search(d, "ci", _control({"goat": [0.9, 0.1, 0.5, 0.7], "rope": [0.2, 0.3, 0.25, 0.1],
+                                                  "alibi": [0.0, 0.1, 0.05, 0.05]}))
+    s304, s322 = d.decided
+    assert (s304.id, s304.measure, s304.verdict) == ("S3-04", 0.55, "reproduced")
+    assert (s322.id, s322.measure, s322.verdict) == ("S3-22", round(0.55 - 0.2125, 3), "reproduced")
+    assert s304.preconditions == s322.preconditions == {"goat-has-sink": 0.61}
+    assert "95 % interval" in s304.detail and "the interval crosses the +0.15 and +0.50 lines" in s304.detail
+    assert "(Welch)" in s322.detail and "crosses the +0.10 and +0.25 lines" in s322.detail
+    assert glued["ch7_sc_share_goat"] == "+55%" and glued["ch7_sc_seeds"] == "4"
+    assert glued["ch7_sc_seed_min"] == "+0.10" and glued["ch7_sc_seed_max"] == "+0.90"
+    assert "S3-04, decided there, is reproduced, and S3-22 is reproduced" == glued["ch7_sc_outcome"]
+    assert set(search.sink_search(Decision(), "paper", None).values()) == {"—"}
+    # the null: GOAT sheds nothing, so S3-04 is not reproduced, and a baseline that sheds as much leaves no lead
+    d = Decision()
+    search.sink_search(d, "ci", _control({"goat": [0.0, 0.01, -0.01], "rope": [0.0, 0.02, -0.02], "alibi": [0.0] * 3}))
+    assert [r.verdict for r in d.decided] == ["not reproduced", "not reproduced"]
+    # GOAT alone at the holding rung: S3-04 is decided, S3-22 waits for its baselines
+    d = Decision()
+    glued = search.sink_search(d, "ci", _control({"goat": [0.9, 0.1, 0.5, 0.7]}))
+    assert [r.id for r in d.decided] == ["S3-04"] and "S3-22 waits for RoPE and ALiBi" in glued["ch7_sc_outcome"]
+    assert glued["ch7_sc_share_rope"] == glued["ch7_sc_lead"] == "—"
+    # no rung holds: nothing is decided, and the outcome says so
+    d = Decision()
+    rows = [dict(row, factor=f, holds=False, value=0.1) for f in (1, 4, 16)]
+    monkeypatch.setattr(search.decisive, "rungs", lambda claim, store=None: (rows, None, []))
+    monkeypatch.setattr(search.decisive, "needed_factor", lambda *a, **k: None)
+    glued = search.sink_search(d, "ci", dict(_control({"goat": [0.9, 0.1]}), holds=False, factor=16))
+    assert d.decided == [] and glued["ch7_sc_outcome"].startswith("no rung tried (1×, 4×, 16× its updates)")

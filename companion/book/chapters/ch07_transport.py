@@ -1,6 +1,7 @@
 """Chapter 7, attention as transport with a prior: Propositions 2.2 and 3.1 solved by an optimiser, Theorem 5.4
 checked on random problems, Theorem 5.1 and Figure 2c measured on the trained copy-mixture models, and Figure 2c
-also on Chapter 9's char-LM models, where key 0 carries no task information and the sink claims are decided.
+also on Chapter 9's char-LM models, where key 0 carries no task information and the sink claims are decided, and on
+the sink control of their decisive searches (`sink_search`; the curves themselves are `sink_mass`).
 `load` and `decide` have the shape every chapter module shares (`companion.book.chapter`); the closed forms that read
 no run (the propositions, Theorem 5.4) are `transport_bounds`, re-exported here with the rest of what the notebook
 reads.
@@ -11,15 +12,17 @@ and stored in its record (readouts `BOUNDS` and `SINK_CURVE`): nothing here trai
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from companion.book.chapter import Decision, Findings, Measure, Runs
-from companion.book.chapters import bochner, decisive
-from companion.book.claims import in_words, load_ledger, requirement_threshold
+from companion.book.chapters import bochner
+from companion.book.chapters.sink_mass import (SINK_CURVE, drops, edge, matched_curve, mean_curve, pooled_shed,
+                                                shed, shed_share, sink_curve, sink_curves, sink_heads)
+from companion.book.chapters import sink_search as search
+from companion.book.chapters.sink_search import control_table
+from companion.book.claims import load_ledger
 from companion.book.chapters.frames import by_method, readout, run_summary
 from companion.book.labels import label
 from companion.book.missing import gather
@@ -32,20 +35,18 @@ from companion.book.chapters.transport_bounds import (BETTER, CLOSED_FORM_TOL, E
                                                       sensitivity_numbers, sensitivity_table, tolerance_text)
 from companion.experiments.copy_mixture import METHODS
 from companion.sweep import ensure_runs
-from companion.transport import matched_bins
 
 __all__ = ["SEEDS", "CONTROL_SEEDS", "BOUNDS", "SINK_CURVE", "PROP22", "PROP31", "EQ3", "BETTER", "CLOSED_FORM_TOL",
            "RECOMPUTE_TOL", "load", "run_summary", "propositions", "propositions_table", "proposition_checks", "theorem",
            "theorem_table", "theorem_checks", "SENS", "SENS_TIGHT", "UNIFORM", "SINK", "SINK_TIGHT", "MARGIN",
            "PSI_UNIFORM", "PSI_LOG_L", "sensitivity", "sensitivity_table", "sensitivity_checks", "SENSITIVITY",
-           "BOCHNER", "sensitivity_numbers", "sink_search", "matched_curve", "sink_curve", "sink_curves",
+           "BOCHNER", "sensitivity_numbers", "control_table", "matched_curve", "sink_curve", "sink_curves",
            "mean_curve", "shed", "shed_share", "sink_heads", "pooled_shed", "sink_table", "CLAIMS",
            "prose_numbers", "decide"]
 
 SEEDS = (0, 1, 2)  # the chapter's seeds: what `load` reads when the notebook's `seeds` is None
 CONTROL_SEEDS = (0, 1)  # and of the char-LM control (Chapter 9's runs)
 BOUNDS = "collapse_bounds"  # the readout of Theorem 5.1 on the first layer (`companion.transport`)
-SINK_CURVE = "sink_curve"  # the readout of Figure 2c on the last layer (`companion.transport`)
 
 RECOMPUTE_TOL = 1e-12  # the recomputed attention equals the forward pass to this
 
@@ -116,66 +117,6 @@ def theorem_checks(thm: pd.DataFrame) -> dict[str, object]:
 
 # ---------------------------------------------------------------- Figure 2c
 
-def matched_curve(omega: np.ndarray, p0: np.ndarray, bins: int = 8) -> pd.DataFrame:
-    """`companion.transport.matched_bins` (as the `SINK_CURVE` readout stores it) as a frame, index "bin": `omega`,
-    `p0` are (sequences, positions); at each position the sequences are cut into `bins` equal-count bins by rank of
-    ω, and each bin's mean ω and mean p0 are averaged over positions."""
-    om, p = matched_bins(omega, p0, bins)
-    return pd.DataFrame({"bin": range(bins), "omega": om, "p0": p}).set_index("bin")
-
-
-def sink_curve(records: Sequence) -> pd.DataFrame:
-    """Figure 2c per run (`SINK_CURVE` readout, last layer): head-mean ω against head-mean attention on key 0 (the
-    sink mass), in position-matched bins. Index (run, bin), run 0, 1, … in the order of `records`."""
-    frames = []
-    for r, record in enumerate(records):
-        s = readout(record, SINK_CURVE)
-        frames.append(pd.DataFrame({"bin": range(len(s["p0"])), "omega": s["omega"], "p0": s["p0"], "run": r}))
-    return pd.concat(frames).set_index(["run", "bin"])
-
-
-def sink_curves(runs: Mapping[str, Sequence]) -> dict[str, pd.DataFrame]:
-    """{method: `sink_curve` of its runs}."""
-    return {m: sink_curve(records) for m, records in runs.items()}
-
-
-def mean_curve(curve: pd.DataFrame) -> pd.DataFrame:
-    """A `sink_curve` averaged over runs, bin by bin."""
-    return curve.groupby("bin").mean()
-
-
-def shed(curve: pd.DataFrame) -> pd.Series:
-    """Per run of a `sink_curve`: sink mass in the lowest-ω bin minus that in the highest."""
-    p0 = curve["p0"].unstack("bin")
-    return p0.iloc[:, 0] - p0.iloc[:, -1]
-
-
-def shed_share(curve: pd.DataFrame) -> pd.Series:
-    """Per run: `shed` / p0(lowest bin), 1 when ≈ 1 → ≈ 0 as in the source, whatever share of heads sinks."""
-    return shed(curve) / curve["p0"].unstack("bin").iloc[:, 0]
-
-
-def sink_heads(runs: Mapping[str, Sequence]) -> pd.DataFrame:
-    """Per method and run, the head with the most attention on key 0 ("head"; "mean p0" over queries ≥ 1) and its p0
-    in its own lowest and highest position-matched ω bin. Index (model label, run)."""
-    out = []
-    for m, records in runs.items():
-        for r, record in enumerate(records):
-            s = readout(record, SINK_CURVE)
-            share = np.asarray(s["head_mean_p0"])
-            h = int(share.argmax())
-            out.append({"model": label(m), "run": r, "head": h, "mean p0": float(share[h]),
-                        "p0, lowest ω bin": float(s["head_p0"][h][0]),
-                        "p0, highest ω bin": float(s["head_p0"][h][-1])})
-    return pd.DataFrame(out).set_index(["model", "run"])
-
-
-def pooled_shed(records: Sequence) -> float:
-    """The chapter's former measure, the readout's "pooled_drop" (every (head, query) pooled, cut at ω quantiles
-    without matching positions; key-0 attention in the lowest bin minus the highest), averaged over runs."""
-    return float(np.mean([readout(r, SINK_CURVE)["pooled_drop"] for r in records]))
-
-
 def sink_table(curves: Mapping[str, pd.DataFrame], control: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Per task and method: sink mass in the lowest and highest ω bin, drop and share shed (run means, 3 decimals)."""
     rows = {}
@@ -189,22 +130,12 @@ def sink_table(curves: Mapping[str, pd.DataFrame], control: Mapping[str, pd.Data
 
 # ---------------------------------------------------------------- verdicts and prose
 
-def _drops(curves: Mapping[str, pd.DataFrame]) -> dict[str, float]:
-    """Per method, the mean over runs of `shed_share`."""
-    return {m: float(shed_share(c).mean()) for m, c in curves.items()}
-
-
-def _edge(drops: Mapping[str, float]) -> float:
-    """GOAT's share shed minus the larger share of the other methods."""
-    return drops["goat"] - max(v for m, v in drops.items() if m != "goat")
-
-
 def _shed(a: dict) -> str:
     """What the sink rows add: every method's share shed on the char-LM control (where the sink claims are decided)
     and on copy-mixture and, with "heads" (`sink_heads` of the copy-mixture models), the first-token head its GOAT
     builds."""
-    drops = lambda cs: ", ".join(f"{label(m)} {v:+.3f}" for m, v in _drops(cs).items())  # noqa: E731
-    both = f"share of sink mass shed, char-LM (decides): {drops(a['control'])}; copy-mixture: {drops(a['curves'])}"
+    shares = lambda cs: ", ".join(f"{label(m)} {v:+.3f}" for m, v in drops(cs).items())  # noqa: E731
+    both = f"share of sink mass shed, char-LM (decides): {shares(a['control'])}; copy-mixture: {shares(a['curves'])}"
     if a.get("heads") is not None:
         both += (f"; copy-mixture's GOAT puts {a['heads'].loc[label('goat'), 'mean p0'].min():.2f} of one head's "
                  "attention on key 0, a token it copies")
@@ -226,8 +157,8 @@ CLAIMS = (
             detail=lambda a: f"random simplex points better: {int(a['eot'][BETTER].sum())}"),
     Measure("S3-03", lambda a: float(a["thm"]["max violation"].max()),
             detail=lambda a: f"{int(a['thm']['checked'].sum()):,} (query, key, head) triples"),
-    Measure("S3-04", lambda a: round(_drops(a["control"])["goat"], 3), _SINK, _shed),
-    Measure("S3-22", lambda a: round(_edge(_drops(a["control"])), 3), _SINK, _shed),
+    Measure("S3-04", lambda a: round(drops(a["control"])["goat"], 3), _SINK, _shed),
+    Measure("S3-22", lambda a: round(edge(drops(a["control"])), 3), _SINK, _shed),
 )
 
 
@@ -256,38 +187,6 @@ def prose_numbers(eot: pd.DataFrame, thm: pd.DataFrame, curves: Mapping[str, pd.
     return out
 
 
-def sink_search(d: Decision, profile: str) -> dict[str, str]:
-    """S3-04 where GOAT's character models grow a sink: the first rung of its search (`companion.book.chapters.
-    decisive`, more updates) where every seed has a head putting half its attention on key 0, decided there by
-    GOAT's share shed (S3-22, which needs RoPE and ALiBi at that rung too, is not); at `ci`. The glue
-    "ch7_sink_search": what the search found, with each rung's weakest seed's sink share ("—" at other profiles)."""
-    if profile != "ci":
-        return {"ch7_sink_search": "—"}
-    tried, factor, records = decisive.rungs("S3-04")
-    done = [r for r in tried if r["value"] is not None]
-    shares = " and ".join(f"{r['value']:.3f}" + (" of its attention" if k == 0 else "") + f" at {r['factor']}× the updates"
-                          for k, r in enumerate(done))
-    if factor is None:
-        words = decisive.search_words("S3-04")
-        if shares:
-            words += (f": in the weakest seed GOAT's most sink-like head gives key 0 {shares}, so S3-04 and S3-22 "
-                      "stay inconclusive")
-            need = decisive.needed_factor("S3-04", requirement_threshold("S3-04", "goat-has-sink"))
-            if need is None:
-                words += "; its rungs do not rise towards one"
-            else:  # a flat trend puts the budget out of reach: say its order of magnitude
-                power = str(math.floor(math.log10(need))).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
-                at = f"{need:,.0f}×" if need < 1e4 else f"10{power}×"
-                words += f"; a power law through its rungs would reach half at about {at} the updates"
-        return {"ch7_sink_search": words}
-    share = float(shed_share(sink_curve(records)).mean())
-    r = d.decided_claims({"S3-04": round(share, 3)}, preconditions={"S3-04": {"goat-has-sink": round(tried[-1]["value"], 3)}},
-                         details={"S3-04": f"{factor}× the updates, GOAT's character models"})[0]
-    return {"ch7_sink_search": f"finds one at {decisive.search_words('S3-04')} ({shares}); there GOAT "
-                               f"sheds {share:+.0%} of its low-signal sink mass and S3-04, decided at that budget, is "
-                               f"{in_words(r)} (S3-22 stays inconclusive: RoPE and ALiBi are not trained there)"}
-
-
 def decide(runs: Runs) -> Findings:
     """Every claim in verdict-table order (S3-01 … S3-04, S3-22, then S3-20, S3-23, S3-21) and the numbers the prose
     cites (the propositions, the sensitivity bound and Theorem 1 need no runs: random problems, fixed seeds). Parts:
@@ -302,7 +201,8 @@ def decide(runs: Runs) -> Findings:
     d.measure(CLAIMS, {"eot": eot, "thm": thm, "curves": curves, "control": control, "heads": heads,
                        "control_heads": control_heads})
     d.glue(prose_numbers(eot, thm, curves, control, heads, pooled_shed(copymix["goat"]), control_heads))
-    d.glue(sink_search(d, runs.profile))  # S3-04 where GOAT grows a sink (a decisive search)
+    sink_control = search.control() if runs.profile == "ci" else None  # where GOAT grows a sink (the decisive searches)
+    d.glue(search.sink_search(d, runs.profile, sink_control))
     sens = sensitivity()
     d.measure(SENSITIVITY, sens)
     d.glue(sensitivity_numbers(sens))
@@ -310,4 +210,4 @@ def decide(runs: Runs) -> Findings:
     d.measure(BOCHNER, {"goat": goat, "outside": outside})
     d.glue(bochner.numbers(goat, outside))
     return d.done(eot=eot, thm=thm, curves=curves, control=control, heads=heads, control_heads=control_heads,
-                  sens=sens, bochner=goat, outside=outside)
+                  sink_control=sink_control, sens=sens, bochner=goat, outside=outside)

@@ -45,9 +45,8 @@ def decided(claim: str, measure: Callable[[Sequence], float], store: RunStore | 
     row = tried[-1]
     return {"measures": {claim: round(measure(records), 4)},
             "preconditions": {claim: {search.precondition: round(row["value"], 4)}},
-            "details": {claim: f"{_rung_words(search, row)} ({row['steps']:,} updates), the first of "
-                               f"{', '.join(_rung_words(search, r) for r in _all_rows(search))} where "
-                               f"{search.precondition} holds"},
+            "details": {claim: f"{_rung_words(search, row)} ({row['steps']:,}), the first of "
+                               f"{_listed(search, _all_rows(search), suffix=False)} where {search.precondition} holds"},
             "tried": tried}
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from companion.book.prose import diff_interval, p_text
 
-__all__ = ["Summary", "Paired", "summarize", "paired", "sign_flip_p", "format_summary", "summary_table",
+__all__ = ["Summary", "Paired", "summarize", "paired", "welch", "sign_flip_p", "format_summary", "summary_table",
            "P_COLUMN", "SEEDS_COLUMN", "minus", "difference_table"]
 
 
@@ -61,6 +61,23 @@ def summarize(values: Sequence[float], level: float = 0.95) -> Summary:
     x = np.asarray(values, dtype=float)
     mean, std, lo, hi = _t_interval(x, level)
     return Summary(mean, std, lo, hi, len(x))
+
+
+def welch(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Summary:
+    """The difference of two means over independent runs (different models, so seeds do not pair): mean(a) − mean(b)
+    with Welch's interval, ± t_{(1+level)/2, ν} · √(s_a²/n_a + s_b²/n_b), ν by Welch–Satterthwaite; `std` is that
+    standard error and `n` the smaller sample."""
+    from scipy import stats
+
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(x) < 2 or len(y) < 2:
+        raise ValueError(f"Welch's interval needs at least two runs on each side, got {len(x)} and {len(y)}.")
+    va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    se = math.sqrt(va + vb)
+    dof = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1)) if se > 0 else math.inf
+    half = float(stats.t.ppf(0.5 + level / 2, dof)) * se
+    diff = float(x.mean() - y.mean())
+    return Summary(diff, se, diff - half, diff + half, min(len(x), len(y)))
 
 
 def paired(a: Mapping[int, float], b: Mapping[int, float], level: float = 0.95) -> Paired:
