@@ -115,7 +115,7 @@ def test_parse_seeds():
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["sweep", "smok"], "unknown experiment 'smok'; valid: arith-add, arith-mul, charlm, copymix, gotu-2parity, gotu-cyclic3, gotu-maj3, gotu-threesym, lm-local, passkey, smoke, symmetry-2parity, symmetry-2parity-moved, symmetry-maj3, symmetry-threesym, vit-cifar10, vit-cifar100, vit-digits, vit-imagenet100"),
+    (["sweep", "smok"], "unknown experiment 'smok'; valid: arith-add, arith-mul, charlm, copymix, gotu-2parity, gotu-cyclic3, gotu-maj3, gotu-threesym, lm-local, passkey, passkey-lm, smoke, symmetry-2parity, symmetry-2parity-moved, symmetry-maj3, symmetry-threesym, vit-cifar10, vit-cifar100, vit-digits, vit-imagenet100"),
     (["sweep", "smoke", "--profile", "gpu"], "argument --profile: invalid choice: 'gpu'"),
     (["sweep", "smoke", "--methods", "default,magic"], "unknown method 'magic'"),
     (["sweep", "smoke", "--seeds", "0-"], "malformed seeds '0-'"),

@@ -140,7 +140,12 @@ def test_probe_batch_is_the_first_test_inputs_of_copy_mixture_and_char_lm(monkey
     text.seq_len = 4
     monkeypatch.setattr(CharCorpusTask, "windows", lambda self, length: torch.arange(50).reshape(10, 5)[:, : length + 1])
     assert torch.equal(probe_batch(text, 3), torch.arange(50).reshape(10, 5)[:3, :4])
-    with pytest.raises(ValueError, match="copy-mixture or char-lm task, not TaskSpec"):
+    from companion.tasks.passkey import BOS, PasskeyTask
+
+    passkey = PasskeyTask(seq_len=16, digits=2, n_train=4, n_test=8, loss="all")
+    x = probe_batch(passkey, 3)  # the training length's first test sequences, BOS at key 0
+    assert torch.equal(x, passkey.test_set(16)[0][:3, :-1]) and (x[:, 0] == BOS).all()
+    with pytest.raises(ValueError, match="copy-mixture, char-lm or passkey task, not TaskSpec"):
         probe_batch(SPEC)
 
 
@@ -199,7 +204,7 @@ def test_readouts_reject_what_they_cannot_read():
         measure_readouts(("sink_curve:last",), model, task)
     with pytest.raises(ValueError, match="needs a GOAT prior in layer 0, not ALiBi"):
         measure_readouts(("goat_prior",), model, task)
-    with pytest.raises(ValueError, match="copy-mixture or char-lm task"):
+    with pytest.raises(ValueError, match="copy-mixture, char-lm or passkey task"):
         measure_readouts(("sink_curve",), model, SPEC)
     check_readouts(("collapse_bounds", "sink_curve:-1", "goat_prior:0"))  # registered by name
 
