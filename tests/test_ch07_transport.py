@@ -383,7 +383,7 @@ def _control(shares: dict[str, list[float]]) -> dict:
                                 "p0": np.linspace(0.8, 0.8 * (1 - s), 8)}) for r, s in enumerate(ss)]
         curves[m] = pd.concat(frames).set_index(["run", "bin"])
     return {"factor": 4, "steps": 2000, "holds": True, "sink": 0.61, "sinks": len(shares["goat"]),
-            "compared": len(shares) > 1, "curves": curves, "heads": None,
+            "curves": curves, "heads": None,
             "key": {m: [1.0] * len(ss) for m, ss in shares.items()}}
 
 

@@ -1,8 +1,8 @@
 """Where S3-04 and S3-22 are decided when the char-LM control has no sink: the decisive searches of
 `companion.experiments.decisive`. S3-04's tries GOAT's character models at 4 and 16 times their updates, then the
 sink control (`passkey-lm`, `companion.experiments.sink_control`: passkey sequences read as a language model, whose
-queries mostly have nothing to read) at 1, 4 and 16 times its own; S3-22's trains GOAT, RoPE and ALiBi on the sink
-control at the same rungs. Each claim is decided, by its own rule, on the first rung where every GOAT seed has a
+queries mostly have nothing to read) at 1, 4 and 16 times its own; S3-22's reads the same GOAT runs there and
+trains RoPE and ALiBi only at a rung where GOAT's sink holds. Each claim is decided, by its own rule, on the first rung where every GOAT seed has a
 head putting half its attention on key 0. Nothing here trains: the records are `companion decisive`'s in
 `results/decisive`.
 """
@@ -20,18 +20,16 @@ from companion.book.chapters.sink_mass import SINK_CURVE, drops, edge, shed_shar
 from companion.book.chapters.stats import Summary, summarize, welch
 from companion.book.claims import crossed_lines, in_words, requirement_threshold
 from companion.experiments.decisive import SEARCHES
+from companion.experiments.sink_control import METHODS
 from companion.book.labels import label
 
 __all__ = ["control", "control_table", "spread", "sink_search"]
-
-_METHODS = ("goat", "rope", "alibi")  # as the sink control trains them (`companion.experiments.sink_control`)
-
 
 def control() -> dict | None:
     """The sink control at the rung where S3-04's search holds or, where it holds nowhere, at the last of its rungs
     tried: GOAT's runs there and, once S3-22's search has them at a holding rung, RoPE's and ALiBi's. {"factor",
     "steps", "holds", "sink" (the precondition's value: the weakest seed's sink head), "sinks" (how many seeds have
-    one), "compared" (whether RoPE and ALiBi are there), "curves" (`sink_curves` per method), "heads"
+    one), "curves" (`sink_curves` per method), "heads"
     (`sink_heads`), "key" (per method, each seed's share of the key's digits copied)}; None before any rung of the
     sink control is complete."""
     tried, factor, records = decisive.rungs("S3-04")
@@ -42,14 +40,13 @@ def control() -> dict | None:
     if factor is None:  # the last rung tried, GOAT's runs only
         records = decisive.rung_records("S3-04", row["factor"], "passkey-lm")
     _, at, with_baselines = decisive.rungs("S3-22")
-    compared = factor is not None and at == factor
-    records = with_baselines if compared else records
-    runs = {m: sorted((r for r in records if r.config.method == m), key=lambda r: r.config.seed) for m in _METHODS}
+    records = with_baselines if factor is not None and at == factor else records
+    runs = {m: sorted((r for r in records if r.config.method == m), key=lambda r: r.config.seed) for m in METHODS}
     runs = {m: rs for m, rs in runs.items() if rs}
     threshold = requirement_threshold("S3-04", "goat-has-sink")
     return {"factor": row["factor"], "steps": row["steps"], "holds": row["holds"], "sink": row["value"],
             "sinks": sum(max(r.readouts[SINK_CURVE]["head_mean_p0"]) >= threshold for r in runs["goat"]),
-            "compared": compared, "curves": sink_curves(runs), "heads": sink_heads(runs),
+            "curves": sink_curves(runs), "heads": sink_heads(runs),
             "key": {m: [r.metrics["test"]["span_acc"] for r in rs] for m, rs in runs.items()}}
 
 
@@ -99,7 +96,7 @@ def sink_search(d: Decision, profile: str, found: Mapping | None) -> dict[str, s
     names = ("ch7_sink_search", "ch7_sc_rung", "ch7_sc_sink", "ch7_sc_sinks", "ch7_sc_key", "ch7_sc_outcome",
              "ch7_sc_goat_interval", "ch7_sc_lead", "ch7_sc_lead_interval", "ch7_sc_seeds", "ch7_sc_seed_min",
              "ch7_sc_seed_max")
-    names += tuple(f"ch7_sc_{k}_{m}" for k in ("low", "high", "share") for m in _METHODS)
+    names += tuple(f"ch7_sc_{k}_{m}" for k in ("low", "high", "share") for m in METHODS)
     if profile != "ci":
         return dict.fromkeys(names, "—")
     tried, _, _ = decisive.rungs("S3-04")
