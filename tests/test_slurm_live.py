@@ -272,3 +272,34 @@ def test_a_node_that_dies_mid_sweep_is_reported_per_run_and_nothing_finished_is_
     assert "2 run now, 2 already stored" in again.stdout
     after = _records(store)
     assert len(after) == 4 and all(after[name] == data for name, data in kept.items())
+
+
+def test_a_killed_node_takes_its_orphaned_jobs_with_it(slurm, tmp_path):
+    """The race a loaded machine loses: a job step dies while it starts its job, whose processes live on orphaned
+    (no longer below slurmd or a step, without the daemons' mark). `kill_node` finds them by their job's
+    environment, so the job cannot finish on a dead node; `processes` sees them too, so `down` leaves none."""
+    job = slurm.command("sbatch", "--parsable", "-o", str(tmp_path / "out"), "--wrap", "sleep 300").stdout.strip()
+    _wait_for("the job running", lambda: "RUNNING" in slurm.command("squeue", "-h", "-j", job, "-o", "%T").stdout)
+    sleeping = lambda: [p for p, cmd in slurm.processes().items() if cmd == "sleep 300"]  # noqa: E731
+    _wait_for("the job's process", sleeping)
+    for pid, cmd in slurm.processes().items():
+        if cmd.startswith("slurmstepd"):
+            os.kill(pid, signal.SIGKILL)  # its steps die, the job's processes stay
+    orphans = _wait_for("orphans", lambda: [p for p in sleeping() if not _alive_parent_is_step(p)])
+    killed = []
+    try:
+        killed = slurm.kill_node()
+        assert set(orphans) <= set(killed) and not sleeping()
+    finally:
+        slurm.command("scancel", job, check=False)  # first: the node comes back with no job to wait for
+        if killed:
+            slurm.start_slurmd()
+
+
+def _alive_parent_is_step(pid: int) -> bool:
+    """Whether `pid`'s parent is a live slurmstepd."""
+    try:
+        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        return Path(f"/proc/{ppid}/cmdline").read_bytes().startswith(b"slurmstepd")
+    except (OSError, IndexError, ValueError):
+        return False

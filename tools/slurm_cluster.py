@@ -281,11 +281,18 @@ StorageLoc=slurm_acct_db
         out = self.command("sinfo", "-h", "-N", "-n", self.node, "-o", "%T", check=False).stdout.split()
         return out[0] if out else ""
 
+    def _job_of(self, env: dict[str, str]) -> bool:
+        """Whether a process with environment `env` belongs to a job of this cluster: Slurm gave it a job id
+        and it was submitted against this cluster's configuration (a job carries its submitter's environment,
+        not the daemons' mark)."""
+        return "SLURM_JOB_ID" in env and env.get("SLURM_CONF") == str(self.conf)
+
     def processes(self) -> dict[int, str]:
         """{pid: command line} of every live process of this cluster: the marked ones (its daemons, and
-        the job steps slurmd started, which inherit the mark) and their descendants (the jobs)."""
+        the job steps slurmd started, which inherit the mark), the jobs' (`_job_of`, orphans included) and
+        their descendants."""
         table = _process_table()
-        mine = {pid for pid, (_, env, _) in table.items() if env.get(MARK) == str(self.root)}
+        mine = {pid for pid, (_, env, _) in table.items() if env.get(MARK) == str(self.root) or self._job_of(env)}
         grew = True
         while grew:
             more = {pid for pid, (ppid, _, _) in table.items() if ppid in mine and pid not in mine}
@@ -317,17 +324,31 @@ StorageLoc=slurm_acct_db
 
     # ------------------------------------------------------------------ node death, down
 
-    def kill_node(self) -> list[int]:
-        """The node dies: SIGKILL slurmd and every process it started (job steps and their jobs), at
-        once, as a machine losing power. slurmctld, slurmdbd and the rest stay. Returns the pids."""
-        slurmd = self.pid("slurmd")
-        table = _process_table()
-        node = {pid for pid, (_, env, cmd) in table.items()
-                if env.get(MARK) == str(self.root) and (pid == slurmd or cmd.startswith("slurmstepd"))}
-        doomed = {pid for pid in self.processes() if pid in node or _has_ancestor(pid, node, table)}
-        for pid in doomed:
-            _signal(pid, signal.SIGKILL)
-        _reap(doomed)
+    def kill_node(self, settle: float = 2.0) -> list[int]:
+        """The node dies: SIGKILL slurmd and every process it started (job steps and their jobs), as a
+        machine losing power. slurmctld, slurmdbd and the rest stay. Returns the pids.
+
+        One pass is not enough under load: a job step slurmd was forking when it died comes to life
+        after the first look (orphaned, so no longer below slurmd) and would finish its job as if the
+        node lived. So the node's processes are looked for again until none has been seen for `settle`
+        seconds: slurmd's own (its pid file, or a marked process still running slurmd), every marked
+        slurmstepd, every job process of this cluster (`_job_of`: an orphan whose step died while it was
+        being started is no longer below any of them), and their descendants."""
+        slurmd, doomed = self.pid("slurmd"), set()
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < settle:
+            table = _process_table()
+            node = {pid for pid, (_, env, cmd) in table.items()
+                    if (env.get(MARK) == str(self.root) and (pid == slurmd or _program(cmd) in ("slurmd", "slurmstepd")))
+                    or self._job_of(env)}
+            found = {pid for pid in table if pid in node or _has_ancestor(pid, node, table)} - doomed
+            for pid in found:
+                _signal(pid, signal.SIGKILL)
+            _reap(found | doomed)
+            if found:
+                doomed |= found
+                quiet_since = time.monotonic()
+            time.sleep(0.1)
         return sorted(doomed)
 
     def start_slurmd(self, timeout: float = 60) -> None:
@@ -382,6 +403,12 @@ def _process_table() -> dict[int, tuple[int, dict[str, str], str]]:
         env = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
         table[int(entry.name)] = (int(stat[1]), env, cmd)
     return table
+
+
+def _program(cmd: str) -> str:
+    """The program a command line runs: "slurmd" for "/usr/sbin/slurmd -D -N vm", "slurmstepd" for the title a job
+    step gives itself ("slurmstepd: [12.batch]")."""
+    return Path(cmd.split(" ", 1)[0]).name.rstrip(":")
 
 
 def _has_ancestor(pid: int, ancestors: set[int], table: dict) -> bool:
