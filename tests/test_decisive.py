@@ -352,3 +352,33 @@ def test_the_committed_sink_searches_recomputed_from_their_files():
         full, part = lines[claim]
         expected = "reproduced" if measure >= full else "partly" if measure >= part else "not reproduced"
         assert row["verdict"] == dec["verdict"] == expected
+
+
+def test_the_sink_controls_seed_turnover_recomputed_from_their_files(monkeypatch):
+    """Chapter 7's sentence on how the seeds moved between the sink control's last two rungs (4× and 16×), against
+    the JSON: how many seeds crossed the 0.5 line upwards and which lost the sink they had. The null (seeds that
+    rise together) gives the other sentence: nobody lost one, and the trend is not called into doubt."""
+    from companion.book.chapters import sink_search
+
+    def heads(steps):
+        return {s: max(r["readouts"]["sink_curve"]["head_mean_p0"]) for s, r in _sink_control(steps)["goat"].items()}
+
+    a, b = heads(2000), heads(8000)
+    grew = sum(a[s] < 0.5 <= b[s] for s in a)
+    lost = sorted((b[s] - a[s], a[s], b[s]) for s in a if b[s] < 0.5 <= a[s])
+    rows = [{"experiment": "passkey-lm", "factor": f, "value": 0.1} for f in (1, 4, 16)]
+    said = sink_search._turnover(rows)
+    assert f"from 4× to 16× {grew} " in said
+    if lost:
+        assert f"{len(lost)} lost" in said and f"({lost[0][1]:.2f} → {lost[0][2]:.2f}" in said
+        assert "no promise of a budget" in said
+    # the null: every seed's head rises with the updates, so none is lost
+    class Rec:
+        def __init__(self, seed, p):
+            self.config = type("C", (), {"seed": seed, "method": "goat"})()
+            self.readouts = {"sink_curve": {"head_mean_p0": [p]}}
+
+    rising = {4: [Rec(s, 0.1 + 0.02 * s) for s in range(12)], 16: [Rec(s, 0.6 + 0.02 * s) for s in range(12)]}
+    monkeypatch.setattr(sink_search.decisive, "rung_records", lambda claim, f, e=None, store=None: rising[f])
+    assert sink_search._turnover(rows) == "; from 4× to 16× 12 seeds grew a sink and none lost one"
+    assert sink_search._turnover(rows[:1]) == ""

@@ -87,6 +87,28 @@ def _trend(tried: list[dict]) -> str:
     return f"; a power law through its rungs would reach half at about {at} its updates"
 
 
+def _turnover(rows: list[dict]) -> str:
+    """How the seeds moved between the sink control's last two rungs: how many grew a sink (a last-layer head with at
+    least the line's share on key 0) and how many lost the one they had, with the largest loss; "" with fewer than
+    two complete rungs. A trend through the weakest seed promises a budget only if the seeds rise together."""
+    done = [r for r in rows if r["value"] is not None]
+    if len(done) < 2:
+        return ""
+    line = requirement_threshold("S3-04", "goat-has-sink")
+    (a, b) = ({r.config.seed: max(r.readouts[SINK_CURVE]["head_mean_p0"])
+               for r in decisive.rung_records("S3-04", row["factor"], "passkey-lm") if r.config.method == "goat"}
+              for row in done[-2:])
+    grew = sum(a[s] < line <= b[s] for s in a)
+    lost = sorted((b[s] - a[s], a[s], b[s]) for s in a if b[s] < line <= a[s])
+    was = f"{done[-2]['factor']}× to {done[-1]['factor']}×"
+    if not lost:
+        return f"; from {was} {grew} seed{'s' * (grew != 1)} grew a sink and none lost one"
+    _, before, after = lost[0]
+    return (f", but the seeds do not rise together: from {was} {grew} grew a sink and {len(lost)} lost the one "
+            f"{'it' if len(lost) == 1 else 'they'} had ({before:.2f} → {after:.2f}{', the largest loss' * (len(lost) > 1)}), "
+            "so that trend is no promise of a budget")
+
+
 def sink_search(d: Decision, profile: str, found: Mapping | None) -> dict[str, str]:
     """Decide S3-04 (and S3-22, once RoPE and ALiBi are there) on the sink control where GOAT grows a sink (`found`:
     `control()`), by GOAT's share of sink mass shed and its lead over the larger of RoPE's and ALiBi's, and glue
@@ -126,7 +148,7 @@ def sink_search(d: Decision, profile: str, found: Mapping | None) -> dict[str, s
                                      "inconclusive for now")
         else:
             out["ch7_sc_outcome"] = (f"no rung tried ({rungs_} its updates) gives every seed one, so S3-04 and S3-22 "
-                                     "stay inconclusive" + _trend(tried))
+                                     "stay inconclusive" + _trend(tried) + _turnover(rows))
         return out | {k: "—" for k in names if k not in out}
     where = f"the sink control (passkey sequences read as a language model) at {found['factor']}× its updates " \
             f"({found['steps']:,}); share shed " + ", ".join(f"{label(m)} {v:+.3f}" for m, v in shares.items())
