@@ -410,7 +410,7 @@ def test_s3_04_and_s3_22_are_decided_on_the_sink_control_with_their_intervals_in
     from companion.book.chapter import Decision
     from companion.book.chapters import sink_search as search
 
-    row = {"experiment": "passkey-lm", "factor": 4, "steps": 2000, "value": 0.61, "holds": True}
+    row = {"experiment": "passkey-lm", "factor": 4, "steps": 2000, "value": 0.61, "holds": True, "found": 12, "total": 12}
     monkeypatch.setattr(search.decisive, "rungs", lambda claim, store=None: ([row], 4, []))
     monkeypatch.setattr(search.decisive, "search_words", lambda claim, store=None: "4× its updates")
     d = Decision()
@@ -437,8 +437,9 @@ def test_s3_04_and_s3_22_are_decided_on_the_sink_control_with_their_intervals_in
     assert glued["ch7_sc_share_rope"] == glued["ch7_sc_lead"] == "—"
     # no rung holds: nothing is decided, and the outcome says so
     d = Decision()
-    rows = [dict(row, factor=f, holds=False, value=0.1) for f in (1, 4, 16)]
+    rows = [dict(row, factor=f, holds=False, value=0.1) for f in (1, 4, 16, 32)]
     monkeypatch.setattr(search.decisive, "rungs", lambda claim, store=None: (rows, None, []))
     monkeypatch.setattr(search.decisive, "needed_factor", lambda *a, **k: None)
+    monkeypatch.setattr(search.decisive, "rung_records", lambda *a, **k: [])
     glued = search.sink_search(d, "ci", dict(_control({"goat": [0.9, 0.1]}), holds=False, factor=16))
-    assert d.decided == [] and glued["ch7_sc_outcome"].startswith("no rung tried (1×, 4×, 16× its updates)")
+    assert d.decided == [] and glued["ch7_sc_outcome"].startswith("no rung tried (1×, 4×, 16×, 32× its updates)")

@@ -253,14 +253,15 @@ def test_each_search_stops_where_the_ledgers_precondition_holds(claim):
 
 
 def test_the_sink_searches_go_from_more_char_lm_updates_to_the_sink_control():
-    """S3-04 tries GOAT's character models at 4x and 16x (seeds 0-2), then the sink control (`passkey-lm`) at 1x, 4x
-    and 16x its updates (seeds 0-11); S3-22 trains GOAT, RoPE and ALiBi on the sink control only. A sink-control rung is the control's `ci`
-    preset with more updates and nothing else, and that preset is Chapter 9's passkey with every next token scored."""
+    """S3-04 tries GOAT's character models at 4x and 16x (seeds 0-2), then the sink control (`passkey-lm`) at 1x, 4x,
+    16x and 32x its updates (seeds 0-11); S3-22 trains GOAT, RoPE and ALiBi on the sink control only. A sink-control
+    rung is the control's `ci` preset with more updates and nothing else, and that preset is Chapter 9's passkey with
+    every next token scored."""
     s4, s22 = SEARCHES["S3-04"], SEARCHES["S3-22"]
-    assert s4.rungs == (("charlm", 4), ("charlm", 16), ("passkey-lm", 1), ("passkey-lm", 4), ("passkey-lm", 16))
-    assert s22.rungs == (("passkey-lm", 1), ("passkey-lm", 4), ("passkey-lm", 16))
+    assert s4.rungs == (("charlm", 4), ("charlm", 16), *(("passkey-lm", f) for f in (1, 4, 16, 32)))
+    assert s22.rungs == tuple(("passkey-lm", f) for f in (1, 4, 16, 32)) and s4.falls and s22.falls
     control = get_experiment("passkey-lm").configs("ci")
-    for factor in (1, 4, 16):
+    for factor in (1, 4, 16, 32):
         goat = rung_configs("S3-04", factor, "passkey-lm")
         assert [(c.method, c.seed) for c in goat] == [("goat", s) for s in range(12)]  # twelve seeds: whole groups of 3
         both = rung_configs("S3-22", factor)
@@ -285,7 +286,7 @@ def test_s3_22_trains_rope_and_alibi_only_where_goat_s_sink_holds():
     claim compares, are needed only at the rung where it holds, and the search waits for them there."""
     from types import SimpleNamespace as NS
 
-    sink = {500: 0.3, 2000: 0.6, 8000: 0.9}  # every GOAT seed's largest head mean: holds from 4x on
+    sink = {500: 0.3, 2000: 0.6, 8000: 0.9, 16000: 0.9}  # every GOAT seed's largest head mean: holds from 4x on
 
     def store(compared: bool):
         def load(c):
@@ -301,9 +302,41 @@ def test_s3_22_trains_rope_and_alibi_only_where_goat_s_sink_holds():
     assert factor == 4 and tried[-1]["found"] == tried[-1]["total"] == 36 and tried[-1]["value"] == 0.6
     assert [c.method for c in rung_configs("S3-22", 4, compare=False)] == ["goat"] * 12
     # the null: GOAT's weakest seed has no sink anywhere, so no rung holds and RoPE and ALiBi are never asked for
-    sink.update({2000: 0.49, 8000: 0.49})
+    sink.update({2000: 0.49, 8000: 0.49, 16000: 0.49})
     tried, factor = first_holding("S3-22", store(compared=False))
-    assert factor is None and [r["total"] for r in tried] == [12, 12, 12] and not any(r["holds"] for r in tried)
+    assert factor is None and [r["total"] for r in tried] == [12] * 4 and not any(r["holds"] for r in tried)
+
+
+def test_a_sink_rung_fails_at_its_first_seed_without_one_and_trains_the_weakest_seeds_first():
+    """A sink in every seed is a smallest over seeds: a 32x rung with three of its twelve seeds stored fails as soon
+    as one of them has none (its value theirs, the search ends there), and waits for the rest while all three have
+    one (the null). `weakest_first` trains first the group (three seeds that train together) holding the seed weakest
+    at 16x."""
+    from types import SimpleNamespace as NS
+    from companion.experiments.decisive import weakest_first
+
+    at16 = {s: 0.1 + 0.05 * s for s in range(12)}  # seed 0 weakest
+
+    def store(at32: dict[int, float]):
+        def load(c):
+            v = {8000: at16, 16000: at32}.get(c.train.steps, {s: 0.1 for s in range(12)}).get(c.seed)
+            if c.method != "goat" or v is None:
+                return None
+            return NS(config=c, readouts={"sink_curve": {"head_mean_p0": [0.01, v]}})
+        return load
+
+    tried, factor = first_holding("S3-04", store({0: 0.3, 1: 0.7, 2: 0.8}))
+    assert factor is None and (tried[-1]["factor"], tried[-1]["found"], tried[-1]["total"]) == (32, 3, 12)
+    assert tried[-1]["value"] == 0.3 and not tried[-1]["holds"]
+    tried, factor = first_holding("S3-04", store({0: 0.6, 1: 0.7, 2: 0.8}))  # the null: no seed fails yet
+    assert factor is None and tried[-1]["factor"] == 32 and tried[-1]["value"] is None
+    cfgs = rung_configs("S3-04", 32, "passkey-lm", compare=False)
+    assert [c.seed for c in weakest_first("S3-04", tried, cfgs, store({}))] == [0, 1, 2]
+    at16.update({s: 0.9 - 0.05 * s for s in range(12)})  # the other order: seed 11 weakest
+    assert [c.seed for c in weakest_first("S3-04", tried, cfgs, store({}))] == [9, 10, 11]
+    assert [c.seed for c in weakest_first("S3-04", tried, cfgs, store({9: 0.6, 10: 0.6, 11: 0.6}))] == [6, 7, 8]
+    at16.update({4: 0.01})  # a group's weakest seed decides its turn
+    assert [c.seed for c in weakest_first("S3-04", tried, cfgs, store({}))] == [3, 4, 5]
 
 
 def _sink_control(steps: int) -> dict[str, dict[int, dict]]:
@@ -327,11 +360,15 @@ def test_the_committed_sink_searches_recomputed_from_their_files():
     rows = {c["id"]: c for c in DOC["claims"] if c["id"] in ("S3-04", "S3-22")}
     lines = {"S3-04": (0.5, 0.15), "S3-22": (0.25, 0.1)}
     decided: dict[str, tuple[float, float]] = {}
-    for factor in (1, 4, 16):
+    for factor in (1, 4, 16, 32):
         runs = _sink_control(500 * factor)
+        sink = min((max(r["readouts"]["sink_curve"]["head_mean_p0"]) for r in runs.get("goat", {}).values()),
+                   default=None)
         if sorted(runs.get("goat", {})) != list(range(12)):
+            if sink is not None and sink < 0.5:
+                assert set(runs) == {"goat"}
+                continue  # a seed without a sink: the rung has failed before its other seeds were made
             break  # an incomplete rung: the search has not decided
-        sink = min(max(r["readouts"]["sink_curve"]["head_mean_p0"]) for r in runs["goat"].values())
         if sink < 0.5:
             assert set(runs) == {"goat"}  # RoPE and ALiBi are trained only where GOAT's sink holds
             continue
@@ -366,7 +403,7 @@ def test_the_sink_controls_seed_turnover_recomputed_from_their_files(monkeypatch
     a, b = heads(2000), heads(8000)
     grew = sum(a[s] < 0.5 <= b[s] for s in a)
     lost = sorted((b[s] - a[s], a[s], b[s]) for s in a if b[s] < 0.5 <= a[s])
-    rows = [{"experiment": "passkey-lm", "factor": f, "value": 0.1} for f in (1, 4, 16)]
+    rows = [{"experiment": "passkey-lm", "factor": f, "value": 0.1, "found": 12, "total": 12} for f in (1, 4, 16)]
     said = sink_search._turnover(rows)
     assert f"from 4× to 16× {grew} " in said
     if lost:
@@ -382,3 +419,21 @@ def test_the_sink_controls_seed_turnover_recomputed_from_their_files(monkeypatch
     monkeypatch.setattr(sink_search.decisive, "rung_records", lambda claim, f, e=None, store=None: rising[f])
     assert sink_search._turnover(rows) == "; from 4× to 16× 12 seeds grew a sink and none lost one"
     assert sink_search._turnover(rows[:1]) == ""
+
+
+def test_the_chapter_says_what_a_rung_that_failed_early_found(monkeypatch):
+    """A rung with 4 of its 12 seeds, one below the line: the sentence counts the seeds there, those with a sink and
+    names the weakest with its share; a complete rung (the null) gives nothing to say."""
+    from types import SimpleNamespace as NS
+    from companion.book.chapters import sink_search
+
+    heads = [(10, 0.3), (3, 0.6), (8, 0.2), (1, 0.7)]
+    monkeypatch.setattr(sink_search.decisive, "rung_records", lambda *a, **k: [
+        NS(config=NS(seed=s, method="goat"), readouts={"sink_curve": {"head_mean_p0": [0.01, v]}}) for s, v in heads]
+        + [None] * 8)
+    row = {"experiment": "passkey-lm", "factor": 32, "steps": 16000, "found": 4, "total": 12, "value": 0.2}
+    said = sink_search._early([row])
+    assert said == ("; at 32× (16,000 updates) the 4 seeds of the groups weakest at the rung before were trained "
+                    "first, 2 of them have a sink, and seed 8 gives key 0 only 0.20, so that rung fails without its "
+                    "other 8")
+    assert sink_search._early([dict(row, found=12)]) == "" == sink_search._early([dict(row, value=None)])

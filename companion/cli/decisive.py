@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from companion.cli.training import train_missing
 from companion.cli.values import fail, folder, positive_int
-from companion.experiments.decisive import SEARCHES, first_holding, rung_configs
+from companion.experiments.decisive import SEARCHES, first_holding, rung_configs, weakest_first
 from companion.paths import decisive_root
 from companion.store import RunStore
 
@@ -27,7 +27,8 @@ def _line(claim: str, row: dict) -> str:
     search = SEARCHES[claim]
     value = "—" if row["value"] is None else f"{row['value']:.2f}"
     return (f"{_rung(claim, row)} ({row['steps']} updates): {row['found']} of {row['total']} runs; "
-            f"{search.precondition} {value}{' (holds)' if row['holds'] else ''}")
+            f"{search.precondition} {value}{' (holds)' if row['holds'] else ''}"
+            f"{' (fails: a run below the line, the rest not made)' if row['value'] is not None and row['found'] < row['total'] else ''}")
 
 
 def _cmd_decisive(args) -> int:
@@ -41,16 +42,19 @@ def _cmd_decisive(args) -> int:
         while True:
             tried, found = first_holding(claim, store.load)
             last = tried[-1]
-            if args.status or found is not None or last["found"] == last["total"]:
+            ended = last["found"] == last["total"] or last["value"] is not None  # complete, or failed early
+            if args.status or found is not None or ended:
                 for row in tried:
                     print(_line(claim, row))
-                if found is None and not args.status and last["found"] == last["total"]:
+                if found is None and not args.status and ended:
                     rungs = ", ".join(f"{e} {f}×" for e, f in SEARCHES[claim].rungs)
                     print(f"{claim}: no rung ({rungs} the ci updates) meets {SEARCHES[claim].precondition}; "
                           "the claim stays inconclusive.")
                 break
             print(f"{_rung(claim, last)}: making {last['total'] - last['found']} of {last['total']} runs", flush=True)
             cfgs = rung_configs(claim, last["factor"], last["experiment"], compare=last["holds"])
+            if SEARCHES[claim].falls and not last["holds"]:
+                cfgs = weakest_first(claim, tried, cfgs, store.load)
             code = train_missing("decisive", cfgs, store, args.jobs)
             if code:
                 return code

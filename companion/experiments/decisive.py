@@ -25,8 +25,12 @@ rung holds, the claim stays inconclusive and the chapter says which budgets were
   updates of GOAT's character models (4 and 16 times the `ci` 400; seeds 0-2, one group) until every seed has
   such a head; none grew one, so it goes on to another setting (`then`): the sink control `passkey-lm`
   (`companion.experiments.sink_control`, a task whose queries mostly have nothing to read) at 1, 4 and 16 times
-  its own `ci` 500 updates, seeds 0-11 (`SINK_SEEDS`). S3-22's search tries the sink control's rungs with the
-  same GOAT runs and trains RoPE and ALiBi, which it compares (`compare`), only at the rung where GOAT's sink holds.
+  its own `ci` 500 updates, seeds 0-11 (`SINK_SEEDS`), then 32 times (added after 16 times, where 8 of the 12
+  seeds had a sink and a power law through the weakest seeds put half at about 38 times). A sink in every
+  seed is a smallest over seeds, so a rung fails as soon as one seed has none (`falls`), and `companion decisive`
+  trains a rung's groups of seeds weakest-first at the rung before, one at a time. S3-22's search tries the sink
+  control's rungs with the same GOAT runs and trains RoPE and ALiBi, which it compares (`compare`), only at the rung
+  where GOAT's sink holds.
 
 A search tries `factors` of its own experiment first, then each (experiment, factor) of `then`: a rung is an
 (experiment, factor) pair, and `rung_configs` takes both (the experiment defaults to the search's own).
@@ -41,7 +45,7 @@ from companion.config import RunConfig, apply_overrides
 from companion.experiments import get_experiment
 
 __all__ = ["Search", "SEARCHES", "SINK_SEEDS", "FIT", "rung_configs", "rung_overrides", "fit_share", "fitted", "sink_share",
-           "best_mean", "first_holding"]
+           "best_mean", "first_holding", "weakest_first"]
 
 FIT = 0.99  # a run fits the seen set at this seen accuracy (Chapter 3's FIT)
 
@@ -71,6 +75,8 @@ class Search:
     then_seeds: tuple[int, ...] = ()  # the seeds of the `then` rungs (empty: `seeds`)
     compare: tuple[str, ...] = ()  # methods the claim compares and the precondition does not read: trained only
     #                                at the rung where the precondition holds
+    falls: bool = False  # the precondition's value is a smallest over runs, so it can only fall as runs are added: a
+    #                      rung whose stored runs already fall below the threshold fails without the rest of them
 
     def seeds_of(self, experiment: str) -> tuple[int, ...]:
         """The seeds a rung of `experiment` trains: `seeds` on the search's own, `then_seeds` (if any) on the others."""
@@ -118,9 +124,10 @@ SEARCHES: dict[str, Search] = {
                     "a-method-learns", 0.05,
                     value=best_mean),
     "S3-04": Search("S3-04", "charlm", ("goat",), (0, 1, 2), (4, 16), "goat-has-sink", 0.5, value=sink_share,
-                    then=(("passkey-lm", 1), ("passkey-lm", 4), ("passkey-lm", 16)), then_seeds=SINK_SEEDS),
-    "S3-22": Search("S3-22", "passkey-lm", ("goat",), SINK_SEEDS, (1, 4, 16), "goat-has-sink", 0.5, value=sink_share,
-                    compare=("rope", "alibi")),
+                    then=(("passkey-lm", 1), ("passkey-lm", 4), ("passkey-lm", 16), ("passkey-lm", 32)),
+                    then_seeds=SINK_SEEDS, falls=True),
+    "S3-22": Search("S3-22", "passkey-lm", ("goat",), SINK_SEEDS, (1, 4, 16, 32), "goat-has-sink", 0.5,
+                    value=sink_share, compare=("rope", "alibi"), falls=True),
 }
 
 
@@ -149,17 +156,22 @@ def first_holding(claim: str, load: Callable[[RunConfig], object | None]) -> tup
     """The rungs tried, in order, as {experiment, factor, steps, found, total, value, holds}, up to the first
     whose precondition holds (its factor second, its experiment in its row; None when none does or a rung is
     incomplete). A rung's precondition reads the search's `methods`; where it holds, the rung also needs its
-    `compare` methods (counted in found and total; the factor is None until they are there). `load(cfg)` gives a
-    stored record or None."""
+    `compare` methods (counted in found and total; the factor is None until they are there). A search whose
+    precondition `falls` has failed a rung as soon as the runs stored there fall below the threshold: that row's
+    value is theirs, found < total, and the search goes on to the next rung. `load(cfg)` gives a stored record
+    or None."""
     search, tried = SEARCHES[claim], []
     for experiment, factor in search.rungs:
         full = rung_configs(claim, factor, experiment)
         cfgs = [c for c in full if c.method in search.methods]
         found = [r for r in (load(c) for c in cfgs) if r is not None]
+        failed = search.falls and 0 < len(found) < len(cfgs) and not search.holds(found)
         row = {"experiment": experiment, "factor": factor, "steps": cfgs[0].train.steps, "found": len(found),
-               "total": len(cfgs), "value": search.value(found) if len(found) == len(cfgs) else None,
+               "total": len(cfgs), "value": search.value(found) if len(found) == len(cfgs) or failed else None,
                "holds": False}
         tried.append(row)
+        if failed:
+            continue
         if len(found) < len(cfgs):
             return tried, None
         if search.holds(found):
@@ -167,3 +179,26 @@ def first_holding(claim: str, load: Callable[[RunConfig], object | None]) -> tup
             row.update(holds=True, found=stored, total=len(full))
             return tried, factor if stored == len(full) else None
     return tried, None
+
+
+def weakest_first(claim: str, tried: list[dict], cfgs: Sequence[RunConfig],
+                  load: Callable[[RunConfig], object | None]) -> list[RunConfig]:
+    """The next group to train of a rung of a search whose precondition `falls` (`tried[-1]`, `cfgs` its configs):
+    of the groups with missing runs (a group is the block of `stack` seeds that train together,
+    `companion.runs.group_configs`), the one holding the seed weakest at the rung before on the same experiment (the
+    precondition's value on that seed's run alone; seeds not there count last). Where one seed fails the
+    precondition the whole rung has failed, so the rung's other groups are not trained."""
+    missing = [c for c in cfgs if load(c) is None]
+    before = [r for r in tried[:-1] if r["experiment"] == tried[-1]["experiment"]]
+    value: dict[tuple[str, int], float] = {}
+    if before:
+        search = SEARCHES[claim]
+        for c in rung_configs(claim, before[-1]["factor"], before[-1]["experiment"], compare=False):
+            record = load(c)
+            if record is not None:
+                value[(c.method, c.seed)] = search.value([record])
+    groups: dict[tuple[str, int], list[RunConfig]] = {}
+    for c in missing:
+        groups.setdefault((c.method, c.seed // max(c.stack, 1)), []).append(c)
+    order = sorted(groups.values(), key=lambda g: min(value.get((c.method, c.seed), float("inf")) for c in g))
+    return order[0] if order else []

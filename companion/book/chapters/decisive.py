@@ -14,7 +14,7 @@ from companion.experiments.decisive import SEARCHES, first_holding, rung_configs
 from companion.paths import decisive_root
 from companion.store import RunStore
 
-__all__ = ["rungs", "rung_records", "decided", "needed_factor", "search_words"]
+__all__ = ["rungs", "rung_records", "decided", "needed_factor", "search_words", "failed_early"]
 
 
 def _store(store: RunStore | None) -> RunStore:
@@ -68,15 +68,21 @@ def _all_rows(search) -> list[dict]:
     return [{"experiment": e, "factor": f} for e, f in search.rungs]
 
 
+def failed_early(row: dict) -> bool:
+    """Whether a rung of `first_holding` failed before all its runs were made (a precondition that `falls`)."""
+    return row["value"] is not None and row["found"] < row["total"]
+
+
 def needed_factor(claim: str, threshold: float, store: RunStore | None = None, experiment: str | None = None
                   ) -> float | None:
     """Where a search that found nothing would hold by the trend of its rungs: the multiple of the `ci` updates at
     which a power law through its rungs' precondition values on `experiment` (None: the search's own; least
     squares of log value on log factor) reaches `threshold`; None while a rung's records are missing, with fewer
-    than two rungs, a value that is not positive, or no growth."""
+    than two rungs, a value that is not positive, or no growth. A rung that failed early (`failed_early`) is left
+    out: its value is the smallest over the runs it has, not over all of them."""
     tried, _, _ = rungs(claim, store)
     experiment = SEARCHES[claim].experiment if experiment is None else experiment
-    done = [(r["factor"], r["value"]) for r in tried if r["experiment"] == experiment]
+    done = [(r["factor"], r["value"]) for r in tried if r["experiment"] == experiment and not failed_early(r)]
     if len(done) < 2 or any(v is None or v <= 0 for _, v in done):
         return None
     x, y = np.log([f for f, _ in done]), np.log([v for _, v in done])

@@ -1,7 +1,7 @@
 """Where S3-04 and S3-22 are decided when the char-LM control has no sink: the decisive searches of
 `companion.experiments.decisive`. S3-04's tries GOAT's character models at 4 and 16 times their updates, then the
 sink control (`passkey-lm`, `companion.experiments.sink_control`: passkey sequences read as a language model, whose
-queries mostly have nothing to read) at 1, 4 and 16 times its own; S3-22's reads the same GOAT runs there and
+queries mostly have nothing to read) at 1, 4, 16 and 32 times its own; S3-22's reads the same GOAT runs there and
 trains RoPE and ALiBi only at a rung where GOAT's sink holds. Each claim is decided, by its own rule, on the first rung where every GOAT seed has a
 head putting half its attention on key 0. Nothing here trains: the records are `companion decisive`'s in
 `results/decisive`.
@@ -27,13 +27,13 @@ __all__ = ["control", "control_table", "spread", "sink_search"]
 
 def control() -> dict | None:
     """The sink control at the rung where S3-04's search holds or, where it holds nowhere, at the last of its rungs
-    tried: GOAT's runs there and, once S3-22's search has them at a holding rung, RoPE's and ALiBi's. {"factor",
+    with all its runs (not one that failed early): GOAT's runs there and, once S3-22's search has them at a holding rung, RoPE's and ALiBi's. {"factor",
     "steps", "holds", "sink" (the precondition's value: the weakest seed's sink head), "sinks" (how many seeds have
     one), "curves" (`sink_curves` per method), "heads"
     (`sink_heads`), "key" (per method, each seed's share of the key's digits copied)}; None before any rung of the
     sink control is complete."""
     tried, factor, records = decisive.rungs("S3-04")
-    done = [r for r in tried if r["experiment"] == "passkey-lm" and r["value"] is not None]
+    done = [r for r in tried if r["experiment"] == "passkey-lm" and r["found"] == r["total"]]
     if not done:
         return None
     row = done[-1]
@@ -87,16 +87,42 @@ def _trend(tried: list[dict]) -> str:
     return f"; a power law through its rungs would reach half at about {at} its updates"
 
 
+def _early(rows: list[dict]) -> str:
+    """What a rung that failed early found (`decisive.failed_early`: its groups of seeds trained weakest-first at the
+    rung before, stopped at the first group where one has no sink): how many seeds, how many with a sink, the weakest;
+    "" without such a rung."""
+    failed = [r for r in rows if decisive.failed_early(r)]
+    if not failed:
+        return ""
+    row, line = failed[-1], requirement_threshold("S3-04", "goat-has-sink")
+    heads = {r.config.seed: max(r.readouts[SINK_CURVE]["head_mean_p0"])
+             for r in decisive.rung_records("S3-04", row["factor"], "passkey-lm")
+             if r is not None and r.config.method == "goat"}
+    weakest = min(heads, key=heads.get)
+    complete = [r for r in rows if r["found"] == r["total"] and r["factor"] < row["factor"]]
+    was = ""
+    if complete:
+        before = {r.config.seed: max(r.readouts[SINK_CURVE]["head_mean_p0"])
+                  for r in decisive.rung_records("S3-04", complete[-1]["factor"], "passkey-lm")
+                  if r is not None and r.config.method == "goat"}
+        was = f" ({before[weakest]:.2f} at {complete[-1]['factor']}×)" if weakest in before else ""
+    return (f"; at {row['factor']}× ({row['steps']:,} updates) the {len(heads)} seeds of the groups weakest at the rung "
+            f"before were trained first, {(n := sum(v >= line for v in heads.values()))} of them {'has' if n == 1 else 'have'} a "
+            f"sink, and seed {weakest} gives "
+            f"key 0 only {heads[weakest]:.2f}{was}, so that rung fails without its other {row['total'] - len(heads)}")
+
+
 def _turnover(rows: list[dict]) -> str:
     """How the seeds moved between the sink control's last two rungs: how many grew a sink (a last-layer head with at
     least the line's share on key 0) and how many lost the one they had, with the largest loss; "" with fewer than
     two complete rungs. A trend through the weakest seed promises a budget only if the seeds rise together."""
-    done = [r for r in rows if r["value"] is not None]
+    done = [r for r in rows if r["found"] == r["total"]]
     if len(done) < 2:
         return ""
     line = requirement_threshold("S3-04", "goat-has-sink")
     (a, b) = ({r.config.seed: max(r.readouts[SINK_CURVE]["head_mean_p0"])
-               for r in decisive.rung_records("S3-04", row["factor"], "passkey-lm") if r.config.method == "goat"}
+               for r in decisive.rung_records("S3-04", row["factor"], "passkey-lm")
+               if r is not None and r.config.method == "goat"}
               for row in done[-2:])
     grew = sum(a[s] < line <= b[s] for s in a)
     lost = sorted((b[s] - a[s], a[s], b[s]) for s in a if b[s] < line <= a[s])
@@ -148,7 +174,7 @@ def sink_search(d: Decision, profile: str, found: Mapping | None) -> dict[str, s
                                      "inconclusive for now")
         else:
             out["ch7_sc_outcome"] = (f"no rung tried ({rungs_} its updates) gives every seed one, so S3-04 and S3-22 "
-                                     "stay inconclusive" + _trend(tried) + _turnover(rows))
+                                     "stay inconclusive" + _early(rows) + _trend(tried) + _turnover(rows))
         return out | {k: "—" for k in names if k not in out}
     where = f"the sink control (passkey sequences read as a language model) at {found['factor']}× its updates " \
             f"({found['steps']:,}); share shed " + ", ".join(f"{label(m)} {v:+.3f}" for m, v in shares.items())
