@@ -339,8 +339,8 @@ StorageLoc=slurm_acct_db
         while time.monotonic() - quiet_since < settle:
             table = _process_table()
             node = {pid for pid, (_, env, cmd) in table.items()
-                    if (env.get(MARK) == str(self.root) and (pid == slurmd or _program(cmd) in ("slurmd", "slurmstepd")))
-                    or self._job_of(env)}
+                    if (env.get(MARK) == str(self.root)
+                        and (pid == slurmd or _program(cmd) in ("slurmd", "slurmstepd"))) or self._job_of(env)}
             found = {pid for pid in table if pid in node or _has_ancestor(pid, node, table)} - doomed
             for pid in found:
                 _signal(pid, signal.SIGKILL)

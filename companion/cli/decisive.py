@@ -26,9 +26,10 @@ def _rung(claim: str, row: dict) -> str:
 def _line(claim: str, row: dict) -> str:
     search = SEARCHES[claim]
     value = "—" if row["value"] is None else f"{row['value']:.2f}"
+    early = row["value"] is not None and row["found"] < row["total"]  # a precondition that `falls`, failed early
     return (f"{_rung(claim, row)} ({row['steps']} updates): {row['found']} of {row['total']} runs; "
             f"{search.precondition} {value}{' (holds)' if row['holds'] else ''}"
-            f"{' (fails: a run below the line, the rest not made)' if row['value'] is not None and row['found'] < row['total'] else ''}")
+            f"{' (fails: a run below the line, the rest not made)' if early else ''}")
 
 
 def _cmd_decisive(args) -> int:

@@ -27,11 +27,11 @@ __all__ = ["control", "control_table", "spread", "sink_search"]
 
 def control() -> dict | None:
     """The sink control at the rung where S3-04's search holds or, where it holds nowhere, at the last of its rungs
-    with all its runs (not one that failed early): GOAT's runs there and, once S3-22's search has them at a holding rung, RoPE's and ALiBi's. {"factor",
-    "steps", "holds", "sink" (the precondition's value: the weakest seed's sink head), "sinks" (how many seeds have
-    one), "curves" (`sink_curves` per method), "heads"
-    (`sink_heads`), "key" (per method, each seed's share of the key's digits copied)}; None before any rung of the
-    sink control is complete."""
+    with all its runs (not one that failed early): GOAT's runs there and, once S3-22's search has them at a holding
+    rung, RoPE's and ALiBi's. {"factor", "steps", "holds", "sink" (the precondition's value: the weakest seed's sink
+    head), "sinks" (how many seeds have one), "curves" (`sink_curves` per method), "heads" (`sink_heads`), "key"
+    (per method, each seed's share of the key's digits copied)}; None before any rung of the sink control is
+    complete."""
     tried, factor, records = decisive.rungs("S3-04")
     done = [r for r in tried if r["experiment"] == "passkey-lm" and r["found"] == r["total"]]
     if not done:
@@ -87,29 +87,31 @@ def _trend(tried: list[dict]) -> str:
     return f"; a power law through its rungs would reach half at about {at} its updates"
 
 
+def _seed_heads(factor: int) -> dict[int, float]:
+    """{seed: its most sink-like last-layer head's mean attention on key 0} of GOAT's stored runs on the sink control
+    at `factor` times its updates."""
+    return {r.config.seed: max(r.readouts[SINK_CURVE]["head_mean_p0"])
+            for r in decisive.rung_records("S3-04", factor, "passkey-lm")
+            if r is not None and r.config.method == "goat"}
+
+
 def _early(rows: list[dict]) -> str:
     """What a rung that failed early found (`decisive.failed_early`: its groups of seeds trained weakest-first at the
-    rung before, stopped at the first group where one has no sink): how many seeds, how many with a sink, the weakest;
-    "" without such a rung."""
+    rung before, stopped at the first group where one has no sink): how many seeds, how many with a sink, the
+    weakest (and its head at the last complete rung before); "" without such a rung."""
     failed = [r for r in rows if decisive.failed_early(r)]
     if not failed:
         return ""
     row, line = failed[-1], requirement_threshold("S3-04", "goat-has-sink")
-    heads = {r.config.seed: max(r.readouts[SINK_CURVE]["head_mean_p0"])
-             for r in decisive.rung_records("S3-04", row["factor"], "passkey-lm")
-             if r is not None and r.config.method == "goat"}
-    weakest = min(heads, key=heads.get)
+    heads = _seed_heads(row["factor"])
+    weakest, n = min(heads, key=heads.get), sum(v >= line for v in heads.values())
     complete = [r for r in rows if r["found"] == r["total"] and r["factor"] < row["factor"]]
-    was = ""
-    if complete:
-        before = {r.config.seed: max(r.readouts[SINK_CURVE]["head_mean_p0"])
-                  for r in decisive.rung_records("S3-04", complete[-1]["factor"], "passkey-lm")
-                  if r is not None and r.config.method == "goat"}
-        was = f" ({before[weakest]:.2f} at {complete[-1]['factor']}×)" if weakest in before else ""
-    return (f"; at {row['factor']}× ({row['steps']:,} updates) the {len(heads)} seeds of the groups weakest at the rung "
-            f"before were trained first, {(n := sum(v >= line for v in heads.values()))} of them {'has' if n == 1 else 'have'} a "
-            f"sink, and seed {weakest} gives "
-            f"key 0 only {heads[weakest]:.2f}{was}, so that rung fails without its other {row['total'] - len(heads)}")
+    before = _seed_heads(complete[-1]["factor"]) if complete else {}
+    was = f" ({before[weakest]:.2f} at {complete[-1]['factor']}×)" if weakest in before else ""
+    return (f"; at {row['factor']}× ({row['steps']:,} updates) the {len(heads)} seeds of the groups weakest at the "
+            f"rung before were trained first, {n} of them {'has' if n == 1 else 'have'} a sink, and seed {weakest} "
+            f"gives key 0 only {heads[weakest]:.2f}{was}, so that rung fails without its other "
+            f"{row['total'] - len(heads)}")
 
 
 def _turnover(rows: list[dict]) -> str:
@@ -120,18 +122,16 @@ def _turnover(rows: list[dict]) -> str:
     if len(done) < 2:
         return ""
     line = requirement_threshold("S3-04", "goat-has-sink")
-    (a, b) = ({r.config.seed: max(r.readouts[SINK_CURVE]["head_mean_p0"])
-               for r in decisive.rung_records("S3-04", row["factor"], "passkey-lm")
-               if r is not None and r.config.method == "goat"}
-              for row in done[-2:])
+    a, b = (_seed_heads(row["factor"]) for row in done[-2:])
     grew = sum(a[s] < line <= b[s] for s in a)
     lost = sorted((b[s] - a[s], a[s], b[s]) for s in a if b[s] < line <= a[s])
     was = f"{done[-2]['factor']}× to {done[-1]['factor']}×"
     if not lost:
         return f"; from {was} {grew} seed{'s' * (grew != 1)} grew a sink and none lost one"
     _, before, after = lost[0]
+    largest = ", the largest loss" * (len(lost) > 1)
     return (f", but the seeds do not rise together: from {was} {grew} grew a sink and {len(lost)} lost the one "
-            f"{'it' if len(lost) == 1 else 'they'} had ({before:.2f} → {after:.2f}{', the largest loss' * (len(lost) > 1)}), "
+            f"{'it' if len(lost) == 1 else 'they'} had ({before:.2f} → {after:.2f}{largest}), "
             "so that trend is no promise of a budget")
 
 
