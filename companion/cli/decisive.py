@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from companion.cli.training import train_missing
 from companion.cli.values import fail, folder, positive_int
-from companion.experiments.decisive import SEARCHES, first_holding, rung_configs, weakest_first
+from companion.experiments.decisive import SEARCHES, failed_early, first_holding, rung_configs, weakest_first
 from companion.paths import decisive_root
 from companion.store import RunStore
 
@@ -26,10 +26,9 @@ def _rung(claim: str, row: dict) -> str:
 def _line(claim: str, row: dict) -> str:
     search = SEARCHES[claim]
     value = "—" if row["value"] is None else f"{row['value']:.2f}"
-    early = row["value"] is not None and row["found"] < row["total"]  # a precondition that `falls`, failed early
     return (f"{_rung(claim, row)} ({row['steps']} updates): {row['found']} of {row['total']} runs; "
             f"{search.precondition} {value}{' (holds)' if row['holds'] else ''}"
-            f"{' (fails: a run below the line, the rest not made)' if early else ''}")
+            f"{' (fails: a run below the line, the rest not made)' if failed_early(row) else ''}")
 
 
 def _cmd_decisive(args) -> int:
@@ -43,7 +42,7 @@ def _cmd_decisive(args) -> int:
         while True:
             tried, found = first_holding(claim, store.load)
             last = tried[-1]
-            ended = last["found"] == last["total"] or last["value"] is not None  # complete, or failed early
+            ended = last["found"] == last["total"] or failed_early(last)
             if args.status or found is not None or ended:
                 for row in tried:
                     print(_line(claim, row))

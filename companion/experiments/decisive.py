@@ -43,9 +43,10 @@ from typing import Callable, Sequence
 
 from companion.config import RunConfig, apply_overrides
 from companion.experiments import get_experiment
+from companion.runs import group_configs
 
 __all__ = ["Search", "SEARCHES", "SINK_SEEDS", "FIT", "rung_configs", "rung_overrides", "fit_share", "fitted", "sink_share",
-           "best_mean", "first_holding", "weakest_first"]
+           "best_mean", "first_holding", "failed_early", "weakest_first"]
 
 FIT = 0.99  # a run fits the seen set at this seen accuracy (Chapter 3's FIT)
 
@@ -181,6 +182,11 @@ def first_holding(claim: str, load: Callable[[RunConfig], object | None]) -> tup
     return tried, None
 
 
+def failed_early(row: dict) -> bool:
+    """Whether a rung of `first_holding` failed before all its runs were made (a precondition that `falls`)."""
+    return row["value"] is not None and row["found"] < row["total"]
+
+
 def weakest_first(claim: str, tried: list[dict], cfgs: Sequence[RunConfig],
                   load: Callable[[RunConfig], object | None]) -> list[RunConfig]:
     """The next group to train of a rung of a search whose precondition `falls` (`tried[-1]`, `cfgs` its configs):
@@ -199,6 +205,6 @@ def weakest_first(claim: str, tried: list[dict], cfgs: Sequence[RunConfig],
                 value[(c.method, c.seed)] = search.value([record])
     groups: dict[tuple[str, int], list[RunConfig]] = {}
     for c in missing:
-        groups.setdefault((c.method, c.seed // max(c.stack, 1)), []).append(c)
+        groups.setdefault((c.method, group_configs(c)[0].seed), []).append(c)
     order = sorted(groups.values(), key=lambda g: min(value.get((c.method, c.seed), float("inf")) for c in g))
     return order[0] if order else []

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from companion.experiments.decisive import SEARCHES, first_holding, rung_configs
+from companion.experiments.decisive import SEARCHES, failed_early, first_holding, rung_configs
 from companion.paths import decisive_root
 from companion.store import RunStore
 
@@ -66,11 +66,6 @@ def _listed(search, rows: list[dict], suffix: bool) -> str:
 
 def _all_rows(search) -> list[dict]:
     return [{"experiment": e, "factor": f} for e, f in search.rungs]
-
-
-def failed_early(row: dict) -> bool:
-    """Whether a rung of `first_holding` failed before all its runs were made (a precondition that `falls`)."""
-    return row["value"] is not None and row["found"] < row["total"]
 
 
 def needed_factor(claim: str, threshold: float, store: RunStore | None = None, experiment: str | None = None
