@@ -1,8 +1,9 @@
 """Sweeps: seeds × methods of an experiment (or every cell of a grid), running only what the store lacks.
 
-`ensure_runs`, `ensure_many` and `ensure_grid` are what chapters call: they load every stored run
-and run the missing ones through an executor (`companion.executors`), so a rerun with the same code
-and settings costs seconds and a killed sweep resumes where it stopped. `companion sweep` and
+`ensure_runs`, `ensure_many` and `ensure_grid` are what the commands that train call (`companion
+sweep`, `chapters`, `reproduce`): they load every stored run and run the missing ones through an
+executor (`companion.executors`), so a rerun with the same code and settings costs seconds and a
+killed sweep resumes where it stopped. Chapters read through `companion.reading`, which never trains. `companion sweep` and
 `companion list` (`companion.cli.runs`) are the same functions on the command line. Planning (`plan`,
 `plan_grid`, the run-count limit) lives in `companion.experiments.plan` and is re-exported here.
 """
@@ -10,7 +11,6 @@ and settings costs seconds and a killed sweep resumes where it stopped. `compani
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from typing import Hashable, Iterable, Sequence
 
 from companion.config import RunConfig
@@ -21,38 +21,7 @@ from companion.identity import run_id
 from companion.runs import Record
 from companion.store import RunStore
 
-__all__ = ["parse_seeds", "plan", "plan_grid", "max_runs", "MAX_RUNS", "run_missing", "ensure_runs", "ensure_many", "ensure_grid",
-           "MissingRuns", "stored_record", "DEVICES"]
-
-# Where a run may have been made. A record read back without training (`train=False`: committed
-# `paper` records made on a GPU) is found under any of them; a run to be trained here is the exact
-# config (its device is part of its identity: another device rounds otherwise).
-DEVICES = ("cpu", "cuda", "mps")
-
-class MissingRuns(RuntimeError):
-    """Runs asked for without training (`train=False`) are not in the store: `found` of `total` exist."""
-
-    def __init__(self, message: str, found: int, total: int, missing: list[RunConfig]):
-        super().__init__(message)
-        self.found, self.total, self.missing = found, total, missing
-
-    def _render_traceback_(self) -> list[str]:  # IPython (a chapter's cell): the one line, not the frames
-        return [f"{type(self).__name__}: {self}"]
-
-
-def stored_record(store: RunStore, cfg: RunConfig, any_device: bool = False) -> Record | None:
-    """The stored record of `cfg`, or None; with `any_device`, the record of the same config made on
-    any of `DEVICES` (the config's own device first)."""
-    record = store.load(cfg)
-    if record is not None or not any_device:
-        return record
-    for device in DEVICES:
-        if device != cfg.device:
-            record = store.load(replace(cfg, device=device))
-            if record is not None:
-                return record
-    return None
-
+__all__ = ["parse_seeds", "plan", "plan_grid", "max_runs", "MAX_RUNS", "run_missing", "ensure_runs", "ensure_many", "ensure_grid"]
 
 def parse_seeds(text: str) -> list[int]:
     """"0-4" → [0, 1, 2, 3, 4]; "0,2,5" and "0-2,7" work too; duplicates are dropped, order kept."""
@@ -74,24 +43,12 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def run_missing(cfgs: list[RunConfig], store: RunStore, executor: str, progress: bool,
-                options: dict, weights: bool = False, train: bool = True) -> tuple[list[Record], int]:
+                options: dict, weights: bool = False) -> tuple[list[Record], int]:
     """Run the configs the store lacks (each distinct run once) and return (a record per config, how
     many ran). Before any run starts, the store must be writable (else StoreError, nothing trained),
     and the temporary files of killed writes are removed (`RunStore.remove_stale_temporaries`).
-    Raises RuntimeError listing the runs that failed; the others are stored. With `train=False`
-    nothing runs: records are looked up on any device (`stored_record`) and `MissingRuns` says how
-    many of them exist when some do not."""
-    if not train:
-        records = [stored_record(store, c, any_device=True) for c in cfgs]
-        missing = [c for c, r in zip(cfgs, records) if r is None]
-        if missing:
-            found = len(cfgs) - len(missing)
-            names = sorted({f"{c.experiment}/{c.method}" for c in missing})
-            raise MissingRuns(f"{len(missing)} of {len(cfgs)} runs are not in {store.root} ({found} found; missing: "
-                              f"{', '.join(names[:6])}{' …' if len(names) > 6 else ''}); make them with `companion "
-                              f"paper CHAPTER` on a GPU or `companion sweep`, or allow training (a chapter's -p train True).",
-                              found, len(cfgs), missing)
-        return records, 0
+    Raises RuntimeError listing the runs that failed; the others are stored. (To read without
+    training: `companion.reading`.)"""
     missing, seen = [], set()
     for cfg in cfgs:
         rid = run_id(cfg)
@@ -118,7 +75,7 @@ def run_missing(cfgs: list[RunConfig], store: RunStore, executor: str, progress:
 def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = range(5),
                 methods: Sequence[str] | None = None, store: RunStore | str | os.PathLike | None = None,
                 jobs: int | None = None, *, overrides: Sequence[str] = (), executor: str = "local",
-                progress: bool = False, weights: bool = False, train: bool = True,
+                progress: bool = False, weights: bool = False,
                 **executor_options) -> list[Record]:
     """Records of `experiment` for methods × seeds: loaded when stored, run (in parallel) when missing.
 
@@ -133,8 +90,6 @@ def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = ran
         progress: show a tqdm bar over runs.
         weights: also require each run's trained weights (`RunStore.load_model`); a stored record
             without them is rerun (same config and code: the same record).
-        train: False reads stored records only (made on any device) and raises `MissingRuns` when
-            some are absent: how a chapter reads committed `paper` records.
 
     Returns:
         One `Record` per (method, seed), method-major.
@@ -143,31 +98,28 @@ def ensure_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = ran
         ValueError: unknown experiment, profile or method, or a bad override.
         companion.store.StoreError: runs are missing and the store cannot be written (nothing was trained).
         RuntimeError: some runs failed (the others are stored).
-        companion.sweep.MissingRuns: with `train=False`, some runs are not stored.
     """
     store = store if isinstance(store, RunStore) else RunStore(store, profile=profile)
     if executor == "local":
         executor_options.setdefault("jobs", jobs)
     records, _ = run_missing(plan(experiment, profile, seeds, methods, overrides), store, executor, progress,
-                             executor_options, weights, train)
+                             executor_options, weights)
     return records
 
 
 def ensure_many(requests: Sequence[Request], profile: str = "ci", seeds: Iterable[int] = range(5),
                 store: RunStore | str | os.PathLike | None = None, jobs: int | None = None, *,
-                executor: str = "local", progress: bool = False, weights: bool = False, train: bool = True,
+                executor: str = "local", progress: bool = False, weights: bool = False,
                 **executor_options) -> list[list[Record]]:
     """`ensure_runs` for several requests at once: one executor runs every missing config of all of
     them (one worker pool, no idle workers between blocks); returns one record list per request.
-    A config that appears in several requests runs once. `train=False`: read only (`MissingRuns`
-    counts over all the requests)."""
+    A config that appears in several requests runs once."""
     seeds = list(seeds)
     store = store if isinstance(store, RunStore) else RunStore(store, profile=profile)
     if executor == "local":
         executor_options.setdefault("jobs", jobs)
     blocks = [plan(r.experiment, profile, seeds, r.methods, r.overrides) for r in requests]
-    records, _ = run_missing([c for b in blocks for c in b], store, executor, progress, executor_options, weights,
-                             train)
+    records, _ = run_missing([c for b in blocks for c in b], store, executor, progress, executor_options, weights)
     out, start = [], 0
     for b in blocks:
         out.append(records[start:start + len(b)])
@@ -177,11 +129,11 @@ def ensure_many(requests: Sequence[Request], profile: str = "ci", seeds: Iterabl
 
 def ensure_grid(grid: str, profile: str = "ci", seeds: Iterable[int] = range(5),
                 store: RunStore | str | os.PathLike | None = None, jobs: int | None = None, *,
-                executor: str = "local", progress: bool = False, weights: bool = False, train: bool = True,
+                executor: str = "local", progress: bool = False, weights: bool = False,
                 **executor_options) -> dict[Hashable, list[Record]]:
     """Records of every cell of the named grid (`companion.experiments.GRIDS`), run when missing in one
     executor: {cell key: [Record, method-major]}."""
     cells = get_grid(grid).cells(profile)
     blocks = ensure_many(list(cells.values()), profile, seeds, store, jobs, executor=executor,
-                         progress=progress, weights=weights, train=train, **executor_options)
+                         progress=progress, weights=weights, **executor_options)
     return dict(zip(cells, blocks))

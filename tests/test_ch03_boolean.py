@@ -188,7 +188,7 @@ def _record(task: str, method: str, seed: int, **extra) -> SimpleNamespace:
 def loaded():
     grid = {fn: [_record(fn, m, s) for m in METHODS for s in range(3)] for fn in FUNCTIONS}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ch, "ensure_grid", lambda name, profile, seeds, jobs=None, store=None, train=True:
+        mp.setattr(ch, "read_grid", lambda name, profile, seeds, store=None:
                    grid if name == "gotu" else {})
         runs = ch.load("ci", range(3))
     return runs["gotu"], ch.frame_of(runs["gotu"])
@@ -199,12 +199,12 @@ def _seeds(block) -> set:
 
 
 def test_load_reads_the_gotu_grid_at_the_seeds_given_and_the_symmetry_grid_at_its_own():
-    runs = ch.load("ci", [1], train=False)  # the committed store
+    runs = ch.load("ci", [1])  # the committed store
     assert (runs.profile, runs.seeds, list(runs.blocks)) == ("ci", (1,), ["gotu", "symmetry"])
     assert list(runs["gotu"]) == list(FUNCTIONS)[:len(runs["gotu"])] and _seeds(runs["gotu"]) == {1}
     assert all(r.config.experiment == f"gotu-{fn}" for fn, records in runs["gotu"].items() for r in records)
     assert _seeds(runs["symmetry"]) == set(ch.SYMMETRY_SEEDS)
-    own = ch.load("ci", [1], symmetry_seeds=[3], train=False)["symmetry"]
+    own = ch.load("ci", [1], symmetry_seeds=[3])["symmetry"]
     assert list(own) == list(runs["symmetry"]) and _seeds(own) == {3}
     with pytest.raises(ValueError):
         ch.load("ci", [])  # no seeds: the notebook's parameter check, before anything is fetched
@@ -625,8 +625,8 @@ def test_claims_decides_every_claim_of_the_chapter_as_the_notebook_does(monkeypa
     from companion.book.claims import load_ledger
 
     grids = {"gotu": _claims_grid(), "symmetry": _symmetry_grid()}
-    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: grids[name])
-    results = claims(ch, "ci", [0, 1, 2], jobs=2, store="st", train=False)
+    monkeypatch.setattr(ch, "read_grid", lambda name, profile, seeds, **kw: grids[name])
+    results = claims(ch, "ci", [0, 1, 2], store="st")
     ledger = load_ledger()
     assert sorted(r.id for r in results) == sorted(
         c for c, v in ledger.items() if v.chapter.endswith("03_boolean_extrapolation") and v.rebuilt)

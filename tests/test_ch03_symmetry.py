@@ -22,7 +22,7 @@ METHODS = ("default", "mask", "sym-mask")
 @pytest.fixture(scope="module")
 def sym_frame():
     """The section's frame from the committed records, as the chapter builds it (`load`'s "symmetry" block)."""
-    return ch.symmetry_frame(ch.load("ci", train=False)["symmetry"])
+    return ch.symmetry_frame(ch.load("ci")["symmetry"])
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +88,8 @@ def test_the_table_shows_mean_spread_and_ten_seeds(raw, sym_frame):
 
 def test_at_another_profile_the_section_measures_nothing(monkeypatch):
     asked = []
-    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: asked.append(name) or {})
-    records = ch.load("paper", train=False)["symmetry"]
+    monkeypatch.setattr(ch, "read_grid", lambda name, profile, seeds, **kw: asked.append(name) or {})
+    records = ch.load("paper")["symmetry"]
     ms = ch.symmetry_measures(ch.symmetry_frame(records))
     assert asked == ["gotu"]  # the symmetry grid is not asked for at `paper`
     assert records == {} and not symmetry_measured(ms)

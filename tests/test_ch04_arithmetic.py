@@ -84,7 +84,7 @@ def _record(key, method, seed):
 
 
 def _grid(profile: str) -> dict:
-    """Fake records of every cell of the chapter's grid at `profile`, method-major like `ensure_grid`."""
+    """Fake records of every cell of the chapter's grid at `profile`, method-major like `read_grid`."""
     out = {}
     for key, request in arithmetic_cells(profile).items():
         methods = request.methods or METHODS
@@ -101,7 +101,7 @@ def ci():
 def test_load_reads_the_arithmetic_grid_from_the_store_and_decide_frames_every_run():
     from companion.book.chapter import Runs
 
-    runs = ch.load("ci", [0, 1], train=False)  # the committed store
+    runs = ch.load("ci", [0, 1])  # the committed store
     assert isinstance(runs, Runs) and runs.profile == "ci" and runs.seeds == (0, 1)
     assert list(runs.blocks) == ["arithmetic"] and list(runs["arithmetic"]) == list(arithmetic_cells("ci"))
     assert all({r.seed for r in records} == {0, 1} for records in runs["arithmetic"].values())
@@ -334,12 +334,12 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(monkeypat
     from companion.book.chapters.step_cap import cap_glue
 
     grid = _grid("ci")
-    monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: grid)
-    results = claims(ch, "ci", list(SEEDS), jobs=2, store="st", train=False)
+    monkeypatch.setattr(ch, "read_grid", lambda *a, **k: grid)
+    results = claims(ch, "ci", list(SEEDS), store="st")
     ledger = load_ledger()
     chapter = {c for c, v in ledger.items() if v.chapter.endswith("04_arithmetic") and v.rebuilt}
     assert chapter - {r.id for r in results} == {"S2-17"}  # structured multiplication runs at paper only
-    monkeypatch.setattr(ch, "ensure_grid", lambda *a, **k: _grid("paper"))
+    monkeypatch.setattr(ch, "read_grid", lambda *a, **k: _grid("paper"))
     assert {r.id for r in claims(ch, "paper", list(SEEDS))} == chapter
     frame = ch.runs_frame(grid)  # the notebook's former claim cell on the same records
     assert [r.id for r in results] == list(measures(ch.CLAIMS, ch.analysis(frame, "ci")))  # the verdict table's order

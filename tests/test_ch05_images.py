@@ -130,12 +130,12 @@ def runs():
     unscaled = [_record("lm-local", "default", s, {"test": {"ppl": 12.0, "ce": 2.5, "bpc": 3.6}}) for s in range(3)]
     asked = []
 
-    def ensure_many(requests, profile, seeds, jobs=None, store=None, train=True):
+    def read_many(requests, profile, seeds, store=None):
         asked.append(([r.experiment + ("*" if r.overrides else "") for r in requests], list(seeds)))
         return [_pick(r, images, text, movable, sincos, matched, unscaled) for r in requests]
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ch, "ensure_many", ensure_many)
+        mp.setattr(ch, "read_many", read_many)
         out = ch.load("ci", range(3), text_seeds=range(3))
     assert asked == [(["vit-digits"], [0, 1, 2]), (["lm-local"], [0, 1, 2]), (["vit-digits*", "vit-digits*"], [0, 1, 2]),
                      (["lm-local*", "lm-local*"], [0, 1, 2])]
@@ -291,14 +291,14 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(runs, loa
     records, frame, text = loaded
     asked = []
 
-    def ensure_many(requests, profile, seeds, **kw):
+    def read_many(requests, profile, seeds, **kw):
         asked.append(([r.experiment + ("*" if r.overrides else "") for r in requests], list(seeds), kw))
         return [_pick(r, records["digits"], runs["text"], runs["movable"], runs["sincos"], runs["matched"],
                       runs["sinusoidal"]) for r in requests]
 
-    monkeypatch.setattr(ch, "ensure_many", ensure_many)
-    results = claims(ch, "ci", [0, 1, 2], jobs=2, store="st", train=False)
-    kw = {"jobs": 2, "store": "st", "train": False}
+    monkeypatch.setattr(ch, "read_many", read_many)
+    results = claims(ch, "ci", [0, 1, 2], store="st")
+    kw = {"store": "st"}
     assert asked == [(["vit-digits"], [0, 1, 2], kw), (["lm-local"], [0, 1, 2], kw),
                      (["vit-digits*", "vit-digits*"], [0, 1, 2], kw),
                      (["lm-local*", "lm-local*"], [0, 1, 2], kw)]  # given seeds: text and the extra cells too
@@ -348,7 +348,7 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(runs, loa
     assert (found["ppl"].mean_diff, found["ppl"].lo, found["ppl"].hi) == (ppl.mean_diff, ppl.lo, ppl.hi)
     asked.clear()
     claims(ch)
-    kw = {"jobs": None, "store": None, "train": True}
+    kw = {"store": None}
     assert asked == [(["vit-digits"], list(ch.SEEDS), kw), (["lm-local"], list(ch.TEXT_SEEDS), kw),
                      (["vit-digits*", "vit-digits*"], list(ch.SEEDS), kw),
                      (["lm-local*", "lm-local*"], list(ch.TEXT_SEEDS), kw)]
@@ -358,15 +358,15 @@ def test_decide_decides_every_claim_of_the_chapter_as_the_notebook_did(runs, loa
 
 
 def test_missing_image_and_text_runs_are_counted_together(monkeypatch):
-    from companion.sweep import MissingRuns
+    from companion.reading import MissingRuns
 
-    def ensure_many(requests, profile, seeds, **kw):
+    def read_many(requests, profile, seeds, **kw):
         n = len(list(seeds))
         raise MissingRuns("none here", 1, n, [])
 
-    monkeypatch.setattr(ch, "ensure_many", ensure_many)
+    monkeypatch.setattr(ch, "read_many", read_many)
     with pytest.raises(MissingRuns) as err:
-        ch.load("ci", [0, 1], text_seeds=[0, 1, 2], train=False)
+        ch.load("ci", [0, 1], text_seeds=[0, 1, 2])
     assert (err.value.found, err.value.total) == (4, 10)  # the images, the text and the extra cells of each
 
 

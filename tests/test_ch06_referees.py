@@ -165,7 +165,7 @@ def test_select_and_by_seed():
 
 
 def test_load_reads_the_three_grids_from_the_store_at_the_seeds_given():
-    runs = ch.load("ci", [1, 0], train=False)  # the committed store
+    runs = ch.load("ci", [1, 0])  # the committed store
     assert (runs.profile, runs.seeds, list(runs.blocks)) == ("ci", (1, 0), ["referee", "qk-norm", "mask-moves",
                                                                               "seeds", "seeds-own"])
     for block in ("referee", "qk-norm", "mask-moves"):
@@ -469,15 +469,15 @@ def test_claims_reads_the_three_grids_and_decides_every_claim_as_the_notebook_do
     from companion.book.claims import load_ledger
 
     grids = {"referee": _with_log_mask(runs), "qk-norm": qk_runs, "mask-moves": movable}
-    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: grids[name])
+    monkeypatch.setattr(ch, "read_grid", lambda name, profile, seeds, **kw: grids[name])
     asked = []
 
-    def ensure_many(requests, profile, seeds, **kw):  # R-05's and M-09's cells at their seeds: the grids' records
+    def read_many(requests, profile, seeds, **kw):  # R-05's and M-09's cells at their seeds: the grids' records
         asked.append(list(seeds))
         return [grids["referee"][k] for k in ch.SEED_TEST_CELLS] + [movable[k] for k in ch.MOVABLE_TEST_CELLS]
 
-    monkeypatch.setattr(ch, "ensure_many", ensure_many)
-    results = claims(ch, "ci", list(SEEDS), jobs=2, store="st", train=False)
+    monkeypatch.setattr(ch, "read_many", read_many)
+    results = claims(ch, "ci", list(SEEDS), store="st")
     assert asked == [list(range(10))]
     ledger = load_ledger()
     assert sorted(r.id for r in results) == sorted(
@@ -571,7 +571,7 @@ def test_step_cap_glue_keeps_its_names_at_a_profile_without_the_runs(runs, movab
 
 def test_load_reads_the_movable_grid_at_ci_only(monkeypatch):
     calls = []
-    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: calls.append((name, profile)) or {"x": 1})
+    monkeypatch.setattr(ch, "read_grid", lambda name, profile, seeds, **kw: calls.append((name, profile)) or {"x": 1})
     assert ch.load("ci", [0])["mask-moves"] == {"x": 1} and ch.load("paper", [0])["mask-moves"] == {}
     assert [c for c in calls if c[0] == "mask-moves"] == [("mask-moves", "ci")]
     assert list(ch.movable_table({}).iloc[:, 0]) == ["The masks with a learning rate of their own are run at the ci profile only."]

@@ -283,13 +283,13 @@ def test_shed_share_is_scale_free():
 def test_load_reads_the_control_from_charlm_goat_rope_alibi_records_only(monkeypatch):
     calls = []
 
-    def fake(experiment, profile, seeds, *, methods=None, store=None, jobs=None, train=True):
-        calls.append((experiment, profile, tuple(seeds), methods and tuple(methods), store, jobs, train))
+    def fake(experiment, profile, seeds, *, methods=None, store=None):
+        calls.append((experiment, profile, tuple(seeds), methods and tuple(methods), store))
         return [SimpleNamespace(config=SimpleNamespace(method=m), seed=s) for s in (0, 1) for m in methods or ("goat",)]
 
-    monkeypatch.setattr(ch, "ensure_runs", fake)
-    runs = ch.load("ci", store="somewhere", train=False)
-    assert calls[1] == ("charlm", "ci", ch.CONTROL_SEEDS, ("goat", "rope", "alibi"), "somewhere", None, False)
+    monkeypatch.setattr(ch, "read_runs", fake)
+    runs = ch.load("ci", store="somewhere")
+    assert calls[1] == ("charlm", "ci", ch.CONTROL_SEEDS, ("goat", "rope", "alibi"), "somewhere")
     assert list(runs["control"]) == ["goat", "rope", "alibi"]
     calls.clear()
     ch.load("ci", control_seeds=[3])
@@ -306,19 +306,19 @@ def test_run_summary_counts_every_run():
 
 
 def test_load_reads_the_stored_records_by_method_and_the_control_at_its_own_seeds():
-    runs = ch.load("ci", [1, 0], train=False)  # the committed store
+    runs = ch.load("ci", [1, 0])  # the committed store
     assert (runs.profile, runs.seeds, list(runs.blocks)) == ("ci", (1, 0), ["copymix", "control"])
     for block, experiment, seeds in (("copymix", "copymix", [0, 1]), ("control", "charlm", list(ch.CONTROL_SEEDS))):
         assert list(runs[block]) == ["goat", "rope", "alibi"]
         for method, records in runs[block].items():
             assert [(r.config.experiment, r.config.method, r.seed) for r in records] == [
                 (experiment, method, s) for s in seeds]
-    assert [r.seed for r in ch.load("ci", [2], control_seeds=[1], train=False)["control"]["rope"]] == [1]
+    assert [r.seed for r in ch.load("ci", [2], control_seeds=[1])["control"]["rope"]] == [1]
 
 
 def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
     """`claims` (`decide` on `load`) reads the copy-mixture records and the char-LM control's (default
-    seeds, store and train passed on) and decides S3-01 … S3-04, S3-22, S3-20 and S3-23 with the
+    seeds and store passed on) and decides S3-01 … S3-04, S3-22, S3-20 and S3-23 with the
     notebook's functions."""
     from companion.book.chapter import claims
 
@@ -335,10 +335,10 @@ def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
         calls.append((experiment, profile, list(seeds), kw))
         return [r for rs in stored[experiment].values() for r in rs]
 
-    monkeypatch.setattr(ch, "ensure_runs", fake)
-    results = claims(ch, store="there", train=False)
+    monkeypatch.setattr(ch, "read_runs", fake)
+    results = claims(ch, store="there")
     assert [c[:3] for c in calls] == [("copymix", "ci", [0, 1, 2]), ("charlm", "ci", [0, 1])]
-    assert calls[0][3] == calls[1][3] == {"jobs": None, "store": "there", "train": False}
+    assert calls[0][3] == calls[1][3] == {"store": "there"}
     assert [r.id for r in results] == ["S3-01", "S3-02", "S3-03", "S3-04", "S3-22", "S3-20", "S3-23", "S3-21"]
     eot, thm, curves = ch.propositions(), ch.theorem(runs), ch.sink_curves(control)
     expect = {**measures(ch.CLAIMS, {"eot": eot, "thm": thm, "control": curves}), **measures(ch.SENSITIVITY, ch.sensitivity()),

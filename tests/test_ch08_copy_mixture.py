@@ -160,7 +160,7 @@ def test_gap_curves_and_frame_of_read_every_run():
 
 
 def test_load_reads_the_stored_copymix_records_by_method_in_seed_order():
-    runs = ch.load("ci", [2, 0], train=False)  # the committed store
+    runs = ch.load("ci", [2, 0])  # the committed store
     copymix = runs["copymix"]
     assert (runs.profile, runs.seeds, list(runs.blocks)) == ("ci", (2, 0), ["copymix"])
     assert list(copymix) == ["goat", "rope", "alibi"]
@@ -188,14 +188,14 @@ def test_claims_are_the_notebooks_measures_from_records(monkeypatch):
     goat = [_goat_record(_goat(b), s) for s, b in ((0, 5.0), (1, 1.0), (2, 3.0))]
     for r, gap in zip(goat, (0.0141, 0.0145, 0.0138)):
         r.wall_time, r.metrics = 1.0, {"test": {"gap": gap}}
-    monkeypatch.setattr(ch, "ensure_runs", lambda experiment, profile, seeds, **kw: goat)
-    results = claims(ch, store="there", train=False)
+    monkeypatch.setattr(ch, "read_runs", lambda experiment, profile, seeds, **kw: goat)
+    results = claims(ch, store="there")
     runs = {"goat": goat}
     frame, heads = ch.frame_of(runs), ch.structure(goat, lag=2)
     expect = record_all(measures(ch.CLAIMS, {"frame": frame, "heads": heads}), details=details(ch.CLAIMS, {"frame": frame, "heads": heads}))
     assert [(r.id, r.measure, r.verdict, r.detail) for r in results] == [(r.id, r.measure, r.verdict, r.detail)
                                                                          for r in expect]
     assert [r.id for r in results] == ["S3-07", "S3-05", "S3-06"] and results[1].measure == round(2 / 3, 3)
-    found = ch.decide(ch.load("ci", store="there", train=False))
+    found = ch.decide(ch.load("ci", store="there"))
     assert found.numbers["ch8_sink_seeds"] == "2 of 3" and found.numbers["ch8_gap_goat"] == "0.014"
     assert list(found["frame"].seed) == [0, 1, 2]

@@ -58,7 +58,7 @@ def test_rope_is_read_twice_and_everything_else_once():
 
 
 def test_load_reads_the_stored_records_of_the_extrapolation_grid_by_method_in_seed_order():
-    loaded = ch.load("ci", [1, 0], train=False)  # the committed store, which holds records and no weights
+    loaded = ch.load("ci", [1, 0])  # the committed store, which holds records and no weights
     assert isinstance(loaded, Runs) and (loaded.profile, loaded.seeds) == ("ci", (1, 0))
     assert list(loaded.blocks) == ["charlm", "passkey", "resolution"]
     # the digits ViT of S3-19 at its own seeds, whatever the chapter's
@@ -70,7 +70,7 @@ def test_load_reads_the_stored_records_of_the_extrapolation_grid_by_method_in_se
         for method, records in runs.items():
             assert [(r.config.experiment, r.config.method, r.seed) for r in records] == [
                 (block, method, 0), (block, method, 1)]
-    assert ch.load("ci", train=False).seeds == ch.SEEDS == (0, 1)  # the notebook's default seeds
+    assert ch.load("ci").seeds == ch.SEEDS == (0, 1)  # the notebook's default seeds
 
 
 def test_run_summary_counts_every_run_of_both_experiments():
@@ -465,16 +465,16 @@ def test_claims_decide_every_claim_from_the_records_in_the_notebooks_order(monke
         for rec in lm_runs[m]:
             rec.readouts[LM_SPECS["sink"]] = _sink_value(by_seed[rec.seed])
     grid = {"charlm": [r for recs in lm_runs.values() for r in recs], "passkey": [r for recs in pk_runs.values() for r in recs]}
-    monkeypatch.setattr(ch, "ensure_grid", lambda name, profile, seeds, **kw: grid)
+    monkeypatch.setattr(ch, "read_grid", lambda name, profile, seeds, **kw: grid)
     monkeypatch.setattr(ch.resolution, "load", lambda profile, **kw: {})  # S3-19 and S3-24: tests/test_book_resolution.py
-    results = claims(ch, store="records", train=False)
+    results = claims(ch, store="records")
     pk = ch.passkey_lengths(pk_runs, PK_SPECS, 5)[0]
     assert [r.id for r in results] == ["S3-08", "S3-09", "S3-10", "S3-11", "S3-12", "S3-13", "S3-14"]
     measures = {r.id: r.measure for r in results}
     assert {k: measures[k] for k in ("S3-08", "S3-09", "S3-10")} == {"S3-08": 2.5, "S3-09": 1.5, "S3-10": 1.05}
     assert (measures["S3-11"], measures["S3-12"]) == (0.5, 0.5)
     assert (measures["S3-13"], measures["S3-14"]) == (0.125, 0.09) and len(pk) == 6 * 4 * 2
-    found = ch.decide(ch.load("ci", store="records", train=False))
+    found = ch.decide(ch.load("ci", store="records"))
     assert [(r.id, r.measure, r.verdict) for r in found.results] == [(r.id, r.measure, r.verdict) for r in results]
     assert list(found.parts) == ["setup", "lm", "profiles", "structure", "pk", "grid", "images"]
     n = found.numbers

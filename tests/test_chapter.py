@@ -41,8 +41,8 @@ def test_a_decision_keeps_the_claims_in_order_with_their_verdicts():
 def test_claims_is_decide_on_load_with_the_arguments_passed_through():
     seen = {}
 
-    def load(profile, seeds, *, jobs, store, train):
-        seen.update(profile=profile, seeds=seeds, jobs=jobs, store=store, train=train)
+    def load(profile, seeds, *, store):
+        seen.update(profile=profile, seeds=seeds, store=store)
         return Runs(profile, seeds or (0,))
 
     def decide(runs):
@@ -51,8 +51,8 @@ def test_claims_is_decide_on_load_with_the_arguments_passed_through():
         return d.done()
 
     module = types.SimpleNamespace(load=load, decide=decide)
-    [result] = claims(module, "paper", [3], jobs=2, store="s", train=False)
-    assert seen == {"profile": "paper", "seeds": [3], "jobs": 2, "store": "s", "train": False}
+    [result] = claims(module, "paper", [3], store="s")
+    assert seen == {"profile": "paper", "seeds": [3], "store": "s"}
     assert (result.id, result.measure, result.verdict) == ("S1-01", True, "reproduced")
 
 

@@ -1,6 +1,6 @@
 """`companion.experiments.chapters` says which runs each chapter reads; each chapter module's `load`,
 with the notebook's default seeds, must ask the run store for exactly those (else `companion paper` would make the wrong runs
-and the paper column would count the wrong ones)."""
+and the paper column would count the wrong ones), and only read them: it never trains."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ import types
 
 import pytest
 
-from companion import sweep
+from companion import reading
 from companion.book.chapter import module_of
 from companion.experiments import Request, get_grid
 from companion.experiments.chapters import CHAPTERS, chapter_requests, chapter_runs
 from companion.identity import run_id
-from companion.sweep import MissingRuns
+from companion.reading import MissingRuns
 
 
 def _asked(module, monkeypatch, profile: str = "ci", **kwargs) -> tuple[set, list]:
     """Every (experiment, methods, overrides, seeds) the module's `load(profile, **kwargs)` asks the
-    store for, and for each fetch the (profile, store, jobs, train) it passed on."""
+    store for, and for each fetch the (profile, store) it passed on."""
     asked, passed = set(), []
 
     def note(request, seeds):
@@ -30,24 +30,24 @@ def _asked(module, monkeypatch, profile: str = "ci", **kwargs) -> tuple[set, lis
         bound = inspect.signature(real).bind(*a, **k)
         bound.apply_defaults()
         args = bound.arguments
-        passed.append((args["profile"], args["store"], args["jobs"], args["train"]))
+        passed.append((args["profile"], args["store"]))
         return args
 
-    def ensure_grid(*a, **k):
-        args = fetched(sweep.ensure_grid, *a, **k)
+    def read_grid(*a, **k):
+        args = fetched(reading.read_grid, *a, **k)
         cells = get_grid(args["grid"]).cells(args["profile"])
         for r in cells.values():
             note(r, args["seeds"])
         return {key: [] for key in cells}
 
-    def ensure_many(*a, **k):
-        args = fetched(sweep.ensure_many, *a, **k)
+    def read_many(*a, **k):
+        args = fetched(reading.read_many, *a, **k)
         for r in args["requests"]:
             note(r, args["seeds"])
         return [[] for _ in args["requests"]]
 
-    def ensure_runs(*a, **k):
-        args = fetched(sweep.ensure_runs, *a, **k)
+    def read_runs(*a, **k):
+        args = fetched(reading.read_runs, *a, **k)
         note(Request(args["experiment"], args["methods"], args["overrides"]), args["seeds"])
         return []
 
@@ -55,7 +55,7 @@ def _asked(module, monkeypatch, profile: str = "ci", **kwargs) -> tuple[set, lis
     helpers = [v for v in vars(module).values() if isinstance(v, types.ModuleType)
                and v.__name__.startswith("companion.book.chapters.") and hasattr(v, "load")]
     for mod in (module, *helpers):
-        for name, fake in (("ensure_grid", ensure_grid), ("ensure_many", ensure_many), ("ensure_runs", ensure_runs)):
+        for name, fake in (("read_grid", read_grid), ("read_many", read_many), ("read_runs", read_runs)):
             if hasattr(mod, name):
                 monkeypatch.setattr(mod, name, fake)
     module.load(profile, **kwargs)  # the notebook's default seeds; `load` only fetches, so empty records pass
@@ -75,11 +75,20 @@ def test_each_chapter_loads_exactly_the_runs_it_is_said_to_read(key, profile, mo
 
 
 @pytest.mark.parametrize("key", TRAINING)
-def test_every_fetch_gets_the_profile_store_jobs_and_training_it_was_given(key, monkeypatch, tmp_path):
-    for profile, kwargs in (("ci", {}), ("paper", {"store": tmp_path, "jobs": 3, "train": False})):
+def test_every_fetch_gets_the_profile_and_store_it_was_given(key, monkeypatch, tmp_path):
+    for profile, kwargs in (("ci", {}), ("paper", {"store": tmp_path})):
         _, passed = _asked(module_of(key), monkeypatch, profile, **kwargs)
-        want = (profile, kwargs.get("store"), kwargs.get("jobs"), kwargs.get("train", True))
-        assert passed and set(passed) == {want}
+        assert passed and set(passed) == {(profile, kwargs.get("store"))}
+
+
+@pytest.mark.parametrize("key", TRAINING)
+def test_a_chapter_cannot_train(key):
+    """Reading is one way down: a chapter's `load` takes no training options, and its module reaches no
+    training function (`companion.sweep`, `companion.executors`, `companion.train`) among its names."""
+    module = module_of(key)
+    assert not {"train", "jobs"} & set(inspect.signature(module.load).parameters)
+    reached = {getattr(v, "__module__", None) or getattr(v, "__name__", None) for v in vars(module).values()}
+    assert not reached & {"companion.sweep", "companion.executors", "companion.train"}
 
 
 def test_the_chapters_are_the_book_s():
@@ -94,7 +103,7 @@ def test_the_chapters_are_the_book_s():
 @pytest.fixture(scope="module")
 def committed():
     """Every chapter's records, read from the committed `ci` store without training."""
-    return {key: module_of(key).load("ci", train=False) for key, (_, blocks) in CHAPTERS.items() if blocks}
+    return {key: module_of(key).load("ci") for key, (_, blocks) in CHAPTERS.items() if blocks}
 
 
 def _records(block) -> list:
@@ -107,11 +116,11 @@ def _records(block) -> list:
 
 
 @pytest.mark.parametrize("key", TRAINING)
-def test_each_chapter_reads_from_the_store_it_is_given_and_trains_only_when_allowed(key, tmp_path, committed):
-    """With an empty store and training off, `load` refuses, naming that store, and writes nothing; from
+def test_each_chapter_reads_from_the_store_it_is_given_and_never_trains(key, tmp_path, committed):
+    """With an empty store, `load` refuses, naming that store, and writes nothing; from
     the committed store it returns the records of exactly the runs `chapter_runs` names."""
     with pytest.raises(MissingRuns, match=str(tmp_path)):
-        module_of(key).load("ci", store=tmp_path, train=False)
+        module_of(key).load("ci", store=tmp_path)
     assert not any(tmp_path.iterdir())  # nothing was trained or written
     got = {r.run_id for block in committed[key].blocks.values() for r in _records(block)}
     assert got == {run_id(cfg) for cfg in chapter_runs(key, "ci")}

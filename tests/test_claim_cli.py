@@ -20,7 +20,7 @@ from companion.book.display import load_dashboard, ours_text
 from companion.book.missing import gather
 from companion.book.scoreboard import collect_measures
 from companion.cli import main
-from companion.sweep import MissingRuns
+from companion.reading import MissingRuns
 
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER = load_ledger()
@@ -188,11 +188,32 @@ def test_profile_paper_reads_the_committed_records_without_training(capsys, monk
     for argv in (["--profile", "paper"], ["--profile", "paper", "--train", "--store", "s", "--jobs", "3"],
                  ["--no-train", "--seeds", "0-2"], []):
         assert _run(capsys, "S1-07", *argv)[0] == 0
-    assert calls == [("paper", None, {"jobs": None, "store": paper_store(), "train": False}),
-                     ("paper", None, {"jobs": 3, "store": "s", "train": True}),
-                     ("ci", [0, 1, 2], {"jobs": None, "store": None, "train": False}),
-                     ("ci", None, {"jobs": None, "store": None, "train": True})]
+    assert calls == [("paper", None, {"store": paper_store()}), ("paper", None, {"store": "s"}),
+                     ("ci", [0, 1, 2], {"store": None}), ("ci", None, {"store": None})]  # a chapter only reads
     assert paper_store() == ROOT / "results" / "paper"
+
+
+def test_train_makes_exactly_the_runs_the_chapter_names_missing_and_then_reads(capsys, monkeypatch):
+    """The command trains; the chapter only reads. With training on (the default at ci), the configs the
+    chapter's `load` names in its `MissingRuns` are trained once each, then the chapter reads again; with
+    --no-train nothing trains and the command fails."""
+    from companion.book import claim_cli
+
+    calls, trained, real = [], [], ch01_foundations.load
+
+    def load(profile, seeds, *, store):
+        calls.append(profile)
+        if len(calls) == 1:
+            raise MissingRuns("1 of 3", 1, 3, ["a", "b", "a"])
+        return real()
+
+    monkeypatch.setattr(ch01_foundations, "load", load)
+    monkeypatch.setattr(claim_cli, "run_missing", lambda cfgs, store, executor, progress, options:
+                        trained.append((cfgs, store.read_only, options)) or ([], len(cfgs)))
+    assert _run(capsys, "S1-07", "--jobs", "3")[0] == 0
+    assert trained == [(["a", "b"], False, {"jobs": 3})] and calls == ["ci", "ci"]
+    calls.clear(), trained.clear()
+    assert _run(capsys, "S1-07", "--no-train")[0] == 1 and trained == [] and calls == ["ci"]
 
 
 def test_no_train_with_an_empty_store_says_how_many_runs_exist(capsys, tmp_path):

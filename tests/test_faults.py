@@ -295,6 +295,7 @@ def test_one_run_id_gives_one_result_whatever_the_command_line(tmp_path):
     0.0026 beside seed 1."""
     import torch
 
+    from companion.reading import read_runs
     from companion.sweep import ensure_runs
 
     stacked = [*TINY, "stack=2"]
@@ -321,8 +322,7 @@ def test_one_run_id_gives_one_result_whatever_the_command_line(tmp_path):
     lost.unlink()
     [again] = ensure_runs("smoke", "ci", [1], ["mask"], store=store, overrides=stacked, jobs=2)
     assert _result(again) == first[1] and (store / f"{first[0]['run_id']}.json").read_bytes() == kept
-    notes = [r.execution for r in ensure_runs("smoke", "ci", [0, 1], ["mask"], store=store, overrides=stacked,
-                                              train=False)]
+    notes = [r.execution for r in read_runs("smoke", "ci", [0, 1], ["mask"], store=store, overrides=stacked)]
     assert notes == [{"mode": "batched", "members": [0, 1]}] * 2
 
 

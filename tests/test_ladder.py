@@ -101,16 +101,16 @@ def test_the_ci_rung_reads_the_chapters_measures():
 
     frame = ladder.made(ladder.ladder_frame(store=RunStore(ROOT / "nowhere")))
     ci = frame[frame.rung == "ci"].set_index("claim").measure
-    f3 = ch03_boolean.frame_of(ch03_boolean.load("ci", train=False)["gotu"])
+    f3 = ch03_boolean.frame_of(ch03_boolean.load("ci")["gotu"])
     for fn, cid in (("2parity", "S2-06"), ("maj3", "S2-08")):
         runs = f3[(f3.task == fn) & (f3.method == "mask")]
         fitted = runs[runs["seen.acc"] >= ch03_boolean.FIT]
         assert ci[cid] == round(float((fitted if len(fitted) else runs)["cube.acc"].mean()), 4)
-    f4 = ch04_arithmetic.decide(ch04_arithmetic.load("ci", train=False))["frame"]
+    f4 = ch04_arithmetic.decide(ch04_arithmetic.load("ci"))["frame"]
     assert ci["S2-13"] == pytest.approx(ch04_arithmetic.summary(f4, "add", 0.004, "default").mean / 100, abs=1e-4)
     assert ci["S2-14"] == pytest.approx(ch04_arithmetic.paired_gain(f4, "add", 0.004, "mask").mean_diff / 100, abs=1e-4)
     assert {cid: ci[cid] for cid in ("S3-13", "S3-14")} == {
-        r.id: r.measure for r in ch09_extrapolation.decide(ch09_extrapolation.load("ci", train=False)).results
+        r.id: r.measure for r in ch09_extrapolation.decide(ch09_extrapolation.load("ci")).results
         if r.id in ("S3-13", "S3-14")}
 
 

@@ -115,8 +115,8 @@ def test_the_book_reads_the_records_back(tmp_path, tiny_paper, monkeypatch):
 
     class Chapter:
         @staticmethod
-        def load(profile, seeds, *, jobs, store, train):
-            seen.update(profile=profile, root=store.root, train=train, read_only=store.read_only)
+        def load(profile, seeds, *, store):
+            seen.update(profile=profile, root=store.root, read_only=store.read_only)
             return None
 
         @staticmethod
@@ -124,7 +124,7 @@ def test_the_book_reads_the_records_back(tmp_path, tiny_paper, monkeypatch):
             return Findings((), {}, {})
 
     assert paper.paper_claims(Chapter, "08", root) == []
-    assert seen == {"profile": "paper", "root": root / paper.PAPER_DIR, "train": False, "read_only": True}
+    assert seen == {"profile": "paper", "root": root / paper.PAPER_DIR, "read_only": True}
     assert paper.paper_claims(Chapter, "09", root) is None  # nothing stored for Chapter 9
 
 

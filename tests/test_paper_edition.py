@@ -1,33 +1,27 @@
-"""The paper profile never trains by surprise: chapters read by default, the paper edition is built from
+"""The paper profile never trains by surprise: chapters only read, the paper edition is built from
 the committed records, and training asked for without a GPU states its cost and waits for a second word."""
 
 import json
 import shutil
 from pathlib import Path
 
-import pytest
 
 from companion.book import runner
 from companion.book.site.edition import build_edition, not_run_notebook
-from companion.book.parameters import ParameterError, may_train
-from companion.sweep import MissingRuns
+from companion.reading import MissingRuns
 
 ROOT = Path(__file__).resolve().parents[1]
 CH3 = "03_boolean_extrapolation"
 
 
-def test_reading_is_the_default_and_paper_training_needs_a_gpu_or_the_second_word():
-    assert may_train("ci") is True and may_train("ci", False) is False  # ci trains what its records lack
-    assert may_train("paper") is False and may_train("paper", False) is False
-    assert may_train("paper", True, gpu=True) is True and may_train("paper", "force", gpu=False) is True
-    with pytest.raises(ParameterError, match=r"train=True at profile 'paper' on a machine without a GPU.*"
-                                             r"companion paper NN.*-p train force trains here anyway"):
-        may_train("paper", True, gpu=False)
-    for bad in ("yes", 1, 0, "True"):
-        with pytest.raises(ParameterError, match=r"is not a training mode; valid: None"):
-            may_train("paper", bad)
-    with pytest.raises(ParameterError, match=r"profile='gpu' is not a profile"):
-        may_train("gpu")
+def test_no_chapter_takes_a_training_parameter():
+    """A chapter reads at either profile: its parameters cell names no `train` or `jobs` (training is a
+    command of its own: `companion chapters`, `sweep`, `paper`)."""
+    for source in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(source.read_text())["cells"]
+        [params] = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+        names = {line.split("=")[0].strip() for line in "".join(params["source"]).splitlines() if "=" in line}
+        assert "profile" in names and not names & {"train", "jobs"}, source.name
 
 
 def test_missing_runs_show_as_one_line_in_a_notebook():

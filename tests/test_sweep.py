@@ -180,7 +180,7 @@ def test_reading_without_training_finds_records_of_any_device_and_counts_the_mis
 
     from companion.identity import run_id
     from companion.runs import execution_note, run
-    from companion.sweep import MissingRuns
+    from companion.reading import MissingRuns, read_runs
 
     store = RunStore(tmp_path)
     cfgs = plan("smoke", "ci", [0, 1], ["mask"], TINY)
@@ -191,12 +191,13 @@ def test_reading_without_training_finds_records_of_any_device_and_counts_the_mis
         return _replace(made, config=gpu, run_id=run_id(gpu), execution=execution_note([gpu.seed], "cuda"))
 
     store.save(on_gpu(cfgs[0]))
-    with pytest.raises(MissingRuns, match=r"1 of 2 runs are not in .* \(1 found; missing: smoke/mask\)") as err:
-        ensure_runs("smoke", "ci", [0, 1], ["mask"], store, overrides=TINY, train=False)
+    with pytest.raises(MissingRuns, match=r"1 of 2 runs are not in .* \(1 found; missing: smoke/mask\); train them "
+                       r"with .*`companion sweep EXPERIMENT --profile ci .*\(here: smoke\)") as err:
+        read_runs("smoke", "ci", [0, 1], ["mask"], store, overrides=TINY)
     assert (err.value.found, err.value.total) == (1, 2) and err.value.missing == [cfgs[1]]
     assert not list(tmp_path.glob(".*.tmp")) and len(list(tmp_path.glob("*.json"))) == 1  # nothing trained
     store.save(on_gpu(cfgs[1]))
-    got = ensure_runs("smoke", "ci", [0, 1], ["mask"], store, overrides=TINY, train=False)
+    got = read_runs("smoke", "ci", [0, 1], ["mask"], str(tmp_path), overrides=TINY)  # a folder opens read-only
     assert [r.config.device for r in got] == ["cuda", "cuda"] and [r.seed for r in got] == [0, 1]
 
 

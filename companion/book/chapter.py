@@ -3,8 +3,8 @@
 A chapter module (`companion/book/chapters/chNN_*.py`) has:
 
 - `SEEDS`, the chapter's seeds: what `load` reads when it is given none (the notebook's `seeds = None`);
-- `load(profile, seeds=None, *, jobs=None, store=None, train=True) -> Runs`: its records (a chapter
-  that trains nothing returns its inputs: the profile, the seed and what it reads);
+- `load(profile, seeds=None, *, store=None) -> Runs`: its records, read from the store and never trained
+  (`companion.reading`; a chapter that reads none returns its inputs: the profile, the seed and what it uses);
 - `decide(runs) -> Findings`: every claim's measure, detail and preconditions with its verdict, the
   numbers its prose cites, and the named parts its tables and figures draw;
 - each claim declared once, as a `Measure` over the analysis it reads: its measure, each precondition the
@@ -171,12 +171,13 @@ class Decision:
         return Findings(self.results, self.numbers, parts, self.decided)
 
 
-def claims(module: ModuleType, profile: str = "ci", seeds: Sequence[int] | None = None, *, jobs: int | None = None,
-           store=None, train: bool = True) -> list[ClaimResult]:
+def claims(module: ModuleType, profile: str = "ci", seeds: Sequence[int] | None = None, *,
+           store=None) -> list[ClaimResult]:
     """Every claim a chapter decides, as its notebook decides them (no figures, no glue): `module.decide`
-    on `module.load(profile, seeds, ...)`. `seeds` None means the chapter's `SEEDS`; `store` and
-    `train` go to `load` (train=False reads stored records only)."""
-    return list(module.decide(module.load(profile, seeds, jobs=jobs, store=store, train=train)).results)
+    on `module.load(profile, seeds, store=store)`, which reads stored records and trains nothing (it
+    raises `companion.reading.MissingRuns` naming what is absent). `seeds` None means the chapter's
+    `SEEDS`."""
+    return list(module.decide(module.load(profile, seeds, store=store)).results)
 
 
 def module_name(chapter: str) -> str:

@@ -30,7 +30,8 @@ from companion.cli.values import folder, positive_int, seeds as seeds_text
 from companion.paths import repo_root
 from companion.experiments.chapters import chapter_key, chapter_runs
 from companion.store import RunStore, StoreError
-from companion.sweep import MissingRuns, parse_seeds, stored_record
+from companion.reading import MissingRuns, stored_record
+from companion.sweep import parse_seeds, run_missing
 
 __all__ = ["paper_store", "describe", "add_commands"]
 
@@ -104,6 +105,18 @@ def _missing_paper_runs(chapter: str, store, seeds) -> int:
     return sum(stored_record(records, c, any_device=True) is None for c in dict.fromkeys(cfgs))
 
 
+def _read_or_train(module, profile: str, seeds, store, train: bool, jobs: int | None) -> list:
+    """The chapter's claims from its stored records; with `train`, the runs its `load` names as missing
+    are trained first (one sweep of exactly those configs), then read again. The chapter itself only reads."""
+    try:
+        return claims(module, profile, seeds, store=store)
+    except MissingRuns as err:
+        if not train:
+            raise
+        run_missing(list(dict.fromkeys(err.missing)), RunStore(store, profile=profile), "local", False, {"jobs": jobs})
+    return claims(module, profile, seeds, store=store)
+
+
 def _cmd_claim(args) -> int:
     ledger = load_ledger()
     try:
@@ -133,7 +146,7 @@ def _cmd_claim(args) -> int:
                          "--profile paper --train` says how long first, `companion paper` makes them on a GPU. To "
                          "train here anyway, add --yes", 2)
     try:
-        results = claims(module, args.profile, seeds, jobs=args.jobs, store=store, train=train)
+        results = _read_or_train(module, args.profile, seeds, store, train, args.jobs)
     except MissingRuns as err:
         return _fail(_missing_message(err, claim.chapter, args.profile, store, args.train is False), 1)
     except ValueError as err:

@@ -1,7 +1,7 @@
 """Read several blocks of runs at once, so that missing runs are counted over all of them.
 
-A chapter that reads two grids (or one grid with two sets of seeds) calls `ensure_*` twice; with
-`train=False` the first call that lacks runs raises `MissingRuns` and the second is never counted.
+A chapter that reads two grids (or one grid with two sets of seeds) calls `companion.reading` twice;
+the first call that lacks runs raises `MissingRuns` and the second is never counted.
 `gather` makes every call and, when some lack runs, raises one `MissingRuns` whose `found` and
 `total` cover all of them ("12 of 60 runs"), which is what `companion claim` reports.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from companion.sweep import MissingRuns
+from companion.reading import MissingRuns
 
 __all__ = ["gather"]
 

@@ -5,8 +5,8 @@
 paper-profile results beside its own from those records:
 
 - `coverage(chapter)`: how many of the runs the chapter reads at `paper` the folder holds;
-- `paper_claims(module, chapter)`: the chapter's claims at `paper` (its own `claims` function, the
-  records read with `train=False`), or None while runs are missing;
+- `paper_claims(module, chapter)`: the chapter's claims at `paper` (its own `claims` function, which
+  reads records and trains nothing), or None while runs are missing;
 - `available(chapter)`: the stored paper records among those the chapter reads (a partial set, for
   tables that can show what exists, e.g. Chapter 3's first comparisons);
 - `paper_table(module, chapter)`: the verdict table at `paper`, or None;
@@ -33,7 +33,7 @@ from companion.host import machine
 from companion.identity import run_id
 from companion.paths import repo_root
 from companion.store import RunStore
-from companion.sweep import stored_record
+from companion.reading import stored_record
 
 __all__ = ["PAPER_DIR", "Coverage", "paper_store", "coverage", "available", "provenance", "status_text", "status_markdown",
            "paper_claims", "predictions_text",
@@ -131,7 +131,7 @@ def paper_claims(module, chapter: str, root: Path | None = None):
     `companion.book.chapter.claims`), or None while any run is missing (`coverage`)."""
     if not coverage(chapter, root).complete:
         return None
-    return claims(module, "paper", store=paper_store(root), train=False)
+    return claims(module, "paper", store=paper_store(root))
 
 
 def measures(root: Path | None = None) -> tuple[dict[str, dict], dict[str, Coverage]]:

@@ -1,7 +1,7 @@
 """A chapter's papermill parameters, checked before any cell uses them.
 
 `papermill chapter.ipynb out.ipynb -p profile nonsense` would otherwise fail with a KeyError deep in
-a cell; the first cell after the parameters calls `check_parameters(profile, seeds, jobs)`, which
+a cell; the first cell after the parameters calls `check_parameters(profile, seeds)`, which
 names the bad value and lists the valid ones. papermill's `-p` reads a number or a word, so a list
 of seeds is given with `-y "seeds: [0, 1, 2]"`.
 
@@ -14,17 +14,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import torch
-
 from companion.config import PROFILES
 
-__all__ = ["check_parameters", "one_seed", "ParameterError", "may_train", "TRAIN_VALUES"]
-
-# A chapter's `train` parameter: None (the default) reads what is stored and, at `ci` only, trains what
-# the records lack (minutes on a CPU); False only reads; True also trains what is missing at `paper`,
-# on a GPU; "force" trains at `paper` even without one (days of CPU: the second word, said on purpose).
-TRAIN_VALUES = (None, False, True, "force")
-
+__all__ = ["check_parameters", "one_seed", "ParameterError"]
 
 class ParameterError(ValueError):
     """A chapter parameter that names nothing: its message says which value and what is valid."""
@@ -59,52 +51,16 @@ def _check_seeds(seeds) -> None:
                          f"count it twice in every mean; {fix}.")
 
 
-def _check_jobs(jobs) -> None:
-    if jobs is not None and (not _is_int(jobs) or jobs < 1):
-        raise ParameterError(f"jobs={jobs!r} is not a number of processes; valid: None (one per core) or an "
-                         "integer >= 1, e.g. -p jobs 2.")
-
-
-def _check_train(train) -> None:
-    if not any(train is v or (isinstance(v, str) and train == v) for v in TRAIN_VALUES):
-        raise ParameterError(f"train={train!r} is not a training mode; valid: None (read; at ci also train what "
-                             "the records lack), False (read only), True (train what is missing, at paper on a "
-                             "GPU), 'force' (train at paper without a GPU). Pass e.g. -p train True.")
-
-
-def may_train(profile: str, train=None, *, gpu: bool | None = None) -> bool:
-    """Whether a chapter at `profile` may train the runs its records lack (`train`: see `TRAIN_VALUES`).
-
-    At `paper` on a machine without a GPU, `train=True` is refused (ParameterError) with what to do
-    instead: the paper-profile models take hours to days of CPU, so that needs `train="force"`."""
-    _check_profile(profile)
-    _check_train(train)
-    if train is None:
-        return profile == "ci"
-    if train is True and profile == "paper":
-        if gpu is None:
-            gpu = torch.cuda.is_available()
-        if not gpu:
-            raise ParameterError(
-                "train=True at profile 'paper' on a machine without a GPU: the sources' models would train for "
-                "hours to days here. Make the runs on a GPU (`companion paper NN`, a window at a time), on a "
-                "cluster (`companion sweep … --profile paper --executor slurm`), or see the estimate with "
-                "`companion chapters NN --profile paper --train`; -p train force trains here anyway.")
-    return bool(train)
-
-
-def check_parameters(profile: str, seeds: Sequence[int] = (0,), jobs: int | None = None) -> None:
+def check_parameters(profile: str, seeds: Sequence[int] = (0,)) -> None:
     """Raise ValueError naming the first bad parameter and its valid values.
 
     Args:
         profile: one of `companion.config.PROFILES`.
         seeds: a non-empty list (or tuple) of distinct integers >= 0 (default: one seed, for the
             chapters that take none).
-        jobs: None (one training process per core) or an integer >= 1.
     """
     _check_profile(profile)
     _check_seeds(seeds)
-    _check_jobs(jobs)
 
 
 def one_seed(seeds: Sequence[int] | None, chapter: str) -> int:

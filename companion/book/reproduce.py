@@ -112,7 +112,7 @@ def _committed_claims(root: Path, chapters: Sequence[str]) -> dict[str, dict]:
 
 
 def _claims(chapter: str, store) -> list:
-    return claims(module_of(chapter), "ci", None, store=store, train=False)
+    return claims(module_of(chapter), "ci", None, store=store)
 
 
 def reproduce(chapters: Sequence[str] | None = None, *, jobs: int | None = None, scratch: Path | None = None,

@@ -12,8 +12,8 @@ Before executing, `train_runs` makes every run the chapters to execute will read
 (`companion.experiments.chapters.chapter_runs`) in one sweep: one pool of workers for the whole book,
 so each worker's start-up (spawning, importing torch) is paid once rather than once per chapter, and
 the groups go longest first, so that no core idles at the end of each chapter while the other
-finishes a long group. The chapters then find their runs stored; what they train themselves is only
-what this list misses (a test keeps the two equal).
+finishes a long group. The chapters then read their runs from the store; they train nothing, so a run
+this list missed stops its chapter with `companion.reading.MissingRuns` (a test keeps the two equal).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from companion.experiments.chapters import CHAPTERS, chapter_runs, recorded_runs
 from companion.identity import code_version, run_id
 from companion.paths import repo_root
 from companion.store import RunStore
-from companion.sweep import run_missing, stored_record
+from companion.reading import stored_record
+from companion.sweep import run_missing
 
 __all__ = ["toc_chapters", "input_hash", "strip_volatile", "run_chapters", "source_outputs", "train_runs",
            "relative_cost", "prune_records", "execute_into", "train_paper"]
@@ -288,8 +289,8 @@ def run_chapters(names: list[str] | None = None, *, profile: str = "ci", force: 
         return 2
     for wrong, why in ((prune and profile != "ci", "--prune removes ci records only (paper records are made on "
                                                    "borrowed GPUs and kept); drop it"),
-                       (train and profile == "ci", "--train trains the paper profile; at ci the chapters train "
-                                                   "what they lack anyway: drop it"),
+                       (train and profile == "ci", "--train trains the paper profile; at ci the runs the chapters "
+                                                   "read and the records lack always train first: drop it"),
                        (yes and not train, "--yes answers --train's question; add --train, or drop --yes")):
         if wrong:
             print(f"companion chapters: error: {why}", file=sys.stderr)
@@ -381,7 +382,7 @@ def add_commands(sub) -> None:
                    help="also remove the ci records no chapter reads (left by a numerics or preset change)")
     p.add_argument("--train", action="store_true",
                    help="at paper: train the runs the records lack first (without a GPU it states the cost and "
-                        "needs --yes); at ci the runs the records lack always train")
+                        "needs --yes); at ci the runs the records lack always train first")
     p.add_argument("--yes", action="store_true", help="with --train at paper on a machine without a GPU: go on")
     p.set_defaults(func=lambda a: run_chapters(a.names, profile=a.profile, force=a.force, runs_only=a.runs_only,
                                                prune=a.prune, train=a.train, yes=a.yes))

@@ -17,8 +17,8 @@ Python 3.12, no Jupyter), so the `paper` profile is made in pieces and committed
    seconds, what remains) and the log's table is rewritten in the store's README.md.
 
 It imports no notebook or plotting library, so `PYTHONPATH=. python -m companion.cli.paper 03` runs
-where the package runs. Copy the store folder back and commit it; the chapters read it with
-`train=False` (`companion.book.paper_status`).
+where the package runs. Copy the store folder back and commit it; the chapters read it
+(`companion.book.paper_status`), training nothing.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from companion.paths import repo_root
 from companion.preflight import check_runs
 from companion.runs import _flat, git_commit, machine_name, run_group
 from companion.store import RunStore
-from companion.sweep import parse_seeds, stored_record
+from companion.reading import stored_record
+from companion.sweep import parse_seeds
 from companion.tasks import make_task
 from companion.train import total_steps
 

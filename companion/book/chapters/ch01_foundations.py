@@ -275,9 +275,9 @@ class Inputs:
     trial_shape: tuple[int, int] = TRIAL_SHAPE
 
 
-def load(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> Runs:
-    """The chapter's inputs at `profile` (block "inputs"): nothing trains, so `jobs`, `store` and `train`
-    are accepted for the common interface and unused. `seeds`: None (seed 0) or one seed."""
+def load(profile: str = "ci", seeds=None, *, store=None) -> Runs:
+    """The chapter's inputs at `profile` (block "inputs"): nothing is read, so `store` is accepted for the
+    common interface and unused. `seeds`: None (seed 0) or one seed."""
     seed = one_seed(seeds, "Chapter 1")
     check_parameters(profile, [seed])
     return Runs(profile, [seed], {"inputs": Inputs(TOKENS, SCORES, EMPTY_ROW, TRIALS[profile], seed)})

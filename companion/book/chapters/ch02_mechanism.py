@@ -236,9 +236,9 @@ class Inputs:
     entries: tuple[float, ...] = ENTRIES
 
 
-def load(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> Runs:
-    """The chapter's inputs at `profile` (block "inputs"): nothing trains, so `jobs`, `store` and `train`
-    are accepted for the common interface and unused. `seeds`: None (seed 0) or one seed."""
+def load(profile: str = "ci", seeds=None, *, store=None) -> Runs:
+    """The chapter's inputs at `profile` (block "inputs"): nothing is read, so `store` is accepted for the
+    common interface and unused. `seeds`: None (seed 0) or one seed."""
     seed = one_seed(seeds, "Chapter 2")
     check_parameters(profile, [seed])
     return Runs(profile, [seed], {"inputs": Inputs(DRAWS[profile], seed)})

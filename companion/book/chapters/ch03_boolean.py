@@ -41,7 +41,7 @@ from companion.book.chapters.symmetry import SYMMETRY, measured as symmetry_meas
 from companion.experiments import get_experiment
 from companion.experiments.chapters import chapter_requests
 from companion.experiments.gotu import METHODS
-from companion.sweep import ensure_grid
+from companion.reading import read_grid
 from companion.tasks.boolean import FUNCTIONS, BooleanTask, make_function
 
 __all__ = ["polynomial", "NAMED", "READINGS", "SHOWN", "tasks_table", "references", "reference_table",
@@ -122,21 +122,21 @@ def budget_numbers(b: pd.Series) -> dict:
     return {f"ch3_budget_{name}": b[row] for name, row in _CITED.items()}
 
 
-def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
-         train: bool = True, symmetry_seeds: Sequence[int] | None = None) -> Runs:
-    """Every run the chapter reads (run when missing; `store`, `train` as in `ensure_grid`), as {task: [Record]}
+def load(profile: str, seeds: Sequence[int] | None = None, *, store=None,
+         symmetry_seeds: Sequence[int] | None = None) -> Runs:
+    """Every run the chapter reads (`store` as in `companion.reading.read_grid`), as {task: [Record]}
     in two blocks: "gotu" (every task × method × seed) and "symmetry" (the `symmetry` grid at `symmetry_seeds`;
     {} at any profile but `ci`, the only one its Block in `companion.experiments.chapters` names). `seeds` None
     means `SEEDS`, `symmetry_seeds` None `SYMMETRY_SEEDS`."""
     seeds = list(SEEDS if seeds is None else seeds)
-    check_parameters(profile, seeds, jobs)
+    check_parameters(profile, seeds)
     if symmetry_seeds is not None:
-        check_parameters(profile, symmetry_seeds, jobs)
-    gotu = ensure_grid("gotu", profile, seeds, store=store, jobs=jobs, train=train)
+        check_parameters(profile, symmetry_seeds)
+    gotu = read_grid("gotu", profile, seeds, store=store)
     symmetry = {}
     if any(r.experiment.startswith("symmetry-") for r, _ in chapter_requests("03", profile)):
-        symmetry = ensure_grid("symmetry", profile, SYMMETRY_SEEDS if symmetry_seeds is None else symmetry_seeds,
-                               store=store, jobs=jobs, train=train)
+        symmetry = read_grid("symmetry", profile, SYMMETRY_SEEDS if symmetry_seeds is None else symmetry_seeds,
+                             store=store)
     return Runs(profile, seeds, {"gotu": gotu, "symmetry": symmetry})
 
 

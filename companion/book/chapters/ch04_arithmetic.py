@@ -1,6 +1,6 @@
 """Chapter 4's analysis of the arithmetic runs: Table 8, Figure 2, learning curves, digit accuracies.
 
-Reads stored records of the `arithmetic` grid (`companion.experiments.arithmetic`, via `ensure_grid`); nothing
+Reads stored records of the `arithmetic` grid (`companion.experiments.arithmetic`, via `companion.reading`); nothing
 trains. The grid's cells, keyed (op, fraction, budget):
 - Table 8: addition, every method of `METHODS` at 0.4 % (budget "base"); multiplication, `MUL_METHODS` at 3 %.
 - Figure 2: `FIGURE2_METHODS` on addition at each fraction of `FRACTIONS` (0.4 % shared with Table 8).
@@ -37,7 +37,7 @@ from companion.book.parameters import check_parameters
 from companion.book.prose import num, pct
 from companion.experiments import get_experiment
 from companion.experiments.arithmetic import (FRACTIONS, LONG_BUDGET, METHODS, MUL_METHODS, TABLE8_FRACTION)
-from companion.sweep import ensure_grid
+from companion.reading import read_grid
 from companion.tasks.arithmetic import ArithmeticTask, decode
 
 __all__ = ["REACH", "fraction_label", "load", "runs_frame", "examples", "mask_panel", "budget_table",
@@ -63,13 +63,12 @@ def runs_frame(records: Mapping[tuple[str, float, str], Sequence]) -> pd.DataFra
     return pd.concat(parts, ignore_index=True)
 
 
-def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
-         train: bool = True) -> Runs:
+def load(profile: str, seeds: Sequence[int] | None = None, *, store=None) -> Runs:
     """All runs of the chapter (run when missing): block "arithmetic", the grid's records {(op, fraction,
-    budget): [Record]}; `seeds` None means `SEEDS`; `store` and `train` as in `ensure_grid`."""
+    budget): [Record]}; `seeds` None means `SEEDS`; `store` as in `companion.reading.read_grid`."""
     seeds = list(SEEDS if seeds is None else seeds)
-    check_parameters(profile, seeds, jobs)
-    records = ensure_grid("arithmetic", profile, seeds, store=store, jobs=jobs, train=train)
+    check_parameters(profile, seeds)
+    records = read_grid("arithmetic", profile, seeds, store=store)
     return Runs(profile, seeds, {"arithmetic": records})
 
 

@@ -36,7 +36,7 @@ from companion.book.parameters import check_parameters
 from companion.book.prose import num, pct, signed
 from companion.experiments import get_experiment, get_grid
 from companion.experiments.images import LM_METHODS, METHODS, MOVABLE_CELL, MOVABLE_LR, WINDOW
-from companion.sweep import ensure_many
+from companion.reading import read_many
 
 __all__ = ["BLOCKS", "METHODS", "TABLE3", "TABLE5", "OTHERS", "MARGIN", "load", "image_frame", "text_frame", "budget", "image_pattern",
            "patterns", "digit_examples", "paired_frame", "text_pattern", "text_mask", "table3", "table5", "paired_vs_default", "table3_measures", "fixed_vs_learnable",
@@ -67,14 +67,14 @@ def text_frame(records: Sequence) -> pd.DataFrame:
 
 
 def load(profile: str, seeds: Sequence[int] | None = None, *, text_seeds: Sequence[int] | None = None,
-         jobs: int | None = None, store=None, train: bool = True) -> Runs:
+         store=None) -> Runs:
     """Block "images", {image set: [Record]} of the grid's image cells at `seeds`, and block "text", [Record] of its
-    "text" cell at `text_seeds` (a paired interval of a small perplexity change needs more seeds). Trained when
-    missing (`store`, `train` as in `ensure_many`); with train=False one `MissingRuns` counts both (`gather`).
+    "text" cell at `text_seeds` (a paired interval of a small perplexity change needs more seeds). Read-only
+    (`store` as in `companion.reading.read_many`); one `MissingRuns` counts what both lack (`gather`).
     `seeds` None means `SEEDS`; `text_seeds` None means `TEXT_SEEDS`, or `seeds` when they are given."""
     text_seeds = list(text_seeds if text_seeds is not None else TEXT_SEEDS if seeds is None else seeds)
     seeds = list(SEEDS if seeds is None else seeds)
-    check_parameters(profile, seeds, jobs)
+    check_parameters(profile, seeds)
     check_parameters(profile, text_seeds)
     cells = get_grid("images-and-language").cells(profile)
     images = [k for k in cells if k not in ("text", *BLOCKS)]
@@ -82,8 +82,7 @@ def load(profile: str, seeds: Sequence[int] | None = None, *, text_seeds: Sequen
     text_extra = [k for k in BLOCKS if k in cells and cells[k].experiment == "lm-local"]  # at the text seeds
 
     def some(keys: Sequence[str], at: Sequence[int]):
-        return lambda: ensure_many([cells[k] for k in keys], profile, at, store=store, jobs=jobs,
-                                   train=train) if keys else []
+        return lambda: read_many([cells[k] for k in keys], profile, at, store=store) if keys else []
 
     blocks, text, more, more_text = gather(some(images, seeds), some(["text"], text_seeds), some(extra, seeds),
                                            some(text_extra, text_seeds))

@@ -36,7 +36,7 @@ from companion.book.prose import num, pct, signed
 from companion.experiments import get_grid
 from companion.experiments.chapters import MOVABLE_TEST_CELLS, SEED_TEST_CELLS, TEN as TEST_SEEDS, chapter_requests
 from companion.experiments.referee import CONTRASTS, PLACEMENTS, TASKS
-from companion.sweep import ensure_grid, ensure_many
+from companion.reading import read_grid, read_many
 
 __all__ = ["DRIFT_TITLES", "SEED_TEST_CELLS", "MOVABLE_TEST_CELLS", "TEST_SEEDS", "load", "decide", "placement_frame", "qk_frame", "select", "by_seed", "placements_table", "accuracy_table", "accuracy_runs",
            "baseline_accuracy", "drift_table", "placement_drift", "qk_table", "qk_drift_table", "qk_drift_curves",
@@ -62,26 +62,24 @@ def _reads_seed_test(profile: str) -> bool:
     return any(tuple(seeds) == TEST_SEEDS for _, seeds in chapter_requests("06", profile))
 
 
-def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
-         train: bool = True) -> Runs:
+def load(profile: str, seeds: Sequence[int] | None = None, *, store=None) -> Runs:
     """Four blocks of {key: [Record per seed]}: "referee" by (task, placement, contrast; "all-zero" and "no mask"
     at 0), "qk-norm" by (task, method, qk_norm), "mask-moves" by (task, placement, "own lr" | "model lr"; {} except
     at `ci`), and at `TEST_SEEDS` ({} except at `ci`) "seeds", the cells of "referee" R-05 and M-09 read
     (`SEED_TEST_CELLS`), and "seeds-own", M-09's cells of "mask-moves" (`MOVABLE_TEST_CELLS`). Missing runs are
     counted over all of them (`gather`)."""
     seeds = list(SEEDS if seeds is None else seeds)
-    check_parameters(profile, seeds, jobs)
+    check_parameters(profile, seeds)
 
     def grid(name: str):
-        return lambda: ensure_grid(name, profile, seeds, store=store, jobs=jobs, train=train)
+        return lambda: read_grid(name, profile, seeds, store=store)
 
     def tested():  # R-05 and M-09 at the referee's ten seeds (`ci` only): one block per grid
         if not _reads_seed_test(profile):
             return {}, {}
         keys = (*SEED_TEST_CELLS, *MOVABLE_TEST_CELLS)
         cells = get_grid("referee").cells(profile) | get_grid("mask-moves").cells(profile)
-        found = dict(zip(keys, ensure_many([cells[k] for k in keys], profile, TEST_SEEDS, store=store, jobs=jobs,
-                                           train=train)))
+        found = dict(zip(keys, read_many([cells[k] for k in keys], profile, TEST_SEEDS, store=store)))
         return {k: found[k] for k in SEED_TEST_CELLS}, {k: found[k] for k in MOVABLE_TEST_CELLS}
 
     referee, qk, movable, (ten, ten_own) = gather(grid("referee"), grid("qk-norm"),

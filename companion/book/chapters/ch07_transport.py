@@ -34,7 +34,7 @@ from companion.book.chapters.transport_bounds import (BETTER, CLOSED_FORM_TOL, E
                                                       propositions_table, sensitivity, sensitivity_checks,
                                                       sensitivity_numbers, sensitivity_table, tolerance_text)
 from companion.experiments.copy_mixture import METHODS
-from companion.sweep import ensure_runs
+from companion.reading import read_runs
 
 __all__ = ["SEEDS", "CONTROL_SEEDS", "BOUNDS", "SINK_CURVE", "PROP22", "PROP31", "EQ3", "BETTER", "CLOSED_FORM_TOL",
            "RECOMPUTE_TOL", "load", "run_summary", "propositions", "propositions_table", "proposition_checks", "theorem",
@@ -66,20 +66,19 @@ BOCHNER = (Measure("S3-21", lambda a: bochner.measure(a["goat"]),
 # ---------------------------------------------------------------- the models
 
 def load(profile: str, seeds: Sequence[int] | None = None, *, control_seeds: Sequence[int] | None = None,
-         jobs: int | None = None, store=None, train: bool = True) -> Runs:
+         store=None) -> Runs:
     """Two blocks, each {method: [Record in seed order]} in `METHODS` order: "copymix" at `seeds` (None: `SEEDS`),
     and "control" at `control_seeds` (None: `CONTROL_SEEDS`), Chapter 9's `charlm` runs of GOAT (the authors'
     start), RoPE and ALiBi. A window of running text starts anywhere, so its first character says no more about the
-    next than any other does: a sink there is structural, as on C4. `store`, `train` as in `ensure_runs`; missing
-    runs are counted over both blocks (`gather`)."""
+    next than any other does: a sink there is structural, as on C4. `store` as in `companion.reading.read_runs`;
+    missing runs are counted over both blocks (`gather`)."""
     seeds = list(SEEDS if seeds is None else seeds)
     control_seeds = list(CONTROL_SEEDS if control_seeds is None else control_seeds)
-    check_parameters(profile, seeds, jobs)
+    check_parameters(profile, seeds)
     check_parameters(profile, control_seeds)
     copymix, control = gather(
-        lambda: by_method(ensure_runs("copymix", profile, seeds, store=store, jobs=jobs, train=train), METHODS),
-        lambda: by_method(ensure_runs("charlm", profile, control_seeds, methods=list(METHODS), store=store, jobs=jobs,
-                                      train=train), METHODS))
+        lambda: by_method(read_runs("copymix", profile, seeds, store=store), METHODS),
+        lambda: by_method(read_runs("charlm", profile, control_seeds, methods=list(METHODS), store=store), METHODS))
     return Runs(profile, seeds, {"copymix": copymix, "control": control})
 
 

@@ -25,7 +25,7 @@ from companion.book.chapters.entropic import prior_views
 from companion.config import RunConfig
 from companion.experiments import get_experiment
 from companion.experiments.copy_mixture import METHODS
-from companion.sweep import ensure_runs
+from companion.reading import read_runs
 from companion.tasks import make_task
 
 __all__ = ["SEEDS", "PRIOR", "SINK_MARGIN", "WINDOW", "LOCAL", "goat_config", "budget_table", "load", "frame_of", "run_summary",
@@ -57,14 +57,13 @@ def budget_table(cfg: RunConfig, seeds: Sequence[int] | None = None) -> pd.DataF
     return pd.Series(budget, name=cfg.profile).to_frame()
 
 
-def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
-         train: bool = True) -> Runs:
+def load(profile: str, seeds: Sequence[int] | None = None, *, store=None) -> Runs:
     """The `copymix` runs (block "copymix": {method: [Record in seed order]}, methods in
-    `companion.experiments.copy_mixture.METHODS` order); `seeds` None means `SEEDS`; `store`, `train`
-    as in `ensure_runs`."""
+    `companion.experiments.copy_mixture.METHODS` order); `seeds` None means `SEEDS`; `store` as in
+    `companion.reading.read_runs`."""
     seeds = list(SEEDS if seeds is None else seeds)
-    check_parameters(profile, seeds, jobs)
-    found = ensure_runs("copymix", profile, seeds, store=store, jobs=jobs, train=train)
+    check_parameters(profile, seeds)
+    found = read_runs("copymix", profile, seeds, store=store)
     return Runs(profile, seeds, {"copymix": by_method(found, METHODS)})
 
 

@@ -35,7 +35,7 @@ from companion.book.missing import gather
 from companion.book.parameters import check_parameters
 from companion.experiments import get_experiment
 from companion.experiments.extrapolation import EVAL_TOKENS, EXPERIMENTS, FAR, METHODS, reading_lengths, readout_specs
-from companion.sweep import ensure_grid
+from companion.reading import read_grid
 from companion.tasks import make_task
 
 __all__ = ["SEEDS", "READINGS", "GOAT_READINGS", "DEPTH_SHOWN", "BASELINES", "Setup", "reading_lengths", "setup", "budget", "passkey_example",
@@ -129,16 +129,15 @@ def setup_numbers(s: Setup) -> dict[str, str]:
 
 # ---------------------------------------------------------------- runs
 
-def load(profile: str, seeds: Sequence[int] | None = None, *, jobs: int | None = None, store=None,
-         train: bool = True) -> Runs:
+def load(profile: str, seeds: Sequence[int] | None = None, *, store=None) -> Runs:
     """Blocks "charlm" and "passkey", each {method: [Record in seed order]}; `seeds` None means `SEEDS`; and
     "resolution", the digits ViT of S3-19 at its own seeds (`companion.book.chapters.resolution`, `ci` only: {}
-    at another profile). `train=False` reads stored records and raises one `companion.sweep.MissingRuns` when
-    some are absent."""
+    at another profile). Reads stored records and raises one `companion.reading.MissingRuns` when some
+    are absent."""
     seeds = list(SEEDS if seeds is None else seeds)
-    check_parameters(profile, seeds, jobs)
-    cells, images = gather(lambda: ensure_grid("extrapolation", profile, seeds, store=store, jobs=jobs, train=train),
-                           lambda: resolution.load(profile, store=store, jobs=jobs, train=train))
+    check_parameters(profile, seeds)
+    cells, images = gather(lambda: read_grid("extrapolation", profile, seeds, store=store),
+                           lambda: resolution.load(profile, store=store))
     return Runs(profile, seeds, {**{e: by_method(cells[e], METHODS) for e in EXPERIMENTS}, "resolution": images})
 
 

@@ -296,11 +296,11 @@ SEEDS = ()  # the chapter reads committed results: no seeds
 LIVE_LENGTHS = (256, 512, 1024)  # the notebook's `live_lengths`: its optional live sweep on the executing machine
 
 
-def load(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> Runs:
+def load(profile: str = "ci", seeds=None, *, store=None) -> Runs:
     """Blocks: "committed" (every attention result by stem), "steps" and "gpu_steps" (whole steps on this CPU and
     the H200), "peak" (the sweep machine's peak rates), "cliff" (`cliff_results`), "utilisation" (how much
-    of the CPU and of the H200 a `ci` run uses, `utilisation.load_utilisation`). `seeds` must be None; `jobs`,
-    `store` and `train` are unused (common interface)."""
+    of the CPU and of the H200 a `ci` run uses, `utilisation.load_utilisation`). `seeds` must be None; `store`
+    is unused (common interface)."""
     check_parameters(profile)
     if seeds is not None:
         raise ValueError(f"Chapter 10 reads committed benchmark results and takes no seeds, got {list(seeds)!r}.")

@@ -32,9 +32,9 @@ TOLERANCE = 1e-12  # largest |difference| from attend, output or gradient, in fl
 COST_RESULT = "interop-paths-cpu"
 
 
-def load(profile: str = "ci", seeds=None, *, jobs=None, store=None, train: bool = True) -> Runs:
-    """The seed (block "inputs") and the committed cost benchmark (block "cost"); `jobs`, `store` and `train` are
-    the common interface's and unused: nothing trains, and both profiles compute the same."""
+def load(profile: str = "ci", seeds=None, *, store=None) -> Runs:
+    """The seed (block "inputs") and the committed cost benchmark (block "cost"); `store` is the common
+    interface's and unused: nothing trains, and both profiles compute the same."""
     seed = one_seed(seeds, "Chapter 11")
     check_parameters(profile, [seed])
     return Runs(profile, [seed], {"inputs": seed,

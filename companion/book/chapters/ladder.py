@@ -29,7 +29,7 @@ from companion.book.chapters.frames import by_method, records_frame
 from companion.experiments.ladder import FAMILIES, Family, Rung, paper_configs, rung_configs
 from companion.paths import ladder_root
 from companion.store import RunStore
-from companion.sweep import MissingRuns, run_missing
+from companion.reading import MissingRuns, read_configs
 from companion.tasks import make_task
 from companion.train import total_steps
 
@@ -47,7 +47,7 @@ def paper_records(family: Family, store: RunStore | None = None):
     """The family's paper-profile records (`paper_configs`), or None while any is missing."""
     store = store or RunStore(profile="paper", read_only=True)
     try:
-        records, _ = run_missing(paper_configs(family.name), store, "local", False, {}, train=False)
+        records = read_configs(paper_configs(family.name), store)
     except MissingRuns:
         return None
     return records
@@ -61,7 +61,7 @@ def rung_records(family: Family, rung: Rung, store: RunStore | None = None, ci_s
     else:
         store = store or RunStore(ladder_root(), read_only=True)
     try:
-        records, _ = run_missing(cfgs, store, "local", False, {}, train=False)
+        records = read_configs(cfgs, store)
     except MissingRuns:
         return None
     return records

@@ -19,7 +19,7 @@ from companion.book.chapters.frames import by_method, readout
 from companion.book.chapters.stats import Paired, paired, summarize, summary_table
 from companion.book.prose import num, signed
 from companion.experiments.resolution import GOAT_BASE, GOAT_PRIOR_LR, METHODS, SIDES
-from companion.sweep import ensure_runs
+from companion.reading import read_runs
 
 __all__ = ["SEEDS", "LABELS", "READINGS", "GOAT", "BASELINE", "LOCAL", "NUMBERS", "load", "frame", "prior_maps",
            "locality", "CLAIMS", "table", "curves", "numbers", "decide"]
@@ -35,12 +35,12 @@ NUMBERS = ("ch9_res_sides", "ch9_res_goat_lr", "ch9_res_base", "ch9_res_diff", "
            "ch9_res_shared_start", "ch9_res_seeds")
 
 
-def load(profile: str, *, store=None, jobs: int | None = None, train: bool = True) -> dict[str, list]:
+def load(profile: str, *, store=None) -> dict[str, list]:
     """{method: [Record in seed order]} of `vit-resolution` at `SEEDS` (`ci` only: {} at another profile);
-    `train=False` raises `companion.sweep.MissingRuns` naming what is absent."""
+    raises `companion.reading.MissingRuns` naming what is absent."""
     if profile != "ci":
         return {}
-    return by_method(ensure_runs("vit-resolution", profile, SEEDS, store=store, jobs=jobs, train=train), METHODS)
+    return by_method(read_runs("vit-resolution", profile, SEEDS, store=store), METHODS)
 
 
 def decide(d, block: Mapping[str, Sequence] | None) -> dict:

@@ -6,7 +6,7 @@ machine, into `_build/editions/paper/`, beside the `ci` book (`book/chapters/` i
 - the book's pages are copied (`_config.yml`, `_toc.yml`, `book/` without the executed `ci` chapters, and
   what a page includes from outside `book/`, the changelog);
 - a chapter that trains nothing (1, 2, 10), or whose paper-profile runs are all in `results/paper/`,
-  is executed with papermill at `profile="paper"`, `train=False`: it reads records and trains nothing;
+  is executed with papermill at `profile="paper"`: it reads records and trains nothing;
 - a chapter with runs missing at that scale gets a page of its own: its title, the counts
   (`companion.book.paper_status.coverage`: "12 of 120 paper-profile runs"), its claims marked "not run at
   this scale", how to make the missing runs, and the outline of its sections, so that the edition's
@@ -150,8 +150,7 @@ def build_edition(names: list[str], profile: str, root: Path | None = None, *, e
             print(f"  {name:<40} not run at this scale: {cov.words()} stored")
             continue
         try:
-            params = {"profile": profile, **({"train": False} if cov.total else {})}  # 1, 2, 10 take no `train`
-            took = execute_into(root, name, chapters, params)
+            took = execute_into(root, name, chapters, {"profile": profile})
         except Exception as err:  # noqa: BLE001  (report every chapter, then fail)
             print(f"  {name:<40} failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
                   file=sys.stderr)
