@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Hashable, Iterable, Sequence
+from typing import Callable, Hashable, Iterable, Sequence
 
 from companion.config import RunConfig
 from companion.experiments import Request, get_grid
@@ -19,7 +19,8 @@ from companion.experiments.plan import plan
 from companion.runs import Record
 from companion.store import RunStore
 
-__all__ = ["MissingRuns", "stored_record", "read_configs", "read_runs", "read_many", "read_grid", "DEVICES"]
+__all__ = ["MissingRuns", "stored_record", "read_configs", "read_runs", "read_many", "read_grid", "by_request",
+           "DEVICES"]
 
 # Where a run may have been made. A record is read back from any of them (committed `paper` records
 # were made on a GPU); a run to be trained is the exact config (its device is part of its identity:
@@ -80,6 +81,20 @@ def _store(store: RunStore | str | os.PathLike | None, profile: str) -> RunStore
     return store if isinstance(store, RunStore) else RunStore(store, profile=profile, read_only=True)
 
 
+def by_request(requests: Sequence[Request], profile: str, seeds: Iterable[int],
+               fetch: Callable[[list[RunConfig]], list[Record]]) -> list[list[Record]]:
+    """Plan every request's configs at `seeds`, `fetch` all of them at once (one record per config, in
+    order: read here, trained by `companion.sweep.ensure_many`) and hand each request its own records."""
+    seeds = list(seeds)
+    blocks = [plan(r.experiment, profile, seeds, r.methods, r.overrides) for r in requests]
+    records = fetch([c for b in blocks for c in b])
+    out, start = [], 0
+    for b in blocks:
+        out.append(records[start:start + len(b)])
+        start += len(b)
+    return out
+
+
 def read_runs(experiment: str, profile: str = "ci", seeds: Iterable[int] = range(5),
               methods: Sequence[str] | None = None, store: RunStore | str | os.PathLike | None = None, *,
               overrides: Sequence[str] = ()) -> list[Record]:
@@ -93,14 +108,8 @@ def read_many(requests: Sequence[Request], profile: str = "ci", seeds: Iterable[
               store: RunStore | str | os.PathLike | None = None) -> list[list[Record]]:
     """`read_runs` for several requests at once: one record list per request; one `MissingRuns` counts
     over all of them."""
-    seeds = list(seeds)
-    blocks = [plan(r.experiment, profile, seeds, r.methods, r.overrides) for r in requests]
-    records = read_configs([c for b in blocks for c in b], _store(store, profile))
-    out, start = [], 0
-    for b in blocks:
-        out.append(records[start:start + len(b)])
-        start += len(b)
-    return out
+    store = _store(store, profile)
+    return by_request(requests, profile, seeds, lambda cfgs: read_configs(cfgs, store))
 
 
 def read_grid(grid: str, profile: str = "ci", seeds: Iterable[int] = range(5),

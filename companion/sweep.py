@@ -18,6 +18,7 @@ from companion.executors import make_executor
 from companion.experiments import Request, get_grid
 from companion.experiments.plan import MAX_RUNS, check_count, max_runs, plan, plan_grid
 from companion.identity import run_id
+from companion.reading import by_request
 from companion.runs import Record
 from companion.store import RunStore
 
@@ -114,17 +115,11 @@ def ensure_many(requests: Sequence[Request], profile: str = "ci", seeds: Iterabl
     """`ensure_runs` for several requests at once: one executor runs every missing config of all of
     them (one worker pool, no idle workers between blocks); returns one record list per request.
     A config that appears in several requests runs once."""
-    seeds = list(seeds)
     store = store if isinstance(store, RunStore) else RunStore(store, profile=profile)
     if executor == "local":
         executor_options.setdefault("jobs", jobs)
-    blocks = [plan(r.experiment, profile, seeds, r.methods, r.overrides) for r in requests]
-    records, _ = run_missing([c for b in blocks for c in b], store, executor, progress, executor_options, weights)
-    out, start = [], 0
-    for b in blocks:
-        out.append(records[start:start + len(b)])
-        start += len(b)
-    return out
+    return by_request(requests, profile, seeds,
+                      lambda cfgs: run_missing(cfgs, store, executor, progress, executor_options, weights)[0])
 
 
 def ensure_grid(grid: str, profile: str = "ci", seeds: Iterable[int] = range(5),
